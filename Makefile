@@ -1,0 +1,33 @@
+# jobgate — the two commands a new user types are `make run` and `make test`.
+GO      ?= go
+BIN     := bin/jobgate
+ARGS    ?=
+
+.PHONY: build run test bench lint fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/jobgate
+
+## run: build and serve everything on an embedded NATS server (data in ./data)
+run: build
+	$(BIN) serve --dev $(ARGS)
+
+## test: the whole suite with the race detector, real embedded JetStream
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## bench: Go benchmarks (fingerprint, signer, admission path)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+## fuzz: a short run of every fuzz target
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./pkg/job
+
+clean:
+	rm -rf bin

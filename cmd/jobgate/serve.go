@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobgate/jobgate/pkg/auth"
+)
+
+// runServe runs gateway, dispatcher, renderer and notifier in one process on
+// an embedded NATS server: the default a new user runs.
+func (m *Main) runServe(ctx context.Context, args []string) error {
+	fs := newFlagSet("serve", m)
+	sf := bindSettings(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := sf.load(fs, m.Getenv)
+	if err != nil {
+		return err
+	}
+	if _, err := auth.LoadSecret(cfg.AuthSecret, cfg.DataDir, cfg.Embedded()); err != nil {
+		return err
+	}
+	rt, err := openRuntime(ctx, cfg, "serve", m.Stderr, serveEmbeddedHooks(cfg)...)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	return m.runServices(ctx, rt, []string{"dispatcher", "renderer", "notifier", "gateway"}, true)
+}
+
+// runComponent runs one component against an external NATS (or, without
+// --nats, an embedded one, which is handy for a single-process try-out).
+func (m *Main) runComponent(ctx context.Context, name string, args []string) error {
+	fs := newFlagSet(name, m)
+	sf := bindSettings(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := sf.load(fs, m.Getenv)
+	if err != nil {
+		return err
+	}
+	if name == "gateway" {
+		if _, err := auth.LoadSecret(cfg.AuthSecret, cfg.DataDir, cfg.Embedded()); err != nil {
+			return err
+		}
+	}
+	rt, err := openRuntime(ctx, cfg, name, m.Stderr, serveEmbeddedHooks(cfg)...)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	return m.runServices(ctx, rt, []string{name}, false)
+}
+
+// runServices starts the named components, waits for ctx, then stops them
+// in reverse order so the gateway drains before the workers go.
+func (m *Main) runServices(ctx context.Context, rt *runtime, names []string, serve bool) error {
+	var started []service
+	defer func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}()
+	for _, name := range names {
+		svc, err := newService(rt, name, serve)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if svc == nil {
+			continue
+		}
+		if err := svc.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		started = append(started, svc)
+	}
+	if serve {
+		m.printBanner(rt)
+	}
+	rt.log.Info("running", "components", names)
+	<-ctx.Done()
+	rt.log.Info("shutting down")
+	return nil
+}
+
+func newService(rt *runtime, name string, serve bool) (service, error) {
+	switch name {
+	case "gateway":
+		return newGateway(rt, serve)
+	case "dispatcher":
+		return newDispatcher(rt)
+	case "renderer":
+		return newRenderer(rt)
+	case "notifier":
+		return newNotifier(rt)
+	}
+	return nil, fmt.Errorf("unknown component %q", name)
+}
+
+func (m *Main) printBanner(rt *runtime) {
+	fmt.Fprintf(m.Stdout, `jobgate is serving
+  API:       http://%s  (OpenAPI at /openapi.yaml, page at /)
+  data dir:  %s
+  token:     bin/jobgate token --data-dir %s --tenant 4 --subject reviewer-47
+  try:       curl -H "Authorization: Bearer $TOKEN" -H "Idempotency-Key: r-63" \
+               -H "Content-Type: application/json" \
+               -d '{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":63}}' \
+               http://%s/v1/jobs
+`, rt.cfg.HTTPAddr, rt.cfg.DataDir, rt.cfg.DataDir, rt.cfg.HTTPAddr)
+}

@@ -1,0 +1,140 @@
+package auth
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// Identity is who a verified token speaks for.
+type Identity struct {
+	Tenant    string
+	Requester string
+	Admin     bool
+	Expires   time.Time
+}
+
+type claims struct {
+	Tenant string `json:"tenant"`
+	Admin  bool   `json:"admin,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Mint signs a token for id valid for ttl.
+func Mint(secret []byte, id Identity, ttl time.Duration, now time.Time) (string, error) {
+	if !job.ValidScopeID(id.Tenant) || !job.ValidScopeID(id.Requester) {
+		return "", fmt.Errorf("tenant and subject must match [A-Za-z0-9_-]{1,64}")
+	}
+	if ttl <= 0 {
+		return "", errors.New("ttl must be positive")
+	}
+	c := claims{Tenant: id.Tenant, Admin: id.Admin, RegisteredClaims: jwt.RegisteredClaims{
+		Subject:   id.Requester,
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
+}
+
+// Verifier checks bearer tokens. Verified tokens are cached until they expire
+// so the hot path does not re-run HMAC and JSON for every request of a client.
+type Verifier struct {
+	secret []byte
+	now    func() time.Time
+	mu     sync.Mutex
+	cache  map[string]Identity
+}
+
+// NewVerifier returns a verifier for tokens signed with secret.
+func NewVerifier(secret []byte) *Verifier {
+	return &Verifier{secret: secret, now: time.Now, cache: make(map[string]Identity)}
+}
+
+const maxCached = 10000
+
+// Verify returns the identity of a raw token (without "Bearer "). Any defect
+// is job.ErrUnauthorized.
+func (v *Verifier) Verify(token string) (Identity, error) {
+	now := v.now()
+	v.mu.Lock()
+	id, ok := v.cache[token]
+	v.mu.Unlock()
+	if ok {
+		if now.Before(id.Expires) {
+			return id, nil
+		}
+		v.mu.Lock()
+		delete(v.cache, token)
+		v.mu.Unlock()
+	}
+	var c claims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(v.now))
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: %w", job.ErrUnauthorized, err)
+	}
+	if !job.ValidScopeID(c.Tenant) || !job.ValidScopeID(c.Subject) {
+		return Identity{}, fmt.Errorf("%w: tenant or sub claim malformed", job.ErrUnauthorized)
+	}
+	id = Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Expires: c.ExpiresAt.Time}
+	v.mu.Lock()
+	if len(v.cache) >= maxCached {
+		clear(v.cache) // bounded; a cold miss only costs one verification
+	}
+	v.cache[token] = id
+	v.mu.Unlock()
+	return id, nil
+}
+
+// SecretFile is where a single-box deployment keeps its generated secret.
+func SecretFile(dataDir string) string { return filepath.Join(dataDir, "auth.secret") }
+
+// LoadSecret returns the configured secret, or the one in dataDir. With
+// create, a missing file is generated (0600); without, it is an error that
+// says how to get one.
+func LoadSecret(configured, dataDir string, create bool) ([]byte, error) {
+	if configured != "" {
+		return []byte(configured), nil
+	}
+	path := SecretFile(dataDir)
+	data, err := os.ReadFile(path)
+	if err == nil {
+		s := strings.TrimSpace(string(data))
+		if s == "" {
+			return nil, fmt.Errorf("auth secret file %s is empty", path)
+		}
+		return []byte(s), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) || !create {
+		return nil, fmt.Errorf("no auth secret: set JOBGATE_AUTH_SECRET or run `jobgate serve` once with this data dir (%s): %w", dataDir, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	s := hex.EncodeToString(b)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) { // another process won the race
+		return LoadSecret("", dataDir, false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write auth secret: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s + "\n"); err != nil {
+		return nil, fmt.Errorf("write auth secret: %w", err)
+	}
+	return []byte(s), f.Sync()
+}

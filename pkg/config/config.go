@@ -1,0 +1,270 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is every setting of a jobgate process. The zero value is not
+// useful; start from Default.
+type Config struct {
+	// HTTPAddr is where the gateway listens.
+	HTTPAddr string `yaml:"http_addr"`
+	// DataDir holds the embedded NATS store, the generated auth secret and
+	// the mail outbox.
+	DataDir string `yaml:"data_dir"`
+	// AuthSecret is the HS256 secret of bearer tokens. Empty: `serve`
+	// generates one into DataDir/auth.secret and `token` reads it there.
+	AuthSecret string `yaml:"auth_secret"`
+	// JobTTL is how long a job record stays readable after its last change;
+	// its idempotency key protects against duplicates for exactly as long.
+	JobTTL time.Duration `yaml:"job_ttl"`
+	// ResultTTL is how long result files are kept.
+	ResultTTL time.Duration `yaml:"result_ttl"`
+	// ResultLinkTTL is the lifetime of a signed result link.
+	ResultLinkTTL time.Duration `yaml:"result_link_ttl"`
+	// RenderTimeout is the time budget of one render attempt.
+	RenderTimeout time.Duration `yaml:"render_timeout"`
+	// MaxAttempts is how many render attempts a job gets.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Failpoints injects faults for tests, e.g. "gateway.after-commit=exit".
+	Failpoints string `yaml:"failpoints"`
+	// LogFormat is text or json; LogLevel is debug, info, warn or error.
+	LogFormat string `yaml:"log_format"`
+	LogLevel  string `yaml:"log_level"`
+	// Dev enables development helpers (the /dev/token login of the page).
+	// Only `serve` honours it.
+	Dev bool `yaml:"dev"`
+
+	NATS     NATS     `yaml:"nats"`
+	Renderer Renderer `yaml:"renderer"`
+	Gateway  Gateway  `yaml:"gateway"`
+	Notifier Notifier `yaml:"notifier"`
+}
+
+// NATS says how to reach JetStream and how resources are laid out.
+type NATS struct {
+	// URL of an external NATS deployment (comma-separated); empty runs an
+	// embedded server under DataDir.
+	URL string `yaml:"url"`
+	// Listen lets the embedded server also accept NATS clients (host:port).
+	Listen string `yaml:"listen"`
+	// Replicas of streams and buckets: 1 embedded, 3 on a cluster.
+	Replicas int `yaml:"replicas"`
+	// SyncAlways (embedded) fsyncs every write before acknowledging it.
+	SyncAlways bool   `yaml:"sync_always"`
+	CredsFile  string `yaml:"creds_file"`
+	NKeyFile   string `yaml:"nkey_file"`
+	User       string `yaml:"user"`
+	Password   string `yaml:"password"`
+	TLSCA      string `yaml:"tls_ca"`
+	TLSCert    string `yaml:"tls_cert"`
+	TLSKey     string `yaml:"tls_key"`
+}
+
+// Renderer tunes the render workers.
+type Renderer struct {
+	// Concurrency is how many renders one process runs at once.
+	Concurrency int `yaml:"concurrency"`
+	// MaxOutputBytes caps the size of one result file.
+	MaxOutputBytes int64 `yaml:"max_output_bytes"`
+}
+
+// Gateway tunes the HTTP API.
+type Gateway struct {
+	// ReadRate and ReadBurst limit read requests per requester (per second).
+	ReadRate  float64 `yaml:"read_rate"`
+	ReadBurst int     `yaml:"read_burst"`
+	// SubmitRate and SubmitBurst limit submissions per requester.
+	SubmitRate  float64 `yaml:"submit_rate"`
+	SubmitBurst int     `yaml:"submit_burst"`
+}
+
+// Notifier configures completion notices.
+type Notifier struct {
+	// Webhooks per tenant id.
+	Webhooks map[string][]Webhook `yaml:"webhooks"`
+	// AllowPrivateWebhooks permits webhook URLs that resolve to loopback or
+	// private ranges (refused by default against SSRF).
+	AllowPrivateWebhooks bool `yaml:"allow_private_webhooks"`
+	// WebhookRetries is the backoff schedule between delivery attempts.
+	WebhookRetries []time.Duration `yaml:"webhook_retries"`
+	// Mail sends one notice per terminal state to requesters' addresses.
+	Mail Mail `yaml:"mail"`
+}
+
+// Webhook is one endpoint of a tenant.
+type Webhook struct {
+	URL string `yaml:"url"`
+	// Secret signs deliveries (Standard Webhooks, "whsec_" + base64 or raw).
+	Secret string `yaml:"secret"`
+}
+
+// Mail configures SMTP delivery. With no SMTPHost, notices are written as
+// .eml files under DataDir/outbox.
+type Mail struct {
+	SMTPHost string `yaml:"smtp_host"`
+	SMTPPort int    `yaml:"smtp_port"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	From     string `yaml:"from"`
+	// Addresses maps "tenant/requester" to a mail address.
+	Addresses map[string]string `yaml:"addresses"`
+}
+
+// Default returns the settings `jobgate serve` runs with when given none.
+func Default() Config {
+	return Config{
+		HTTPAddr:      "127.0.0.1:8080",
+		DataDir:       "./data",
+		JobTTL:        720 * time.Hour,
+		ResultTTL:     168 * time.Hour,
+		ResultLinkTTL: 5 * time.Minute,
+		RenderTimeout: 2 * time.Minute,
+		MaxAttempts:   3,
+		LogFormat:     "text",
+		LogLevel:      "info",
+		NATS:          NATS{Replicas: 1},
+		Renderer:      Renderer{Concurrency: 2, MaxOutputBytes: 64 << 20},
+		Gateway:       Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100},
+		Notifier: Notifier{
+			WebhookRetries: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
+			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
+		},
+	}
+}
+
+// LoadFile merges a YAML file into c. Unknown keys are an error, so a typo
+// does not silently fall back to a default.
+func (c *Config) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadEnv applies JOBGATE_* variables from getenv (os.Getenv in production).
+func (c *Config) LoadEnv(getenv func(string) string) error {
+	var errs []error
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	dur := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			*dst = d
+		}
+	}
+	num := func(name string, dst *int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			*dst = n
+		}
+	}
+	boolean := func(name string, dst *bool) {
+		if v := getenv(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			*dst = b
+		}
+	}
+	str("JOBGATE_HTTP_ADDR", &c.HTTPAddr)
+	str("JOBGATE_DATA_DIR", &c.DataDir)
+	str("JOBGATE_NATS_URL", &c.NATS.URL)
+	str("JOBGATE_NATS_LISTEN", &c.NATS.Listen)
+	str("JOBGATE_NATS_CREDS", &c.NATS.CredsFile)
+	str("JOBGATE_NATS_NKEY", &c.NATS.NKeyFile)
+	str("JOBGATE_NATS_USER", &c.NATS.User)
+	str("JOBGATE_NATS_PASSWORD", &c.NATS.Password)
+	num("JOBGATE_NATS_REPLICAS", &c.NATS.Replicas)
+	boolean("JOBGATE_NATS_SYNC_ALWAYS", &c.NATS.SyncAlways)
+	str("JOBGATE_AUTH_SECRET", &c.AuthSecret)
+	dur("JOBGATE_JOB_TTL", &c.JobTTL)
+	dur("JOBGATE_RESULT_TTL", &c.ResultTTL)
+	dur("JOBGATE_RESULT_LINK_TTL", &c.ResultLinkTTL)
+	dur("JOBGATE_RENDER_TIMEOUT", &c.RenderTimeout)
+	num("JOBGATE_MAX_ATTEMPTS", &c.MaxAttempts)
+	str("JOBGATE_FAILPOINTS", &c.Failpoints)
+	str("JOBGATE_LOG_FORMAT", &c.LogFormat)
+	str("JOBGATE_LOG_LEVEL", &c.LogLevel)
+	boolean("JOBGATE_DEV", &c.Dev)
+	return errors.Join(errs...)
+}
+
+// Validate checks every setting and says which one is wrong.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("http_addr %q: %w", c.HTTPAddr, err))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir must not be empty"))
+	}
+	if c.JobTTL < time.Minute {
+		errs = append(errs, fmt.Errorf("job_ttl must be at least 1m, got %s", c.JobTTL))
+	}
+	if c.ResultTTL < time.Minute {
+		errs = append(errs, fmt.Errorf("result_ttl must be at least 1m, got %s", c.ResultTTL))
+	}
+	if c.ResultLinkTTL < time.Second {
+		errs = append(errs, fmt.Errorf("result_link_ttl must be at least 1s, got %s", c.ResultLinkTTL))
+	}
+	if c.RenderTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("render_timeout must be at least 100ms, got %s", c.RenderTimeout))
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		errs = append(errs, fmt.Errorf("max_attempts must be 1 to 100, got %d", c.MaxAttempts))
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("nats.replicas must be 1 to 5, got %d", c.NATS.Replicas))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log_format must be text or json, got %q", c.LogFormat))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	if c.Renderer.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("renderer.concurrency must be at least 1, got %d", c.Renderer.Concurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// Embedded reports whether this process runs its own NATS server.
+func (c *Config) Embedded() bool { return c.NATS.URL == "" }
+
+// Path returns a path under the data dir.
+func (c *Config) Path(elem ...string) string {
+	return filepath.Join(append([]string{c.DataDir}, elem...)...)
+}

@@ -1,0 +1,67 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Services wrap them with %w; the gateway's single problem
+// map turns each into one HTTP status and problem type.
+var (
+	ErrNotFound        = errors.New("job not found")
+	ErrKeyReused       = errors.New("idempotency key reused with a different request")
+	ErrKeyMissing      = errors.New("idempotency key missing")
+	ErrKeyInvalid      = errors.New("idempotency key invalid")
+	ErrMalformed       = errors.New("malformed request")
+	ErrTerminal        = errors.New("job already terminal")
+	ErrResultNotReady  = errors.New("result not ready")
+	ErrJobFailed       = errors.New("job failed")
+	ErrJobCanceled     = errors.New("job canceled")
+	ErrInvalidState    = errors.New("invalid state transition")
+	ErrUnauthorized    = errors.New("unauthorized")
+	ErrUnavailable     = errors.New("job store unavailable")
+	ErrPayloadTooLarge = errors.New("payload too large")
+	ErrRateLimited     = errors.New("rate limited")
+	ErrLinkExpired     = errors.New("result link expired")
+	ErrLinkInvalid     = errors.New("result link invalid")
+)
+
+// FieldError names one invalid field of a request.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists every problem found in a request's type and params.
+// It matches ErrValidation with errors.Is.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+// ErrValidation is the sentinel a *ValidationError matches.
+var ErrValidation = errors.New("validation failed")
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		parts[i] = fe.Field + ": " + fe.Message
+	}
+	return fmt.Sprintf("validation failed: %s", strings.Join(parts, "; "))
+}
+
+// Is lets errors.Is(err, ErrValidation) match.
+func (e *ValidationError) Is(target error) bool { return target == ErrValidation }
+
+// ConflictError says a key was already used for another request and names
+// the job it belongs to, so a client can find it.
+type ConflictError struct {
+	JobID string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("idempotency key already used for job %s with a different request", e.JobID)
+}
+
+// Is lets errors.Is(err, ErrKeyReused) match.
+func (e *ConflictError) Is(target error) bool { return target == ErrKeyReused }

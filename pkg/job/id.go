@@ -1,0 +1,52 @@
+package job
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"regexp"
+	"strings"
+)
+
+// idEncoding is lower-case, unpadded base32: URL, subject and KV-key safe.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+var (
+	scopeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	jobIDPattern   = regexp.MustCompile(`^job_[a-z2-7]{26}$`)
+)
+
+// ValidScopeID reports whether s may be a tenant or requester id.
+func ValidScopeID(s string) bool { return scopeIDPattern.MatchString(s) }
+
+// ValidID reports whether s has the shape of a job id.
+func ValidID(s string) bool { return jobIDPattern.MatchString(s) }
+
+// DeriveID returns the job id for an idempotency key in its scope. It is an
+// HMAC under a deployment secret, so ids are stable across retries and
+// gateways yet reveal nothing about the key, and two scopes never collide.
+func DeriveID(secret []byte, tenant, requester, key string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(tenant))
+	m.Write([]byte{0})
+	m.Write([]byte(requester))
+	m.Write([]byte{0})
+	m.Write([]byte(key))
+	return "job_" + idEncoding.EncodeToString(m.Sum(nil))[:26]
+}
+
+// HashKey returns a short, non-reversible tag for an idempotency key, for
+// logs and records; the raw key is never stored or logged.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ValidKey checks an Idempotency-Key value: 1–255 printable ASCII characters.
+func ValidKey(key string) bool {
+	if len(key) == 0 || len(key) > 255 {
+		return false
+	}
+	return !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e })
+}

@@ -1,0 +1,140 @@
+package job
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Error categories of a failed job.
+const (
+	CategoryTimeout        = "timeout"
+	CategoryBudgetExceeded = "budget_exceeded"
+	CategoryRenderError    = "render_error"
+	CategoryWorkerLost     = "worker_lost"
+	CategoryExhausted      = "exhausted"
+	CategoryInternal       = "internal"
+	CategoryCanceled       = "canceled"
+)
+
+// Progress is how far a running job is, when that can be measured.
+type Progress struct {
+	Done  int    `json:"done"`
+	Total int    `json:"total"`
+	Unit  string `json:"unit"`
+}
+
+// Failure says why a job failed.
+type Failure struct {
+	Category  string `json:"category"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// Output describes the stored result of a succeeded job. Object is the name
+// in the result object store; it never leaves the server except inside a
+// signed link.
+type Output struct {
+	Object      string `json:"object"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+}
+
+// Record is the one stored document of a job: it is at once the idempotency
+// record (scope, fingerprint) and the status record (state, progress, result).
+// Admission writes it create-only; every later change is a compare-and-set on
+// its revision, so two writers can never both win.
+type Record struct {
+	ID          string          `json:"id"`
+	Tenant      string          `json:"tenant"`
+	Requester   string          `json:"requester"`
+	KeyHash     string          `json:"key_hash"`
+	Fingerprint string          `json:"fingerprint"`
+	Type        string          `json:"type"`
+	Params      json.RawMessage `json:"params"`
+	State       State           `json:"state"`
+	Attempt     int             `json:"attempt"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	RetryAt     *time.Time      `json:"retry_at,omitempty"`
+	HeartbeatAt *time.Time      `json:"heartbeat_at,omitempty"`
+	Worker      string          `json:"worker,omitempty"`
+	Progress    *Progress       `json:"progress,omitempty"`
+	Error       *Failure        `json:"error,omitempty"`
+	Output      *Output         `json:"output,omitempty"`
+
+	// Revision is the store's revision of this record; it is not part of the
+	// stored document and is what compare-and-set updates are made against.
+	Revision uint64 `json:"-"`
+}
+
+// Key is the record's store key. It includes tenant and requester so a read
+// scoped to the caller cannot reach another requester's job by construction.
+func (r *Record) Key() string { return StoreKey(r.Tenant, r.Requester, r.ID) }
+
+// StoreKey joins the scope and id into the record's store key.
+func StoreKey(tenant, requester, id string) string {
+	return tenant + "." + requester + "." + id
+}
+
+// Clone returns a deep enough copy to mutate for a compare-and-set.
+func (r *Record) Clone() *Record {
+	c := *r
+	if r.Progress != nil {
+		p := *r.Progress
+		c.Progress = &p
+	}
+	if r.Error != nil {
+		e := *r.Error
+		c.Error = &e
+	}
+	if r.Output != nil {
+		o := *r.Output
+		c.Output = &o
+	}
+	return &c
+}
+
+// Transition moves the record to next at now, enforcing the state rules and
+// stamping the timestamps the resource shows.
+func (r *Record) Transition(next State, now time.Time) error {
+	if !r.State.CanTransition(next) {
+		return &TransitionError{From: r.State, To: next}
+	}
+	now = now.UTC()
+	if next == StateRunning && r.StartedAt == nil {
+		r.StartedAt = &now
+	}
+	if next.Terminal() {
+		r.FinishedAt = &now
+		r.RetryAt = nil
+	}
+	r.State = next
+	r.UpdatedAt = now
+	return nil
+}
+
+// TransitionError reports an illegal state change; it matches ErrInvalidState.
+type TransitionError struct{ From, To State }
+
+func (e *TransitionError) Error() string {
+	return "invalid transition from " + string(e.From) + " to " + string(e.To)
+}
+
+// Is lets errors.Is(err, ErrInvalidState) match.
+func (e *TransitionError) Is(target error) bool { return target == ErrInvalidState }
+
+// Marshal encodes the record for storage.
+func (r *Record) Marshal() ([]byte, error) { return json.Marshal(r) }
+
+// UnmarshalRecord decodes a stored record and attaches its revision.
+func UnmarshalRecord(data []byte, revision uint64) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	r.Revision = revision
+	return &r, nil
+}

@@ -1,0 +1,148 @@
+package wiring
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// EmbeddedConfig configures the in-process NATS server of `jobgate serve`.
+type EmbeddedConfig struct {
+	// StoreDir holds JetStream's file storage.
+	StoreDir string
+	// Listen, when set (host:port), also accepts NATS clients there, e.g.
+	// event subscribers. Empty keeps the server reachable in-process only.
+	Listen string
+	// SyncAlways fsyncs every write before acknowledging it. Off, JetStream
+	// syncs every SyncInterval (default 2m) and an OS crash can lose
+	// acknowledged writes.
+	SyncAlways bool
+	// Configure, if set, may adjust the server options before start (the
+	// notifier's tenant users, tests).
+	Configure func(*server.Options) error
+}
+
+// Embedded is a running in-process NATS server with JetStream.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts the server and waits until it accepts connections.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("embedded nats: store dir required")
+	}
+	opts := &server.Options{
+		ServerName:         "jobgate",
+		JetStream:          true,
+		StoreDir:           cfg.StoreDir,
+		SyncAlways:         cfg.SyncAlways,
+		DontListen:         true,
+		NoSigs:             true,
+		NoLog:              true,
+		MaxPayload:         8 << 20,
+		JetStreamMaxMemory: 256 << 20,
+	}
+	if cfg.Listen != "" {
+		host, port, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: listen %q: %w", cfg.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: listen port %q: %w", port, err)
+		}
+		opts.DontListen = false
+		opts.Host, opts.Port = host, p
+	}
+	if cfg.Configure != nil {
+		if err := cfg.Configure(opts); err != nil {
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded nats: not ready within 30s")
+	}
+	return &Embedded{srv: s}, nil
+}
+
+// Server returns the underlying server (tests, accounts).
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// ClientURL is the listen URL, or "" when only in-process.
+func (e *Embedded) ClientURL() string {
+	if e.srv.Addr() == nil {
+		return ""
+	}
+	return e.srv.ClientURL()
+}
+
+// Connect opens an in-process client connection.
+func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{nats.Name(name), nats.InProcessServer(e.srv), nats.MaxReconnects(-1)}, opts...)
+	nc, err := nats.Connect("", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect embedded nats: %w", err)
+	}
+	return nc, nil
+}
+
+// Shutdown stops the server and waits for it to finish.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// ConnectConfig configures a connection to an external NATS deployment.
+type ConnectConfig struct {
+	URL       string // comma-separated server URLs
+	Name      string // client name shown by the server
+	CredsFile string // NATS credentials file (JWT + NKey seed)
+	NKeyFile  string // NKey seed file
+	User      string
+	Password  string
+	TLSCA     string
+	TLSCert   string
+	TLSKey    string
+}
+
+// Connect opens a connection to an external NATS deployment that reconnects
+// forever, so a node loss is a pause, not an exit.
+func Connect(cfg ConnectConfig) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(cfg.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	if cfg.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,76 @@
+package wiring
+
+// Stream, bucket and subject names. Nothing outside this package spells them.
+const (
+	BucketJobs    = "JOBGATE_JOBS"    // KV: one record per job, key tenant.requester.id
+	BucketMeta    = "JOBGATE_META"    // KV: deployment secrets shared by every process
+	BucketNotices = "JOBGATE_NOTICES" // KV: create-only send records of the notifier
+	BucketResults = "JOBGATE_RESULTS" // object store: rendered results
+	StreamWork    = "JOBGATE_WORK"    // work queue for renderers
+	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
+
+	ConsumerRenderers = "renderers"  // durable pull consumer on StreamWork
+	ConsumerRelay     = "relay"      // durable consumer on the job record change log
+	ConsumerNotifier  = "notifier"   // durable consumer on StreamEvents
+	workPrefix        = "jobgate.work."
+	eventsPrefix      = "jobgate.events."
+	jobChangesPrefix  = "$KV." + BucketJobs + "."
+)
+
+// WorkSubject is where the work message of a job is published.
+func WorkSubject(tenant, requester, id string) string {
+	return workPrefix + tenant + "." + requester + "." + id
+}
+
+// EventSubject is where the state changes of a job are published.
+func EventSubject(tenant, requester, id string) string {
+	return eventsPrefix + tenant + "." + requester + "." + id
+}
+
+// TenantEvents is the subscription subject for all events of a tenant.
+func TenantEvents(tenant string) string { return eventsPrefix + tenant + ".>" }
+
+// AllEvents matches every event subject.
+const AllEvents = eventsPrefix + ">"
+
+// AllWork matches every work subject.
+const AllWork = workPrefix + ">"
+
+// JobChanges matches every change of every job record (the KV change log).
+const JobChanges = jobChangesPrefix + ">"
+
+// JobChangeKey returns the record key of a KV change-log subject, or "".
+func JobChangeKey(subject string) string {
+	if len(subject) <= len(jobChangesPrefix) || subject[:len(jobChangesPrefix)] != jobChangesPrefix {
+		return ""
+	}
+	return subject[len(jobChangesPrefix):]
+}
+
+// ScopeOf splits a work or event subject, or a record key, into its scope and
+// job id. ok is false when the text does not have that shape.
+func ScopeOf(s string) (tenant, requester, id string, ok bool) {
+	switch {
+	case len(s) > len(workPrefix) && s[:len(workPrefix)] == workPrefix:
+		s = s[len(workPrefix):]
+	case len(s) > len(eventsPrefix) && s[:len(eventsPrefix)] == eventsPrefix:
+		s = s[len(eventsPrefix):]
+	}
+	var parts [3]string
+	n := 0
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			if n == 3 {
+				return "", "", "", false
+			}
+			parts[n] = s[start:i]
+			n++
+			start = i + 1
+		}
+	}
+	if n != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}

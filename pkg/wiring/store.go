@@ -1,0 +1,172 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Store errors, next to the store that returns them.
+var (
+	// ErrExists: a create found the key taken (a duplicate admission).
+	ErrExists = errors.New("record exists")
+	// ErrStale: a compare-and-set lost against a newer revision.
+	ErrStale = errors.New("record changed concurrently")
+)
+
+// Store keeps job records in the JOBGATE_JOBS bucket. Its errors wrap
+// job.ErrNotFound, job.ErrUnavailable, ErrExists and ErrStale.
+type Store struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+}
+
+// KV exposes the bucket for watchers (the gateway's change feed, sweepers).
+func (s *Store) KV() jetstream.KeyValue { return s.kv }
+
+// Create writes a new record, create-only: of any number of concurrent
+// creates of one key exactly one succeeds, the rest get ErrExists. This is
+// the admission commit.
+func (s *Store) Create(ctx context.Context, r *job.Record) error {
+	data, err := r.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode job %s: %w", r.ID, err)
+	}
+	rev, err := s.kv.Create(ctx, r.Key(), data, jetstream.KeyTTL(s.ttl))
+	if err != nil {
+		return mapErr(err)
+	}
+	r.Revision = rev
+	return nil
+}
+
+// Get reads the current record under key.
+func (s *Store) Get(ctx context.Context, key string) (*job.Record, error) {
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	r, err := job.UnmarshalRecord(e.Value(), e.Revision())
+	if err != nil {
+		return nil, fmt.Errorf("decode job %s: %w", key, err)
+	}
+	return r, nil
+}
+
+// Update writes r if the stored revision is still r.Revision, and sets
+// r.Revision to the new one. A lost race is ErrStale.
+func (s *Store) Update(ctx context.Context, r *job.Record) error {
+	data, err := r.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode job %s: %w", r.ID, err)
+	}
+	rev, err := s.kv.Update(ctx, r.Key(), data, r.Revision)
+	if err != nil {
+		return mapErr(err)
+	}
+	r.Revision = rev
+	return nil
+}
+
+// Mutate applies fn to a fresh copy of the record under key and writes it by
+// compare-and-set, retrying on lost races. If fn returns an error nothing is
+// written and that error is returned (with the record as read).
+func (s *Store) Mutate(ctx context.Context, key string, fn func(r *job.Record) error) (*job.Record, error) {
+	for i := 0; ; i++ {
+		cur, err := s.Get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		next := cur.Clone()
+		if err := fn(next); err != nil {
+			return cur, err
+		}
+		err = s.Update(ctx, next)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, ErrStale) || i >= 50 {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// FindInTenant finds a job of any requester of tenant by id (admin reads).
+func (s *Store) FindInTenant(ctx context.Context, tenant, id string) (*job.Record, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, tenant+".*."+id)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer lister.Stop() //nolint:errcheck
+	for key := range lister.Keys() {
+		return s.Get(ctx, key)
+	}
+	return nil, fmt.Errorf("job %s: %w", id, job.ErrNotFound)
+}
+
+// List returns the current records of a requester, or of a whole tenant when
+// requester is "". Order is unspecified; callers sort.
+func (s *Store) List(ctx context.Context, tenant, requester string) ([]*job.Record, error) {
+	filter := tenant + ".*.*"
+	if requester != "" {
+		filter = tenant + "." + requester + ".*"
+	}
+	w, err := s.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer w.Stop() //nolint:errcheck
+	var out []*job.Record
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list jobs: %w: %w", job.ErrUnavailable, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return out, nil
+			}
+			if e == nil { // end of the initial values
+				return out, nil
+			}
+			r, err := job.UnmarshalRecord(e.Value(), e.Revision())
+			if err != nil {
+				continue
+			}
+			out = append(out, r)
+		}
+	}
+}
+
+// mapErr turns JetStream errors into the domain's and the store's sentinels.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%w: %w", ErrStale, err)
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return fmt.Errorf("%w: %w", job.ErrNotFound, err)
+	case Unavailable(err):
+		return fmt.Errorf("%w: %w", job.ErrUnavailable, err)
+	}
+	return err
+}
+
+// Unavailable reports whether err means JetStream could not be reached or did
+// not answer in time, so nothing is known to have been written.
+func Unavailable(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
