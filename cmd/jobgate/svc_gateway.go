@@ -1,8 +1,26 @@
 package main
 
-// newGateway builds the HTTP gateway. serve enables dev-mode helpers when the
-// settings ask for them (only `jobgate serve` honours --dev).
+import (
+	"github.com/jobgate/jobgate/gateway"
+	"github.com/jobgate/jobgate/pkg/auth"
+)
+
+// newGateway builds the HTTP gateway. Only `serve` honours --dev (the
+// page's /dev/token login); a standalone gateway never offers it.
 func newGateway(rt *runtime, serve bool) (service, error) {
-	_, _ = rt, serve
-	return nil, nil
+	secret, err := auth.LoadSecret(rt.cfg.AuthSecret, rt.cfg.DataDir, false)
+	if err != nil {
+		return nil, err
+	}
+	return gateway.New(gateway.Config{
+		Addr:        rt.cfg.HTTPAddr,
+		AuthSecret:  secret,
+		LinkTTL:     rt.cfg.ResultLinkTTL,
+		ReadRate:    rt.cfg.Gateway.ReadRate,
+		ReadBurst:   rt.cfg.Gateway.ReadBurst,
+		SubmitRate:  rt.cfg.Gateway.SubmitRate,
+		SubmitBurst: rt.cfg.Gateway.SubmitBurst,
+		Dev:         serve && rt.cfg.Dev,
+		Failpoints:  rt.fp,
+	}, rt.res, rt.log.With("component", "gateway"))
 }

@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+)
+
+// admitTimeout bounds the JetStream calls of one admission; past it the
+// client gets 503 and retries with the same key.
+const admitTimeout = 5 * time.Second
+
+// submit is POST /v1/jobs: admit a request exactly once per idempotency key.
+func (g *Gateway) submit(c *fiber.Ctx) error {
+	id := identity(c)
+	if wait, ok := g.submits.allow(id.Tenant + "/" + id.Requester); !ok {
+		setRetryAfter(c, wait)
+		return writeProblem(c, job.ErrRateLimited)
+	}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	if ct := c.Get(fiber.HeaderContentType); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/problem+json") {
+			return writeProblem(c, fmt.Errorf("%w: got %q", errUnsupportedMedia, ct))
+		}
+	}
+	// Validation comes before any store access: a rejected request leaves
+	// the key unused, so the corrected request can reuse it.
+	req, err := g.cfg.Registry.DecodeRequest(c.Body())
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
+	defer cancel()
+	rec, created, err := g.admit(ctx, id.Tenant, id.Requester, key, req)
+	if err != nil {
+		if !errors.Is(err, job.ErrKeyReused) {
+			g.log.Warn("admission failed", "tenant", id.Tenant, "key_hash", job.HashKey(key), "err", err)
+		}
+		return writeProblem(c, err)
+	}
+	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
+	if created {
+		g.log.Info("job admitted", "job_id", rec.ID, "tenant", rec.Tenant, "key_hash", rec.KeyHash, "type", rec.Type)
+		return g.writeJob(c, http.StatusAccepted, rec)
+	}
+	c.Set("Idempotent-Replayed", "true")
+	return g.writeJob(c, http.StatusOK, rec)
+}
+
+// idempotencyKey reads the one Idempotency-Key header of the request.
+func idempotencyKey(c *fiber.Ctx) (string, error) {
+	var vals [][]byte
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		if http.CanonicalHeaderKey(string(k)) == "Idempotency-Key" {
+			vals = append(vals, v)
+		}
+	})
+	switch {
+	case len(vals) == 0:
+		return "", job.ErrKeyMissing
+	case len(vals) > 1:
+		return "", fmt.Errorf("%w: send exactly one Idempotency-Key header", job.ErrKeyInvalid)
+	}
+	key := string(vals[0])
+	if !job.ValidKey(key) {
+		return "", fmt.Errorf("%w: must be 1-255 printable ASCII characters", job.ErrKeyInvalid)
+	}
+	return key, nil
+}
+
+// admit commits the job record create-only and publishes its work message.
+// It returns the record and whether this call created it. A replay writes
+// nothing: one read when this gateway has seen the key, else one rejected
+// create and one read.
+func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req *job.Request) (*job.Record, bool, error) {
+	jobID := job.DeriveID(g.idSecret, tenant, requester, key)
+	storeKey := job.StoreKey(tenant, requester, jobID)
+	if g.seen.has(storeKey) {
+		rec, err := g.res.Jobs.Get(ctx, storeKey)
+		if err == nil {
+			return replay(rec, req)
+		}
+		if !errors.Is(err, job.ErrNotFound) { // expired records fall through to a new job
+			return nil, false, err
+		}
+	}
+	now := g.cfg.Now().UTC()
+	rec := &job.Record{
+		ID: jobID, Tenant: tenant, Requester: requester, KeyHash: job.HashKey(key),
+		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
+		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
+	}
+	for range 3 {
+		err := g.res.Jobs.Create(ctx, rec)
+		if err == nil {
+			g.seen.add(storeKey)
+			if err := g.cfg.Failpoints.Hit(failpoint.GatewayAfterCommit); err != nil {
+				return nil, false, err
+			}
+			// The commit is what counts. If this publish is lost the
+			// dispatcher's relay publishes the same message from the change
+			// log, so the client still gets its 202.
+			if err := wiring.PublishWork(ctx, g.res.JS, rec, 0); err != nil {
+				g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
+			}
+			return rec, true, nil
+		}
+		if !errors.Is(err, wiring.ErrExists) {
+			return nil, false, err
+		}
+		// Taken: a concurrent duplicate, an earlier attempt, or our own
+		// create whose ack was lost. The fingerprint tells them apart.
+		existing, err := g.res.Jobs.Get(ctx, storeKey)
+		if errors.Is(err, job.ErrNotFound) {
+			continue // expired between the two calls; create again
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		g.seen.add(storeKey)
+		return replay(existing, req)
+	}
+	return nil, false, fmt.Errorf("%w: admission did not settle", job.ErrUnavailable)
+}
+
+func replay(existing *job.Record, req *job.Request) (*job.Record, bool, error) {
+	if existing.Fingerprint != req.Fingerprint {
+		return nil, false, &job.ConflictError{JobID: existing.ID}
+	}
+	return existing, false, nil
+}
+
+// writeJob renders a job resource with its caching headers.
+func (g *Gateway) writeJob(c *fiber.Ctx, status int, rec *job.Record) error {
+	c.Set(fiber.HeaderETag, etag(rec))
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	if !rec.State.Terminal() {
+		setRetryAfter(c, retryAfter(rec, g.cfg.Now()))
+	}
+	body, err := jsonMarshal(g.resource(rec))
+	if err != nil {
+		return err
+	}
+	c.Status(status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
+// resource builds the public view with a freshly signed result link.
+func (g *Gateway) resource(rec *job.Record) *job.Resource {
+	if rec.State == job.StateSucceeded && rec.Output != nil {
+		href, exp := g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
+		return rec.Resource(href, exp)
+	}
+	return rec.Resource("", time.Time{})
+}
+
+// etag follows the stored record (its revision), not the signed href, so an
+// unchanged succeeded job still answers 304.
+func etag(rec *job.Record) string {
+	return `"` + strconv.FormatUint(rec.Revision, 10) + `"`
+}
+
+// retryAfter grows with the job's age so naive pollers slow down by
+// themselves: 1s for a fresh job, +1s per 10s of age, at most 30s.
+func retryAfter(rec *job.Record, now time.Time) int {
+	age := now.Sub(rec.CreatedAt)
+	s := int(age/(10*time.Second)) + 1
+	return max(1, min(30, s))
+}

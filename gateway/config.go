@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// Config configures a gateway. Zero fields take the defaults noted.
+type Config struct {
+	// Addr is the listen address (host:port); port 0 picks a free one.
+	Addr string
+	// AuthSecret verifies bearer tokens (HS256). Required.
+	AuthSecret []byte
+	// LinkTTL is the lifetime of a signed result link (default 5m).
+	LinkTTL time.Duration
+	// MaxWait caps ?wait= long-polls (default 30s).
+	MaxWait time.Duration
+	// ReadRate/ReadBurst limit reads per requester per second (default 20/40).
+	ReadRate  float64
+	ReadBurst int
+	// SubmitRate/SubmitBurst limit submissions per requester (default 50/100).
+	SubmitRate  float64
+	SubmitBurst int
+	// Dev enables the /dev/token login used by the page in development.
+	Dev bool
+	// Registry lists the accepted job types (default job.DefaultRegistry()).
+	Registry *job.Registry
+	// Failpoints injects faults (gateway.after-commit).
+	Failpoints *failpoint.Set
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.Addr == "" {
+		out.Addr = "127.0.0.1:8080"
+	}
+	if out.LinkTTL == 0 {
+		out.LinkTTL = 5 * time.Minute
+	}
+	if out.MaxWait == 0 {
+		out.MaxWait = 30 * time.Second
+	}
+	if out.ReadRate == 0 {
+		out.ReadRate, out.ReadBurst = 20, 40
+	}
+	if out.SubmitRate == 0 {
+		out.SubmitRate, out.SubmitBurst = 50, 100
+	}
+	if out.Registry == nil {
+		out.Registry = job.DefaultRegistry()
+	}
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if len(c.AuthSecret) == 0 {
+		errs = append(errs, errors.New("auth secret required"))
+	}
+	if c.LinkTTL < time.Second {
+		errs = append(errs, fmt.Errorf("link TTL must be at least 1s, got %s", c.LinkTTL))
+	}
+	if c.ReadBurst < 1 || c.SubmitBurst < 1 {
+		errs = append(errs, errors.New("rate limit bursts must be at least 1"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/pkg/wiring"
+)
+
+// Gateway is the HTTP API service.
+type Gateway struct {
+	cfg      Config
+	res      *wiring.Resources
+	log      *slog.Logger
+	app      *fiber.App
+	verifier *auth.Verifier
+	idSecret []byte
+	signer   *linkSigner
+	seen     *seenKeys
+	reads    *limiter
+	submits  *limiter
+	changes  *changeFeed
+	sseOpen  atomic.Int64
+
+	ln      net.Listener
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// New builds a gateway on provisioned resources.
+func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Gateway, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Gateway{
+		cfg: cfg, res: res, log: log,
+		verifier: auth.NewVerifier(cfg.AuthSecret),
+		seen:     newSeenKeys(1 << 16),
+		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
+		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
+		stopped:  make(chan struct{}),
+		changes:  newChangeFeed(res.JS.Conn()),
+	}
+	g.app = fiber.New(fiber.Config{
+		AppName:               "jobgate",
+		BodyLimit:             maxBody,
+		DisableStartupMessage: true,
+		ReadTimeout:           40 * time.Second,
+		WriteTimeout:          0, // SSE streams write for as long as the job runs
+		IdleTimeout:           120 * time.Second,
+		ErrorHandler:          g.handleError,
+	})
+	g.routes()
+	return g, nil
+}
+
+// App exposes the Fiber app (tests use app.Test for in-memory requests).
+func (g *Gateway) App() *fiber.App { return g.app }
+
+// Addr is the address the gateway listens on once started.
+func (g *Gateway) Addr() string {
+	if g.ln == nil {
+		return g.cfg.Addr
+	}
+	return g.ln.Addr().String()
+}
+
+// Start loads the deployment secrets and begins serving; it returns once the
+// listener is bound, so a port clash is an error here and not in a goroutine.
+func (g *Gateway) Start(ctx context.Context) error {
+	if err := g.init(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway listen %s: %w", g.cfg.Addr, err)
+	}
+	g.ln = ln
+	go func() {
+		if err := g.app.Listener(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			g.log.Error("gateway stopped serving", "err", err)
+		}
+	}()
+	g.log.Info("gateway listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// init loads what the handlers need from JetStream; Start calls it, and
+// in-memory tests that use App() without listening call Init.
+func (g *Gateway) init(ctx context.Context) error {
+	var err error
+	if g.idSecret, err = wiring.Secret(ctx, g.res.Meta, wiring.SecretJobID); err != nil {
+		return err
+	}
+	linkKey, err := wiring.Secret(ctx, g.res.Meta, wiring.SecretLinks)
+	if err != nil {
+		return err
+	}
+	g.signer = &linkSigner{key: linkKey, ttl: g.cfg.LinkTTL, now: g.cfg.Now}
+	return nil
+}
+
+// Init prepares the gateway for App().Test without a listener.
+func (g *Gateway) Init(ctx context.Context) error { return g.init(ctx) }
+
+// Stop drains in-flight requests (bounded) and stops listening.
+func (g *Gateway) Stop() {
+	g.once.Do(func() {
+		close(g.stopped)
+		defer g.changes.close()
+		if err := g.app.ShutdownWithTimeout(10 * time.Second); err != nil {
+			g.log.Warn("gateway shutdown", "err", err)
+		}
+	})
+}

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+)
+
+// healthz says the process is alive; it touches nothing else.
+func (g *Gateway) healthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+// readyz says JetStream is reachable and the job bucket answers.
+func (g *Gateway) readyz(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
+	if g.res.JS.Conn().Status() != nats.CONNECTED {
+		return writeProblem(c, job.ErrUnavailable)
+	}
+	if _, err := g.res.Jobs.KV().Status(ctx); err != nil {
+		return writeProblem(c, job.ErrUnavailable)
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+//go:embed openapi.yaml
+var openapiYAML []byte
+
+// OpenAPI returns the embedded API description.
+func OpenAPI() []byte { return openapiYAML }
+
+func (g *Gateway) openapi(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/yaml")
+	return c.Send(openapiYAML)
+}

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// resultRedirect is GET /v1/jobs/{id}/result: 303 to a freshly signed link.
+func (g *Gateway) resultRedirect(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
+	defer cancel()
+	rec, err := g.lookup(ctx, identity(c), strings.Clone(c.Params("id")))
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	switch rec.State {
+	case job.StateSucceeded:
+		if rec.Output == nil {
+			return writeProblem(c, fmt.Errorf("job %s succeeded without output", rec.ID))
+		}
+		href, _ := g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
+		c.Set(fiber.HeaderLocation, href)
+		c.Set(fiber.HeaderCacheControl, "private, no-store")
+		return c.SendStatus(http.StatusSeeOther)
+	case job.StateFailed:
+		return writeProblem(c, fmt.Errorf("job %s failed: %w", rec.ID, job.ErrJobFailed))
+	case job.StateCanceled:
+		return writeProblem(c, fmt.Errorf("job %s: %w", rec.ID, job.ErrJobCanceled))
+	}
+	setRetryAfter(c, retryAfter(rec, g.cfg.Now()))
+	return writeProblem(c, fmt.Errorf("job %s is %s: %w", rec.ID, rec.State, job.ErrResultNotReady))
+}
+
+// downloadResult is GET /v1/results/{signed}: the file, for whoever holds a
+// valid, unexpired link. The signature is the authorization.
+func (g *Gateway) downloadResult(c *fiber.Ctx) error {
+	claims, err := g.signer.verify(strings.Clone(c.Params("token")))
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	obj, err := g.res.Results.Get(c.UserContext(), claims.Object)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return writeProblem(c, fmt.Errorf("result of %s: %w", claims.JobID, errResultGone))
+		}
+		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
+	}
+	info, err := obj.Info()
+	if err != nil {
+		obj.Close()
+		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
+	}
+	ct := "application/octet-stream"
+	if info.Headers != nil && info.Headers.Get("Content-Type") != "" {
+		ct = info.Headers.Get("Content-Type")
+	}
+	c.Set(fiber.HeaderContentType, ct)
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.pdf"`, claims.JobID))
+	if info.Headers != nil && info.Headers.Get("Content-Disposition") != "" {
+		c.Set(fiber.HeaderContentDisposition, info.Headers.Get("Content-Disposition"))
+	}
+	// Fasthttp closes the object reader once the body has been sent.
+	return c.SendStream(obj, int(info.Size))
+}

@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+const maxBody = 64 << 10
+
+func (g *Gateway) routes() {
+	a := g.app
+	a.Get("/healthz", g.healthz)
+	a.Get("/readyz", g.readyz)
+	a.Get("/openapi.yaml", g.openapi)
+	a.Get("/v1/results/:token", g.downloadResult)
+
+	v1 := a.Group("/v1", g.authenticate)
+	v1.Post("/jobs", g.submit)
+	v1.Get("/jobs", g.readLimit, g.listJobs)
+	v1.Get("/jobs/:id", g.readLimit, g.getJob)
+	v1.Delete("/jobs/:id", g.cancelJob)
+	v1.Get("/jobs/:id/result", g.readLimit, g.resultRedirect)
+	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
+	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })
+}
+
+// handleError turns errors that escaped a handler (Fiber's own, like an
+// oversized body) into problems; nothing reaches a client as a bare 500.
+func (g *Gateway) handleError(c *fiber.Ctx, err error) error {
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusRequestEntityTooLarge:
+			return writeProblem(c, job.ErrPayloadTooLarge)
+		case fiber.StatusNotFound:
+			return writeProblem(c, job.ErrNotFound)
+		case fiber.StatusMethodNotAllowed:
+			c.Status(fe.Code)
+			return c.JSON(Problem{Type: "/problems/method-not-allowed", Title: "Method not allowed", Status: fe.Code})
+		}
+		if fe.Code < 500 {
+			return writeProblem(c, errBadQuery)
+		}
+	}
+	g.log.Error("request failed", "method", c.Method(), "path", c.Route().Path, "err", err)
+	return writeProblem(c, err)
+}
+
+const identityKey = "identity"
+
+// authenticate verifies the bearer token and stores the identity.
+func (g *Gateway) authenticate(c *fiber.Ctx) error {
+	h := c.Get(fiber.HeaderAuthorization)
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate"`)
+		return writeProblem(c, job.ErrUnauthorized)
+	}
+	id, err := g.verifier.Verify(tok)
+	if err != nil {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate", error="invalid_token"`)
+		return writeProblem(c, job.ErrUnauthorized)
+	}
+	c.Locals(identityKey, id)
+	return c.Next()
+}
+
+func identity(c *fiber.Ctx) auth.Identity {
+	id, _ := c.Locals(identityKey).(auth.Identity)
+	return id
+}
+
+// readLimit applies the per-requester read rate limit.
+func (g *Gateway) readLimit(c *fiber.Ctx) error {
+	id := identity(c)
+	if wait, ok := g.reads.allow(id.Tenant + "/" + id.Requester); !ok {
+		setRetryAfter(c, wait)
+		return writeProblem(c, job.ErrRateLimited)
+	}
+	return c.Next()
+}

@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+)
+
+const readTimeout = 5 * time.Second
+
+// lookup reads a job the caller may see: their own by key (isolation by
+// construction: the key includes tenant and requester), or, for an admin, any
+// job of their tenant. Anything else is job.ErrNotFound, exactly like a job
+// that does not exist.
+func (g *Gateway) lookup(ctx context.Context, id auth.Identity, jobID string) (*job.Record, error) {
+	if !job.ValidID(jobID) {
+		return nil, fmt.Errorf("job %q: %w", jobID, job.ErrNotFound)
+	}
+	rec, err := g.res.Jobs.Get(ctx, job.StoreKey(id.Tenant, id.Requester, jobID))
+	if errors.Is(err, job.ErrNotFound) && id.Admin {
+		rec, err = g.res.Jobs.FindInTenant(ctx, id.Tenant, jobID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// getJob is GET /v1/jobs/{id}, with ETag/304 and ?wait= long-poll.
+func (g *Gateway) getJob(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
+	defer cancel()
+	jobID := strings.Clone(c.Params("id"))
+	rec, err := g.lookup(ctx, identity(c), jobID)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	inm := c.Get(fiber.HeaderIfNoneMatch)
+	if w := c.Query("wait"); w != "" && inm != "" && etagMatches(inm, rec) && !rec.State.Terminal() {
+		wait, err := time.ParseDuration(w)
+		if err != nil || wait < 0 {
+			return writeProblem(c, fmt.Errorf("%w: wait must be a duration like 20s", errBadQuery))
+		}
+		rec, err = g.waitForChange(c.UserContext(), rec, min(wait, g.cfg.MaxWait))
+		if err != nil {
+			return writeProblem(c, err)
+		}
+	}
+	if inm != "" && etagMatches(inm, rec) {
+		c.Set(fiber.HeaderETag, etag(rec))
+		c.Set(fiber.HeaderCacheControl, "private, no-store")
+		if !rec.State.Terminal() {
+			setRetryAfter(c, retryAfter(rec, g.cfg.Now()))
+		}
+		return c.SendStatus(http.StatusNotModified)
+	}
+	return g.writeJob(c, http.StatusOK, rec)
+}
+
+func etagMatches(header string, rec *job.Record) bool {
+	tag := etag(rec)
+	for _, part := range strings.Split(header, ",") {
+		p := strings.TrimPrefix(strings.TrimSpace(part), "W/")
+		if p == tag || p == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// listPage is the body of GET /v1/jobs.
+type listPage struct {
+	Jobs       []*job.Resource `json:"jobs"`
+	NextCursor string          `json:"next_cursor,omitempty"`
+}
+
+// listJobs is GET /v1/jobs: the caller's own jobs, newest first.
+func (g *Gateway) listJobs(c *fiber.Ctx) error {
+	id := identity(c)
+	limit := 20
+	if s := c.Query("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			return writeProblem(c, fmt.Errorf("%w: limit must be 1 to 100", errBadQuery))
+		}
+		limit = n
+	}
+	var state job.State
+	if s := c.Query("state"); s != "" {
+		state = job.State(s)
+		if !state.Valid() {
+			return writeProblem(c, fmt.Errorf("%w: state must be queued, running, succeeded, failed or canceled", errBadQuery))
+		}
+	}
+	var after *cursor
+	if s := c.Query("cursor"); s != "" {
+		cur, err := decodeCursor(s)
+		if err != nil {
+			return writeProblem(c, err)
+		}
+		after = &cur
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
+	defer cancel()
+	recs, err := g.res.Jobs.List(ctx, id.Tenant, id.Requester)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	sort.Slice(recs, func(i, j int) bool { return newer(recs[i], recs[j]) })
+	page := listPage{Jobs: []*job.Resource{}}
+	for _, r := range recs {
+		if state != "" && r.State != state {
+			continue
+		}
+		if after != nil && !after.before(r) {
+			continue
+		}
+		if len(page.Jobs) == limit {
+			last := page.Jobs[len(page.Jobs)-1]
+			page.NextCursor = encodeCursor(cursor{created: last.CreatedAt, id: last.ID})
+			break
+		}
+		page.Jobs = append(page.Jobs, g.resource(r))
+	}
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	body, err := jsonMarshal(page)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
+}
+
+func newer(a, b *job.Record) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return a.ID > b.ID
+}
+
+// cursor marks the last job of a page: the next page starts strictly after it
+// in newest-first order, so jobs admitted meanwhile do not shift pages.
+type cursor struct {
+	created time.Time
+	id      string
+}
+
+func (cur cursor) before(r *job.Record) bool {
+	return newer(&job.Record{CreatedAt: cur.created, ID: cur.id}, r)
+}
+
+func encodeCursor(cur cursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(cur.created.UnixNano(), 10) + "." + cur.id))
+}
+
+func decodeCursor(s string) (cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		ns, id, ok := strings.Cut(string(raw), ".")
+		n, perr := strconv.ParseInt(ns, 10, 64)
+		if ok && perr == nil && job.ValidID(id) {
+			return cursor{created: time.Unix(0, n).UTC(), id: id}, nil
+		}
+	}
+	return cursor{}, fmt.Errorf("%w: cursor is not one this server issued", errBadQuery)
+}
+
+// cancelJob is DELETE /v1/jobs/{id}: queued or running jobs become canceled
+// at once; a running render notices at its next checkpoint.
+func (g *Gateway) cancelJob(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
+	defer cancel()
+	rec, err := g.lookup(ctx, identity(c), strings.Clone(c.Params("id")))
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	now := g.cfg.Now()
+	updated, err := g.res.Jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error {
+		if r.State.Terminal() {
+			return fmt.Errorf("job %s is %s: %w", r.ID, r.State, job.ErrTerminal)
+		}
+		return r.Transition(job.StateCanceled, now)
+	})
+	if err != nil {
+		if errors.Is(err, wiring.ErrStale) {
+			err = fmt.Errorf("%w: %w", job.ErrUnavailable, err)
+		}
+		return writeProblem(c, err)
+	}
+	g.log.Info("job canceled", "job_id", updated.ID, "tenant", updated.Tenant)
+	return g.writeJob(c, http.StatusAccepted, updated)
+}
