@@ -9,9 +9,9 @@ const (
 	StreamWork    = "JOBGATE_WORK"    // work queue for renderers
 	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
 
-	ConsumerRenderers = "renderers"  // durable pull consumer on StreamWork
-	ConsumerRelay     = "relay"      // durable consumer on the job record change log
-	ConsumerNotifier  = "notifier"   // durable consumer on StreamEvents
+	ConsumerRenderers = "renderers" // durable pull consumer on StreamWork
+	ConsumerRelay     = "relay"     // durable consumer on the job record change log
+	ConsumerNotifier  = "notifier"  // durable consumer on StreamEvents
 	workPrefix        = "jobgate.work."
 	eventsPrefix      = "jobgate.events."
 	jobChangesPrefix  = "$KV." + BucketJobs + "."
