@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+)
+
+// runNATSUser prints the NATS credentials of a tenant's event subscribers
+// for the embedded server (`serve --nats-listen`). They are derived from a
+// secret in the data dir, so the same tenant always gets the same password
+// and the server needs no restart to accept a new tenant.
+func (m *Main) runNATSUser(_ context.Context, args []string) error {
+	fs := newFlagSet("nats-user", m)
+	sf := bindSettings(fs)
+	tenant := fs.String("tenant", "", "tenant id (required)")
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if !job.ValidScopeID(*tenant) {
+		return &usageError{"nats-user: --tenant must be a tenant id ([A-Za-z0-9_-]{1,64})"}
+	}
+	cfg, err := sf.load(fs, m.Getenv)
+	if err != nil {
+		return err
+	}
+	if !cfg.Embedded() {
+		return &usageError{fmt.Sprintf("nats-user: credentials are for jobgate's embedded server; with an external NATS, "+
+			"grant the tenant's users subscribe on %q (and nothing else) in that server's own configuration", wiring.TenantEvents(*tenant))}
+	}
+	secret, err := wiring.SubscriberSecret(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	user, pass, subject := wiring.TenantUser(*tenant), wiring.TenantPassword(secret, *tenant), wiring.TenantEvents(*tenant)
+	url := ""
+	if cfg.NATS.Listen != "" {
+		url = "nats://" + cfg.NATS.Listen
+	}
+	if *asJSON {
+		return json.NewEncoder(m.Stdout).Encode(map[string]string{"user": user, "password": pass, "subject": subject, "url": url})
+	}
+	fmt.Fprintf(m.Stdout, "user:     %s\npassword: %s\nsubject:  %s\n", user, pass, subject)
+	if url == "" {
+		fmt.Fprintln(m.Stdout, "url:      (start `jobgate serve` with --nats-listen or JOBGATE_NATS_LISTEN, e.g. 127.0.0.1:4222)")
+		url = "nats://127.0.0.1:4222"
+	} else {
+		fmt.Fprintf(m.Stdout, "url:      %s\n", url)
+	}
+	fmt.Fprintf(m.Stdout, "try:      nats sub --server %s --user %s --password %s '%s'\n", url, user, pass, subject)
+	fmt.Fprintln(m.Stdout, "These credentials may subscribe to the tenant's job events and nothing else (no publish, no JetStream API).")
+	return nil
+}

@@ -1,0 +1,156 @@
+package wiring
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Tenant subscribers are NATS clients outside the process (a tenant's own
+// service) that follow the events of one tenant on the embedded server. Their
+// credentials are derived, not stored: the password of tenant T is an HMAC of
+// T under a secret kept in the data dir, so `jobgate nats-user --tenant T`
+// can print them without the server running and the server can check any
+// tenant without a user list or a restart.
+
+// tenantUserPrefix starts the NATS user name of a tenant's subscribers.
+const tenantUserPrefix = "tenant-"
+
+// SubscriberSecretFile is where the secret of tenant subscriber credentials
+// lives under the data dir.
+func SubscriberSecretFile(dataDir string) string {
+	return filepath.Join(dataDir, "nats-users.secret")
+}
+
+// SubscriberSecret reads the secret of tenant subscriber credentials from the
+// data dir, creating it on first use. Concurrent first uses agree on one value.
+func SubscriberSecret(dataDir string) ([]byte, error) {
+	path := SubscriberSecretFile(dataDir)
+	for range 3 {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			s := strings.TrimSpace(string(data))
+			if s == "" {
+				return nil, fmt.Errorf("subscriber secret %s is empty", path)
+			}
+			return []byte(s), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("read subscriber secret: %w", err)
+		}
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		// Write to a temporary file and link it into place: a reader never
+		// sees a half-written secret, and of two racing creators one wins.
+		tmp, err := os.CreateTemp(dataDir, ".nats-users.secret-*")
+		if err != nil {
+			return nil, fmt.Errorf("write subscriber secret: %w", err)
+		}
+		_, werr := tmp.WriteString(hex.EncodeToString(b) + "\n")
+		serr := tmp.Sync()
+		cerr := tmp.Close()
+		if err := errors.Join(werr, serr, cerr); err != nil {
+			_ = os.Remove(tmp.Name())
+			return nil, fmt.Errorf("write subscriber secret: %w", err)
+		}
+		lerr := os.Link(tmp.Name(), path)
+		_ = os.Remove(tmp.Name())
+		if lerr != nil && !errors.Is(lerr, os.ErrExist) {
+			return nil, fmt.Errorf("write subscriber secret: %w", lerr)
+		}
+	}
+	return nil, fmt.Errorf("subscriber secret %s: could not settle a value", path)
+}
+
+// TenantUser is the NATS user name of tenant's event subscribers.
+func TenantUser(tenant string) string { return tenantUserPrefix + tenant }
+
+// TenantPassword derives the NATS password of tenant's event subscribers.
+func TenantPassword(secret []byte, tenant string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("jobgate nats-user v1\x00"))
+	m.Write([]byte(tenant))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// TenantPermissions are what tenant's subscribers may do: subscribe to the
+// tenant's events (core NATS, live), nothing else. No publish at all, hence
+// no request/reply and no JetStream API: a consumer API would need replies on
+// shared inboxes and stream-wide requests, which would leak other tenants'
+// traffic; a subscriber that missed events reads the job over HTTP.
+func TenantPermissions(tenant string) *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Deny: []string{">"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{TenantEvents(tenant)}},
+	}
+}
+
+// TenantAuth authenticates the clients of an embedded server that listens
+// for outside connections. In-process connections (nats.InProcessServer, the
+// services of this process) keep full access without credentials: only code
+// inside the process can open one, because the server accepts them over an
+// in-memory pipe, never over its listener. Every network client must log in
+// as a tenant subscriber and is confined to that tenant's events.
+type TenantAuth struct {
+	secret []byte
+}
+
+// NewTenantAuth returns the authenticator for credentials derived from secret.
+func NewTenantAuth(secret []byte) (*TenantAuth, error) {
+	if len(secret) < 16 {
+		return nil, errors.New("tenant auth: secret too short")
+	}
+	return &TenantAuth{secret: secret}, nil
+}
+
+// Configure installs the authenticator on the server options; use it as (or
+// from) EmbeddedConfig.Configure.
+func (a *TenantAuth) Configure(o *server.Options) error {
+	if o.CustomClientAuthentication != nil {
+		return errors.New("tenant auth: another client authenticator is already configured")
+	}
+	o.CustomClientAuthentication = a
+	return nil
+}
+
+// Check implements server.Authentication.
+func (a *TenantAuth) Check(c server.ClientAuthentication) bool {
+	if c.Kind() != server.CLIENT {
+		return false
+	}
+	if addr := c.RemoteAddress(); addr != nil && addr.Network() == "pipe" {
+		// In-process connection: full permissions, global account.
+		c.RegisterUser(&server.User{Username: "jobgate-internal"})
+		return true
+	}
+	opts := c.GetOpts()
+	if opts == nil {
+		return false
+	}
+	tenant, ok := strings.CutPrefix(opts.Username, tenantUserPrefix)
+	if !ok || !job.ValidScopeID(tenant) {
+		return false
+	}
+	want := TenantPassword(a.secret, tenant)
+	if subtle.ConstantTimeCompare([]byte(opts.Password), []byte(want)) != 1 {
+		return false
+	}
+	c.RegisterUser(&server.User{Username: opts.Username, Permissions: TenantPermissions(tenant)})
+	return true
+}

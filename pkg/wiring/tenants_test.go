@@ -1,0 +1,177 @@
+package wiring_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// tenantBundle is an embedded server that listens for outside clients with
+// tenant auth, and the in-process resources of jobgate on it.
+type tenantBundle struct {
+	emb    *wiring.Embedded
+	res    *wiring.Resources
+	secret []byte
+}
+
+func setupTenantAuth(t *testing.T) *tenantBundle {
+	t.Helper()
+	dir := t.TempDir()
+	secret, err := wiring.SubscriberSecret(dir)
+	require.NoError(t, err)
+	again, err := wiring.SubscriberSecret(dir)
+	require.NoError(t, err)
+	require.Equal(t, secret, again, "the secret is created once and then read back")
+	auth, err := wiring.NewTenantAuth(secret)
+	require.NoError(t, err)
+	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: dir + "/nats", Listen: "127.0.0.1:-1", Configure: auth.Configure})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	require.NotEmpty(t, emb.ClientURL())
+
+	// The process's own in-process connection needs no credentials and keeps
+	// full access: it provisions everything and publishes.
+	nc, err := emb.Connect("jobgate-test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
+	require.NoError(t, err)
+	return &tenantBundle{emb: emb, res: res, secret: secret}
+}
+
+// subscriber connects over TCP as tenant's subscriber; errs receives the
+// connection's asynchronous errors (permission violations).
+func (b *tenantBundle) subscriber(t *testing.T, tenant string) (*nats.Conn, chan error) {
+	t.Helper()
+	errs := make(chan error, 16)
+	nc, err := nats.Connect(b.emb.ClientURL(),
+		nats.UserInfo(wiring.TenantUser(tenant), wiring.TenantPassword(b.secret, tenant)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+func publishState(t *testing.T, res *wiring.Resources, tenant, requester, id string) {
+	t.Helper()
+	now := time.Now().UTC()
+	r := &job.Record{ID: id, Tenant: tenant, Requester: requester, Type: "permit_report", Params: []byte(`{}`),
+		State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, wiring.PublishEvent(ctx, res.JS, r))
+}
+
+func TestTenantSubscriberSeesOnlyItsTenant(t *testing.T) {
+	t.Parallel()
+	b := setupTenantAuth(t)
+	nc5, errs5 := b.subscriber(t, "5")
+	own, err := nc5.SubscribeSync(wiring.TenantEvents("5"))
+	require.NoError(t, err)
+	require.NoError(t, nc5.Flush())
+
+	// Subscribing to tenant 4's events is refused by the server.
+	foreign, err := nc5.SubscribeSync(wiring.TenantEvents("4"))
+	require.NoError(t, err) // the refusal arrives asynchronously
+	select {
+	case err := <-errs5:
+		require.ErrorIs(t, err, nats.ErrPermissionViolation)
+		require.Contains(t, err.Error(), `jobgate.events.4.>`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription to another tenant's events was not refused")
+	}
+	// So is a wildcard over all tenants.
+	_, err = nc5.SubscribeSync("jobgate.events.>")
+	require.NoError(t, err)
+	select {
+	case err := <-errs5:
+		require.ErrorIs(t, err, nats.ErrPermissionViolation)
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription to every tenant's events was not refused")
+	}
+
+	publishState(t, b.res, "4", "reviewer-47", "job_four")
+	publishState(t, b.res, "5", "reviewer-9", "job_five")
+	msg, err := own.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, wiring.EventSubject("5", "reviewer-9", "job_five"), msg.Subject,
+		"the first event tenant 5 sees is its own, though tenant 4's was published first")
+	_, err = own.NextMsg(200 * time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout, "tenant 5 receives nothing else")
+	_, err = foreign.NextMsg(200 * time.Millisecond)
+	require.Error(t, err, "the refused subscription delivers nothing")
+
+	// A tenant-4 subscriber does get tenant 4's events.
+	nc4, _ := b.subscriber(t, "4")
+	sub4, err := nc4.SubscribeSync(wiring.TenantEvents("4"))
+	require.NoError(t, err)
+	require.NoError(t, nc4.Flush())
+	publishState(t, b.res, "4", "reviewer-47", "job_four_b")
+	msg, err = sub4.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, wiring.EventSubject("4", "reviewer-47", "job_four_b"), msg.Subject)
+}
+
+func TestTenantSubscriberCannotPublishOrUseJetStream(t *testing.T) {
+	t.Parallel()
+	b := setupTenantAuth(t)
+	nc, errs := b.subscriber(t, "5")
+
+	// Publishing a fake event of its own tenant is refused.
+	require.NoError(t, nc.Publish(wiring.EventSubject("5", "x", "job_fake"), []byte(`{}`)))
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, nats.ErrPermissionViolation)
+	case <-time.After(10 * time.Second):
+		t.Fatal("publish was not refused")
+	}
+	// No JetStream API: reading the job bucket through it fails.
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = js.KeyValue(ctx, wiring.BucketJobs)
+	require.Error(t, err)
+	info, _ := b.res.JS.Stream(context.Background(), wiring.StreamEvents)
+	require.NotNil(t, info, "the in-process connection still reaches JetStream")
+}
+
+func TestOutsideClientsMustAuthenticate(t *testing.T) {
+	t.Parallel()
+	b := setupTenantAuth(t)
+	cases := map[string][]nats.Option{
+		"no credentials":       nil,
+		"wrong password":       {nats.UserInfo(wiring.TenantUser("5"), "guess")},
+		"other tenant's pass":  {nats.UserInfo(wiring.TenantUser("5"), wiring.TenantPassword(b.secret, "4"))},
+		"not a tenant user":    {nats.UserInfo("admin", wiring.TenantPassword(b.secret, "admin"))},
+		"invalid tenant id":    {nats.UserInfo(wiring.TenantUser("a.b"), wiring.TenantPassword(b.secret, "a.b"))},
+		"internal name by tcp": {nats.UserInfo("jobgate-internal", "")},
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := nats.Connect(b.emb.ClientURL(), append(opts, nats.MaxReconnects(0))...)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+				err.Error() == "nats: Authorization Violation", "got %v", err)
+		})
+	}
+}
+
+func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
+	t.Parallel()
+	s := []byte("0123456789abcdef0123456789abcdef")
+	require.Equal(t, wiring.TenantPassword(s, "4"), wiring.TenantPassword(s, "4"))
+	require.NotEqual(t, wiring.TenantPassword(s, "4"), wiring.TenantPassword(s, "5"))
+	require.NotEqual(t, wiring.TenantPassword(s, "4"), wiring.TenantPassword([]byte("another secret, another password"), "4"))
+}
