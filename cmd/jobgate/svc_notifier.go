@@ -1,8 +1,41 @@
 package main
 
-// newNotifier builds the notifier from the runtime's settings. It returns a nil
-// service while the notifier package is not wired in yet.
+import (
+	"fmt"
+	"os"
+
+	"github.com/jobgate/jobgate/notifier"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// newNotifier builds the notifier from the runtime's settings. Without an
+// SMTP host, mails land as .eml files in <data dir>/outbox.
 func newNotifier(rt *runtime) (service, error) {
-	_ = rt
-	return nil, nil
+	c := rt.cfg.Notifier
+	host, _ := os.Hostname()
+	cfg := notifier.Config{
+		Webhooks:     map[string][]notifier.Webhook{},
+		AllowPrivate: c.AllowPrivateWebhooks,
+		Retries:      c.WebhookRetries,
+		Mail: notifier.Mail{
+			Host: c.Mail.SMTPHost, Port: c.Mail.SMTPPort, Username: c.Mail.Username, Password: c.Mail.Password,
+			From: c.Mail.From, Addresses: c.Mail.Addresses, Outbox: rt.cfg.Path("outbox"),
+		},
+		Instance: fmt.Sprintf("%s-%d", host, os.Getpid()),
+		BaseURL:  "http://" + rt.cfg.HTTPAddr,
+	}
+	for tenant, hooks := range c.Webhooks {
+		for _, h := range hooks {
+			w := notifier.Webhook{URL: h.URL, Secret: h.Secret}
+			for _, s := range h.States {
+				w.States = append(w.States, job.State(s))
+			}
+			cfg.Webhooks[tenant] = append(cfg.Webhooks[tenant], w)
+		}
+	}
+	n, err := notifier.New(rt.res, cfg, rt.log)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
 }

@@ -108,6 +108,9 @@ type Webhook struct {
 	URL string `yaml:"url"`
 	// Secret signs deliveries (Standard Webhooks, "whsec_" + base64 or raw).
 	Secret string `yaml:"secret"`
+	// States, if set, limits deliveries to events of these job states
+	// (e.g. [succeeded, failed, canceled]); empty delivers every change.
+	States []string `yaml:"states"`
 }
 
 // Mail configures SMTP delivery. With no SMTPHost, notices are written as

@@ -1,0 +1,67 @@
+package notifier
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// errBadEvent: a message on the events stream that is not a job event. It is
+// terminated, never retried.
+var errBadEvent = errors.New("not a job event")
+
+// event is one job state change as the notifier sees it.
+type event struct {
+	// ID identifies the state change: the Nats-Msg-Id it was published with
+	// (<job_id>.<state>.<attempt>), the same on every redelivery. It is the
+	// webhook-id.
+	ID        string
+	Tenant    string
+	Requester string
+	Job       *job.Resource
+	// Data is the job resource exactly as published.
+	Data json.RawMessage
+}
+
+func decodeEvent(msg jetstream.Msg) (*event, error) {
+	tenant, requester, id, ok := wiring.ScopeOf(msg.Subject())
+	if !ok {
+		return nil, fmt.Errorf("%w: subject %q", errBadEvent, msg.Subject())
+	}
+	var res job.Resource
+	if err := json.Unmarshal(msg.Data(), &res); err != nil {
+		return nil, fmt.Errorf("%w: %w", errBadEvent, err)
+	}
+	if res.ID != id || !res.State.Valid() {
+		return nil, fmt.Errorf("%w: job %q state %q on subject of %q", errBadEvent, res.ID, res.State, id)
+	}
+	ev := &event{ID: msg.Headers().Get(jetstream.MsgIDHeader), Tenant: tenant, Requester: requester, Job: &res, Data: msg.Data()}
+	if ev.ID == "" {
+		// Published without a message id: derive the one the contract
+		// gives, so the webhook-id is still stable.
+		ev.ID = res.ID + "." + string(res.State) + "." + strconv.Itoa(res.Attempt)
+	}
+	return ev, nil
+}
+
+// webhookPayload is the body of a delivery (Standard Webhooks shape).
+type webhookPayload struct {
+	Type      string          `json:"type"`
+	Timestamp string          `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// webhookBody builds the delivery body once per event, so every attempt
+// carries the same bytes.
+func (ev *event) webhookBody() ([]byte, error) {
+	return json.Marshal(webhookPayload{
+		Type:      "job." + string(ev.Job.State),
+		Timestamp: ev.Job.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		Data:      ev.Data,
+	})
+}

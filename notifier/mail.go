@@ -1,0 +1,276 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/wneessen/go-mail"
+)
+
+// sendResult is what a mail attempt tells about the message.
+type sendResult int
+
+const (
+	// mailSent: the server (or the outbox) has the message.
+	mailSent sendResult = iota
+	// mailNotSent: it provably does not; trying again cannot duplicate it.
+	mailNotSent
+	// mailRejected: the server refused it for good (5xx); do not retry.
+	mailRejected
+	// mailUncertain: the conversation broke after the message was complete;
+	// it may have been accepted. Never retried (at most one mail).
+	mailUncertain
+)
+
+// mailer hands a message to the mail system.
+type mailer interface {
+	send(ctx context.Context, m *mail.Msg, name string) (sendResult, error)
+}
+
+// runMail sends the one mail of a terminal event, unless it was sent (or
+// claimed) before by any instance for any copy of this event.
+func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome {
+	scope := ev.Tenant + "." + ev.Requester + "." + keyToken(ev.Job.ID) + "." + string(ev.Job.State)
+	claimKey, tryKey := "mail."+scope, "mailtry."+scope
+	log := n.log.With("tenant", ev.Tenant, "requester", ev.Requester, "job", ev.Job.ID, "state", ev.Job.State, "event", ev.ID)
+	if done, err := n.mailClaimed(ctx, claimKey, log); err != nil {
+		return n.transient(log, err)
+	} else if done {
+		return finished
+	}
+	st, err := loadState(ctx, n.kv, tryKey)
+	if err != nil {
+		return n.transient(log, err)
+	}
+	if st.final() {
+		return finished
+	}
+	if time.Now().Before(st.NextAt) {
+		return outcome{due: st.NextAt}
+	}
+	// The claim: of all copies of this event, on all instances, one creates
+	// the key and only that one talks to the mail server.
+	claim := deliveryState{Status: statusSending, Attempts: st.Attempts + 1, Instance: n.cfg.Instance, UpdatedAt: time.Now().UTC()}
+	data, _ := json.Marshal(claim)
+	rev, err := n.kv.Create(ctx, claimKey, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		n.stats.mailsDuplicate.Add(1)
+		log.Debug("mail already claimed by another delivery")
+		return finished
+	}
+	if err != nil {
+		return n.transient(log, err)
+	}
+	st.Attempts++
+	msg, name, err := n.buildMail(ev, addr)
+	var res sendResult
+	if err != nil {
+		res = mailRejected
+	} else {
+		res, err = n.mail.send(ctx, msg, name)
+	}
+	// The claim's fate is written even when the handler is being stopped:
+	// a release lost here would mean the mail is never sent.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	update := func(status string, cause error) {
+		claim.Status, claim.UpdatedAt = status, time.Now().UTC()
+		if cause != nil {
+			claim.LastError = cause.Error()
+		}
+		data, _ := json.Marshal(claim)
+		if _, err := n.kv.Update(wctx, claimKey, data, rev); err != nil {
+			log.Warn("could not record the mail's outcome; its claim stays, so it is not sent again", "status", status, "err", err)
+		}
+	}
+	switch res {
+	case mailSent:
+		n.stats.mailsSent.Add(1)
+		log.Info("mail sent", "attempt", st.Attempts)
+		update(statusSent, nil)
+		return finished
+	case mailUncertain:
+		n.stats.mailsUncertain.Add(1)
+		log.Error("mail may not have been delivered; not retried so it cannot arrive twice", "err", err)
+		update(statusUncertain, err)
+		return finished
+	case mailRejected:
+		n.stats.mailsFailed.Add(1)
+		log.Error("mail rejected for good", "err", err)
+		update(statusFailed, err)
+		return finished
+	}
+	if st.Attempts > len(n.cfg.Retries) {
+		n.stats.mailsFailed.Add(1)
+		log.Error("mail failed for good", "attempts", st.Attempts, "err", err)
+		update(statusFailed, err)
+		return finished
+	}
+	// Not sent: release the claim so a later attempt (by any instance) may
+	// send. If the release fails the claim stays and no mail is ever sent:
+	// the at-most-once side of the trade-off.
+	if err := n.kv.Delete(wctx, claimKey, jetstream.LastRevision(rev)); err != nil {
+		n.stats.mailsFailed.Add(1)
+		log.Error("mail not sent and its claim could not be released: giving up", "err", err)
+		return finished
+	}
+	delay := n.backoff(st.Attempts, 0)
+	st.Status, st.NextAt, st.LastError, st.Instance = statusPending, time.Now().Add(delay), err.Error(), n.cfg.Instance
+	n.stats.mailRetries.Add(1)
+	log.Warn("mail not sent, will retry", "attempt", st.Attempts, "err", err, "retry_in", delay)
+	if err := putState(wctx, n.kv, tryKey, st); err != nil {
+		return n.transient(log, err)
+	}
+	return outcome{due: st.NextAt}
+}
+
+// mailClaimed reports whether a mail for this state was claimed already. A
+// claim still "sending" long after any send could have finished was left by
+// a crashed instance: it is marked uncertain and not sent again.
+func (n *Notifier) mailClaimed(ctx context.Context, claimKey string, log *slog.Logger) (bool, error) {
+	e, err := n.kv.Get(ctx, claimKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", claimKey, err)
+	}
+	var claim deliveryState
+	_ = json.Unmarshal(e.Value(), &claim)
+	if claim.Status == statusSending && time.Since(claim.UpdatedAt) > n.cfg.Mail.Timeout+n.cfg.AckWait {
+		claim.Status, claim.LastError, claim.UpdatedAt = statusUncertain, "claimed by "+claim.Instance+", which never recorded the outcome", time.Now().UTC()
+		data, _ := json.Marshal(claim)
+		if _, err := n.kv.Update(ctx, claimKey, data, e.Revision()); err == nil {
+			n.stats.mailsUncertain.Add(1)
+			log.Error("mail claimed by an instance that stopped while sending; not sent again (at most one mail)", "claimed_by", claim.Instance)
+		}
+		return true, nil
+	}
+	n.stats.mailsDuplicate.Add(1)
+	return true, nil
+}
+
+// buildMail writes the notice of a terminal event.
+func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) {
+	r := ev.Job
+	m := mail.NewMsg()
+	if err := m.From(n.cfg.Mail.From); err != nil {
+		return nil, "", fmt.Errorf("mail from: %w", err)
+	}
+	if err := m.To(addr); err != nil {
+		return nil, "", fmt.Errorf("mail to: %w", err)
+	}
+	verb := map[job.State]string{job.StateSucceeded: "is ready", job.StateFailed: "failed", job.StateCanceled: "was canceled"}[r.State]
+	m.Subject(fmt.Sprintf("Your %s job %s %s", r.Type, r.ID, verb))
+	// The same Message-ID for any copy lets a mail client fold duplicates,
+	// should an operator ever resend by hand.
+	m.SetMessageIDWithValue(r.ID + "." + string(r.State) + "@jobgate")
+	m.SetDateWithValue(time.Now())
+	m.SetGenHeader("Auto-Submitted", "auto-generated")
+	m.SetGenHeader("X-Jobgate-Event", ev.ID)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your %s job %s %s.\n\n", r.Type, r.ID, verb)
+	fmt.Fprintf(&b, "State:      %s\n", r.State)
+	fmt.Fprintf(&b, "Attempts:   %d\n", r.Attempt)
+	fmt.Fprintf(&b, "Submitted:  %s\n", r.CreatedAt.UTC().Format(time.RFC3339))
+	if r.FinishedAt != nil {
+		fmt.Fprintf(&b, "Finished:   %s\n", r.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	if r.Error != nil {
+		fmt.Fprintf(&b, "Error:      %s: %s\n", r.Error.Category, r.Error.Message)
+	}
+	if r.Result != nil {
+		fmt.Fprintf(&b, "Result:     %s, %d bytes, sha256 %s\n", r.Result.ContentType, r.Result.Size, r.Result.SHA256)
+		fmt.Fprintf(&b, "Download:   %s%s\n", n.cfg.BaseURL, r.Links.Result)
+	}
+	fmt.Fprintf(&b, "Status:     %s%s\n", n.cfg.BaseURL, r.Links.Self)
+	b.WriteString("\nThis notice is sent once per job. The download link needs your usual sign-in.\n")
+	m.SetBodyString(mail.TypeTextPlain, b.String())
+	name := ev.Tenant + "." + ev.Requester + "." + keyToken(r.ID) + "." + string(r.State) + ".eml"
+	return m, name, nil
+}
+
+// smtpMailer sends through an SMTP server.
+type smtpMailer struct{ cfg Mail }
+
+func (s *smtpMailer) send(ctx context.Context, m *mail.Msg, _ string) (sendResult, error) {
+	opts := []mail.Option{
+		mail.WithPort(s.cfg.Port),
+		mail.WithTimeout(s.cfg.Timeout),
+	}
+	if s.cfg.Port == 465 {
+		opts = append(opts, mail.WithSSL())
+	} else {
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSOpportunistic))
+	}
+	if s.cfg.Username != "" {
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover),
+			mail.WithUsername(s.cfg.Username), mail.WithPassword(s.cfg.Password))
+	}
+	c, err := mail.NewClient(s.cfg.Host, opts...)
+	if err != nil {
+		return mailRejected, fmt.Errorf("mail client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	err = c.DialAndSendWithContext(ctx, m)
+	return classifySend(m, err), err
+}
+
+// classifySend decides from go-mail's answer whether the server has the
+// message. Only a failure before the end of DATA, or an explicit refusal of
+// it, proves it does not.
+func classifySend(m *mail.Msg, err error) sendResult {
+	if err == nil || m.IsDelivered() { // a failed QUIT after acceptance is still sent
+		return mailSent
+	}
+	var se *mail.SendError
+	if !errors.As(err, &se) {
+		return mailNotSent // dial, TLS or auth failure: no transaction began
+	}
+	code := se.ErrorCode()
+	switch {
+	case se.Reason == mail.ErrSMTPDataClose && code < 400:
+		return mailUncertain // the final "." went out, its answer did not come back
+	case code >= 500:
+		return mailRejected
+	}
+	return mailNotSent
+}
+
+// outboxMailer writes each mail as an .eml file into a directory, for
+// deployments without a mail server.
+type outboxMailer struct{ dir string }
+
+func (o *outboxMailer) send(_ context.Context, m *mail.Msg, name string) (sendResult, error) {
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return mailNotSent, fmt.Errorf("outbox: %w", err)
+	}
+	// Write aside and rename: the outbox never shows half a mail.
+	f, err := os.CreateTemp(o.dir, ".tmp-*.eml")
+	if err != nil {
+		return mailNotSent, fmt.Errorf("outbox: %w", err)
+	}
+	_, werr := m.WriteTo(f)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		_ = os.Remove(f.Name())
+		return mailNotSent, fmt.Errorf("outbox: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(o.dir, name)); err != nil {
+		_ = os.Remove(f.Name())
+		return mailNotSent, fmt.Errorf("outbox: %w", err)
+	}
+	return mailSent, nil
+}

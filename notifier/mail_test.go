@@ -1,0 +1,180 @@
+package notifier
+
+import (
+	"context"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/stretchr/testify/require"
+)
+
+func smtpConfig(s *smtpSink, instance string) Config {
+	return Config{
+		Mail: Mail{Host: s.host, Port: s.port, From: "jobgate@example.test",
+			Addresses: map[string]string{"4/reviewer-47": "reviewer47@example.test", "4/reviewer-48": "reviewer48@example.test"}},
+		Retries:  []time.Duration{20 * time.Millisecond, 20 * time.Millisecond},
+		Instance: instance,
+	}
+}
+
+// mailsByJob counts the sink's mails per job id (from the Message-ID).
+func mailsByJob(t *testing.T, s *smtpSink) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, m := range s.received() {
+		msg, err := mail.ReadMessage(strings.NewReader(m.data))
+		require.NoError(t, err)
+		id := strings.Trim(msg.Header.Get("Message-Id"), "<>")
+		out[strings.SplitN(id, ".", 2)[0]]++
+	}
+	return out
+}
+
+func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
+	t.Parallel()
+	sink := newSMTPSink(t)
+	first, b := setup(t, smtpConfig(sink, "first"))
+	second := b.start(t, smtpConfig(sink, "second"))
+
+	const jobs = 12
+	for i := range jobs {
+		r := record("4", "reviewer-47", "job_mail_"+strconv.Itoa(i), []job.State{job.StateSucceeded, job.StateFailed, job.StateCanceled}[i%3])
+		b.publish(t, record("4", "reviewer-47", r.ID, job.StateQueued))
+		b.publish(t, record("4", "reviewer-47", r.ID, job.StateRunning))
+		b.publish(t, r)
+		b.publish(t, r) // same message id: JetStream keeps one
+		// Another copy of the same terminal change under a new message id
+		// (say a republish after the dedup window): a second event.
+		b.publishAs(t, r, wiring.EventMsgID(r)+".copy")
+	}
+	const events = jobs * 4
+	require.Eventually(t, func() bool { return eventsAcked(first, second) == events }, waitTimeout, 10*time.Millisecond)
+	got := mailsByJob(t, sink)
+	require.Len(t, got, jobs)
+	for id, n := range got {
+		require.Equal(t, 1, n, "mails for %s", id)
+	}
+	for _, m := range sink.received() {
+		require.Equal(t, []string{"reviewer47@example.test"}, m.to)
+	}
+	s1, s2 := first.Stats(), second.Stats()
+	require.Equal(t, int64(jobs), s1.MailsSent+s2.MailsSent)
+	require.Equal(t, int64(jobs), s1.MailsDuplicate+s2.MailsDuplicate, "each second copy was recognized")
+
+	// Redelivery of every event, as after a crash before the acks: the
+	// consumer starts over from the first event on a fresh instance.
+	first.Stop()
+	second.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, b.res.JS.DeleteConsumer(ctx, wiring.StreamEvents, wiring.ConsumerNotifier))
+	third := b.start(t, smtpConfig(sink, "third"))
+	require.Eventually(t, func() bool { return third.Stats().Events == events }, waitTimeout, 10*time.Millisecond)
+	require.Len(t, sink.received(), jobs, "no second mail for any job")
+	require.Equal(t, int64(2*jobs), third.Stats().MailsDuplicate)
+	require.Zero(t, third.Stats().MailsSent)
+}
+
+func TestMailContent(t *testing.T) {
+	t.Parallel()
+	sink := newSMTPSink(t)
+	cfg := smtpConfig(sink, "content")
+	cfg.BaseURL = "http://jobs.example.test/"
+	n, b := setup(t, cfg)
+	b.publish(t, record("4", "reviewer-48", "job_content_ok", job.StateSucceeded))
+	b.publish(t, record("4", "reviewer-48", "job_content_bad", job.StateFailed))
+	b.publish(t, record("4", "no-address", "job_content_none", job.StateSucceeded))
+	require.Eventually(t, func() bool { return n.Stats().Events == 3 }, waitTimeout, 10*time.Millisecond)
+	mails := sink.received()
+	require.Len(t, mails, 2, "a requester without an address gets no mail")
+	bodies := map[string]string{}
+	for _, m := range mails {
+		require.Equal(t, "jobgate@example.test", m.from)
+		require.Equal(t, []string{"reviewer48@example.test"}, m.to)
+		msg, err := mail.ReadMessage(strings.NewReader(m.data))
+		require.NoError(t, err)
+		bodies[msg.Header.Get("Subject")] = m.data
+	}
+	ok := bodies["Your permit_report job job_content_ok is ready"]
+	require.Contains(t, ok, "http://jobs.example.test/v1/jobs/job_content_ok/result")
+	require.Contains(t, ok, "application/pdf")
+	bad := bodies["Your permit_report job job_content_bad failed"]
+	require.Contains(t, bad, "render_error: page 12 did not render")
+}
+
+func TestMailRetriedWhenServerDefers(t *testing.T) {
+	t.Parallel()
+	sink := newSMTPSink(t)
+	sink.rejectMail.Store(2) // 451 twice: provably not accepted, so retry
+	n, b := setup(t, smtpConfig(sink, "retry"))
+	b.publish(t, record("4", "reviewer-47", "job_deferred", job.StateSucceeded))
+	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Len(t, sink.received(), 1)
+	s := n.Stats()
+	require.Equal(t, int64(2), s.MailRetries)
+	require.Equal(t, int64(1), s.MailsSent)
+}
+
+func TestMailGivesUpWhenServerUnreachable(t *testing.T) {
+	t.Parallel()
+	sink := newSMTPSink(t)
+	cfg := smtpConfig(sink, "down")
+	cfg.Mail.Port = 1 // nothing listens there
+	n, b := setup(t, cfg)
+	b.publish(t, record("4", "reviewer-47", "job_no_server", job.StateSucceeded))
+	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	s := n.Stats()
+	require.Equal(t, int64(2), s.MailRetries)
+	require.Equal(t, int64(1), s.MailsFailed)
+	require.Zero(t, s.MailsSent)
+}
+
+func TestMailOutboxWithoutSMTP(t *testing.T) {
+	t.Parallel()
+	outbox := filepath.Join(t.TempDir(), "outbox")
+	n, b := setup(t, Config{Mail: Mail{Outbox: outbox, Addresses: map[string]string{"4/reviewer-47": "reviewer47@example.test"}}})
+	r := record("4", "reviewer-47", "job_outbox", job.StateSucceeded)
+	b.publish(t, record("4", "reviewer-47", r.ID, job.StateQueued))
+	b.publish(t, record("4", "reviewer-47", r.ID, job.StateRunning))
+	b.publish(t, r)
+	b.publishAs(t, r, "another-copy")
+	require.Eventually(t, func() bool { return n.Stats().Events == 4 }, waitTimeout, 10*time.Millisecond)
+	entries, err := os.ReadDir(outbox)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "one .eml for the terminal state, none for queued/running or the copy")
+	require.Equal(t, "4.reviewer-47.job_outbox.succeeded.eml", entries[0].Name())
+	f, err := os.Open(filepath.Join(outbox, entries[0].Name()))
+	require.NoError(t, err)
+	defer f.Close()
+	msg, err := mail.ReadMessage(f)
+	require.NoError(t, err)
+	require.Equal(t, "<reviewer47@example.test>", msg.Header.Get("To"))
+	require.Equal(t, "<job_outbox.succeeded@jobgate>", msg.Header.Get("Message-Id"))
+	require.Contains(t, msg.Header.Get("Subject"), "job_outbox")
+}
+
+func TestMailClaimLeftByCrashedSenderIsNotResent(t *testing.T) {
+	t.Parallel()
+	sink := newSMTPSink(t)
+	cfg := smtpConfig(sink, "survivor")
+	n, b := setup(t, cfg)
+	// An instance claimed the mail and died mid-conversation long ago.
+	r := record("4", "reviewer-47", "job_crashed_sender", job.StateSucceeded)
+	claim := `{"status":"sending","attempts":1,"instance":"gone","updated_at":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + `"}`
+	_, err := b.res.Notices.Create(context.Background(), "mail.4.reviewer-47."+r.ID+".succeeded", []byte(claim))
+	require.NoError(t, err)
+	b.publish(t, r)
+	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Empty(t, sink.received(), "at most one mail: an unfinished claim is never sent again")
+	require.Equal(t, int64(1), n.Stats().MailsUncertain, "and the doubt is counted")
+	st, err := loadState(context.Background(), b.res.Notices, "mail.4.reviewer-47."+r.ID+".succeeded")
+	require.NoError(t, err)
+	require.Equal(t, statusUncertain, st.Status)
+}

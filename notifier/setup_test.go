@@ -1,0 +1,271 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testBundle is the real embedded JetStream a notifier test runs on.
+type testBundle struct {
+	emb *wiring.Embedded
+	res *wiring.Resources
+}
+
+// waitTimeout bounds every wait for asynchronous work in these tests.
+const waitTimeout = 20 * time.Second
+
+// setup starts an embedded JetStream and a notifier with cfg on it. Tests
+// that need more instances call b.start again.
+func setup(t *testing.T, cfg Config) (*Notifier, *testBundle) {
+	t.Helper()
+	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect("notifier-test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
+	require.NoError(t, err)
+	b := &testBundle{emb: emb, res: res}
+	return b.start(t, cfg), b
+}
+
+// start runs one more notifier instance on the bundle.
+func (b *testBundle) start(t *testing.T, cfg Config) *Notifier {
+	t.Helper()
+	n := b.build(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, n.Start(ctx))
+	return n
+}
+
+// build makes a notifier without starting it, stopped at cleanup.
+func (b *testBundle) build(t *testing.T, cfg Config) *Notifier {
+	t.Helper()
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 5 * time.Second
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 5 * time.Second
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", cfg.Instance)
+	}
+	n, err := New(b.res, cfg, log)
+	require.NoError(t, err)
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// record builds a job record of tenant/requester in state, as the
+// renderer leaves it.
+func record(tenant, requester, id string, state job.State) *job.Record {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	r := &job.Record{ID: id, Tenant: tenant, Requester: requester, Type: "permit_report",
+		Params: json.RawMessage(`{"case_id":47,"pages":63,"revision":29}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
+	if state == job.StateQueued {
+		return r
+	}
+	_ = r.Transition(job.StateRunning, now)
+	r.Attempt = 1
+	if state == job.StateRunning {
+		return r
+	}
+	_ = r.Transition(state, now.Add(time.Second))
+	switch state {
+	case job.StateSucceeded:
+		r.Output = &job.Output{Object: id, ContentType: "application/pdf", Size: 12345, SHA256: strings.Repeat("ab", 32)}
+	case job.StateFailed:
+		r.Error = &job.Failure{Category: job.CategoryRenderError, Message: "page 12 did not render"}
+	}
+	return r
+}
+
+// publish publishes r's event as the dispatcher relay does.
+func (b *testBundle) publish(t *testing.T, r *job.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, wiring.PublishEvent(ctx, b.res.JS, r))
+}
+
+// publishAs publishes r's event under another message id: a second copy of
+// one state change that JetStream's de-duplication does not catch.
+func (b *testBundle) publishAs(t *testing.T, r *job.Record, msgID string) {
+	t.Helper()
+	data, err := json.Marshal(r.Resource("", r.UpdatedAt))
+	require.NoError(t, err)
+	msg := &nats.Msg{Subject: wiring.EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err = b.res.JS.PublishMsg(ctx, msg)
+	require.NoError(t, err)
+}
+
+// eventsAcked sums the acknowledged events of the given instances.
+func eventsAcked(ns ...*Notifier) int64 {
+	var sum int64
+	for _, n := range ns {
+		sum += n.Stats().Events
+	}
+	return sum
+}
+
+// delivery is one request a webhook receiver got.
+type delivery struct {
+	at     time.Time
+	header http.Header
+	body   []byte
+}
+
+// receiver is an httptest webhook endpoint answering with the statuses of
+// respond (the last one repeats) and recording every request.
+type receiver struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []delivery
+	respond func(n int, w http.ResponseWriter) // n counts from 1
+}
+
+func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter)) *receiver {
+	t.Helper()
+	r := &receiver{respond: respond}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, delivery{at: time.Now(), header: req.Header.Clone(), body: body})
+		n := len(r.got)
+		r.mu.Unlock()
+		r.respond(n, w)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func statuses(codes ...int) func(int, http.ResponseWriter) {
+	return func(n int, w http.ResponseWriter) {
+		w.WriteHeader(codes[min(n, len(codes))-1])
+	}
+}
+
+func (r *receiver) deliveries() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.got...)
+}
+
+func (r *receiver) count() int { return len(r.deliveries()) }
+
+// smtpSink is a real SMTP server on loopback that keeps what it accepts.
+type smtpSink struct {
+	host string
+	port int
+	// rejectMail answers this many MAIL FROM commands with 451 first.
+	rejectMail atomic.Int32
+	mu         sync.Mutex
+	mails      []sunkMail
+}
+
+type sunkMail struct {
+	from string
+	to   []string
+	data string
+}
+
+func newSMTPSink(t *testing.T) *smtpSink {
+	t.Helper()
+	s := &smtpSink{}
+	srv := smtp.NewServer(sinkBackend{s})
+	srv.Domain = "localhost"
+	srv.AllowInsecureAuth = true
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().(*net.TCPAddr)
+	s.host, s.port = addr.IP.String(), addr.Port
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return s
+}
+
+func (s *smtpSink) received() []sunkMail {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]sunkMail(nil), s.mails...)
+}
+
+type sinkBackend struct{ s *smtpSink }
+
+func (b sinkBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return &sinkSession{s: b.s}, nil }
+
+type sinkSession struct {
+	s    *smtpSink
+	from string
+	to   []string
+}
+
+func (ss *sinkSession) Mail(from string, _ *smtp.MailOptions) error {
+	if ss.s.rejectMail.Add(-1) >= 0 {
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}
+	}
+	ss.from = from
+	return nil
+}
+
+func (ss *sinkSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	ss.to = append(ss.to, to)
+	return nil
+}
+
+func (ss *sinkSession) Data(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	ss.s.mu.Lock()
+	ss.s.mails = append(ss.s.mails, sunkMail{from: ss.from, to: ss.to, data: string(data)})
+	ss.s.mu.Unlock()
+	return nil
+}
+
+func (ss *sinkSession) Reset()        { ss.from, ss.to = "", nil }
+func (ss *sinkSession) Logout() error { return nil }
+
+func mustAddr(t *testing.T, s string) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
+	require.NoError(t, err)
+	return a
+}

@@ -1,0 +1,232 @@
+package notifier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// endpoint is a configured webhook, ready to deliver.
+type endpoint struct {
+	tenant string
+	url    string
+	host   string // for logs: the URL may carry a token in its path or query
+	key    []byte
+	id     string
+	states map[job.State]bool
+}
+
+func newEndpoint(tenant string, h Webhook) (*endpoint, error) {
+	key, err := DecodeSecret(h.Secret)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		return nil, err
+	}
+	ep := &endpoint{tenant: tenant, url: h.URL, host: u.Host, key: key, id: endpointKey(tenant, h.URL)}
+	if len(h.States) > 0 {
+		ep.states = map[job.State]bool{}
+		for _, s := range h.States {
+			ep.states[s] = true
+		}
+	}
+	return ep, nil
+}
+
+func (ep *endpoint) wants(s job.State) bool { return ep.states == nil || ep.states[s] }
+
+// outcome is where one channel stands with one event: done (delivered, or
+// given up for good), or to be tried again at due.
+type outcome struct {
+	done bool
+	due  time.Time
+}
+
+var finished = outcome{done: true}
+
+// transientDelay is how soon an event is retried after a failure of the
+// notifier's own state store (not counted as a delivery attempt).
+const transientDelay = 2 * time.Second
+
+// runWebhook makes at most one delivery attempt of ev at ep, if one is due.
+func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body []byte) outcome {
+	key := "wh." + ep.id + "." + keyToken(ev.ID)
+	log := n.log.With("tenant", ev.Tenant, "job", ev.Job.ID, "state", ev.Job.State, "webhook_id", ev.ID, "endpoint", ep.id, "host", ep.host)
+	st, err := loadState(ctx, n.kv, key)
+	if err != nil {
+		return n.transient(log, err)
+	}
+	if st.final() {
+		return finished
+	}
+	now := time.Now()
+	if now.Before(st.NextAt) {
+		return outcome{due: st.NextAt}
+	}
+	off, err := exists(ctx, n.kv, "whoff."+ep.id)
+	if err != nil {
+		return n.transient(log, err)
+	}
+	if off {
+		st.Status, st.LastError = statusDisabled, "endpoint disabled after 410 Gone"
+		if err := putState(ctx, n.kv, key, st); err != nil {
+			return n.transient(log, err)
+		}
+		log.Warn("webhook not sent: endpoint disabled")
+		return finished
+	}
+	st.Attempts++
+	status, retryAfter, err := n.post(ctx, ep, ev.ID, body)
+	if ctx.Err() != nil {
+		// Shutting down: the attempt was cut short by us, not the receiver.
+		return outcome{due: now}
+	}
+	st.Instance = n.cfg.Instance
+	switch {
+	case err == nil && status >= 200 && status < 300:
+		st.Status, st.LastError, st.NextAt = statusDelivered, "", time.Time{}
+		n.stats.webhooksDelivered.Add(1)
+		log.Debug("webhook delivered", "attempt", st.Attempts, "status", status)
+		if err := putState(ctx, n.kv, key, st); err != nil {
+			// Delivered but not recorded: the retry repeats the delivery,
+			// which receivers dedupe by webhook-id.
+			return n.transient(log, err)
+		}
+		return finished
+	case err == nil && status == http.StatusGone:
+		if _, err := n.kv.Create(ctx, "whoff."+ep.id, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil &&
+			!errors.Is(err, jetstream.ErrKeyExists) {
+			return n.transient(log, err)
+		}
+		st.Status, st.LastError, st.NextAt = statusDisabled, "410 Gone", time.Time{}
+		n.stats.endpointsDisabled.Add(1)
+		log.Warn("webhook endpoint answered 410 Gone: disabled for every instance")
+		if err := putState(ctx, n.kv, key, st); err != nil {
+			return n.transient(log, err)
+		}
+		return finished
+	case errors.Is(err, ErrForbiddenAddress):
+		st.Status, st.LastError, st.NextAt = statusRefused, err.Error(), time.Time{}
+		n.stats.webhooksRefused.Add(1)
+		n.stats.webhooksFailed.Add(1)
+		log.Error("webhook refused: the endpoint resolves to a non-public address (set allow_private_webhooks to permit)", "err", err)
+		if err := putState(ctx, n.kv, key, st); err != nil {
+			return n.transient(log, err)
+		}
+		return finished
+	}
+	if err != nil {
+		st.LastError = err.Error()
+	} else {
+		st.LastError = "HTTP " + strconv.Itoa(status)
+	}
+	if st.Attempts > len(n.cfg.Retries) {
+		st.Status, st.NextAt = statusFailed, time.Time{}
+		n.stats.webhooksFailed.Add(1)
+		log.Error("webhook delivery failed for good", "attempts", st.Attempts, "last_error", st.LastError)
+		if err := putState(ctx, n.kv, key, st); err != nil {
+			return n.transient(log, err)
+		}
+		return finished
+	}
+	delay := n.backoff(st.Attempts, retryAfter)
+	st.Status, st.NextAt = statusPending, time.Now().Add(delay)
+	n.stats.webhookRetries.Add(1)
+	log.Info("webhook delivery failed, will retry", "attempt", st.Attempts, "last_error", st.LastError, "retry_in", delay)
+	if err := putState(ctx, n.kv, key, st); err != nil {
+		return n.transient(log, err)
+	}
+	return outcome{due: st.NextAt}
+}
+
+// post sends one signed delivery and returns the response status and the
+// receiver's Retry-After, if any.
+func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byte) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	ts := time.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "jobgate-notifier")
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(ep.key, id, ts, body))
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
+}
+
+// backoff is the delay after the attempt-th failed attempt: the schedule's
+// entry spread by ± Jitter, and at least the receiver's Retry-After (capped).
+func (n *Notifier) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := n.cfg.Retries[attempt-1]
+	if j := float64(d) * n.cfg.Jitter; j > 0 {
+		d = time.Duration(float64(d) - j + rand.Float64()*2*j)
+	}
+	retryAfter = min(retryAfter, n.cfg.MaxRetryAfter)
+	return max(d, retryAfter)
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 if absent or bad.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// newHTTPClient builds the client of webhook deliveries: no proxy from the
+// environment (the SSRF check must see the real target), no redirects (a 3xx
+// is a failed attempt), the guarded dialer.
+func newHTTPClient(cfg *Config) *http.Client {
+	dialer := guardedDialer(cfg.AllowPrivate, cfg.Timeout)
+	return &http.Client{
+		Timeout: cfg.Timeout,
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			MaxIdleConnsPerHost:   4,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// transient logs a failure of the notifier's own state store; the event is
+// tried again soon without counting a delivery attempt.
+func (n *Notifier) transient(log *slog.Logger, err error) outcome {
+	log.Warn("notice state unavailable, will retry", "err", err)
+	return outcome{due: time.Now().Add(transientDelay)}
+}
