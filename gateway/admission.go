@@ -26,6 +26,9 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		setRetryAfter(c, wait)
 		return writeProblem(c, job.ErrRateLimited)
 	}
+	if len(c.Body()) > maxBody {
+		return writeProblem(c, job.ErrPayloadTooLarge)
+	}
 	key, err := idempotencyKey(c)
 	if err != nil {
 		return writeProblem(c, err)

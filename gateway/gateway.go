@@ -46,7 +46,7 @@ func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Gateway, error) 
 	}
 	g := &Gateway{
 		cfg: cfg, res: res, log: log,
-		verifier: auth.NewVerifier(cfg.AuthSecret),
+		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now),
 		seen:     newSeenKeys(1 << 16),
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
@@ -54,8 +54,10 @@ func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Gateway, error) 
 		changes:  newChangeFeed(res.JS.Conn()),
 	}
 	g.app = fiber.New(fiber.Config{
-		AppName:               "jobgate",
-		BodyLimit:             maxBody,
+		AppName: "jobgate",
+		// The transport takes up to 1 MiB so that an oversized submission
+		// gets a 413 problem from the handler instead of a reset connection.
+		BodyLimit:             transportBodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           40 * time.Second,
 		WriteTimeout:          0, // SSE streams write for as long as the job runs

@@ -74,7 +74,11 @@ func kindOf(err error) problemKind {
 func writeProblem(c *fiber.Ctx, err error) error {
 	k := kindOf(err)
 	p := Problem{Type: "/problems/" + k.slug, Title: k.title, Status: k.status}
-	if k != internalKind {
+	switch {
+	case k.slug == "not-found":
+		// The same words whether the job is missing or someone else's.
+		p.Detail = "no such job is visible to this token"
+	case k != internalKind:
 		p.Detail = err.Error()
 	}
 	var ve *job.ValidationError

@@ -9,7 +9,10 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
-const maxBody = 64 << 10
+const (
+	maxBody            = 64 << 10
+	transportBodyLimit = 1 << 20
+)
 
 func (g *Gateway) routes() {
 	a := g.app

@@ -46,12 +46,14 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	inm := c.Get(fiber.HeaderIfNoneMatch)
-	if w := c.Query("wait"); w != "" && inm != "" && etagMatches(inm, rec) && !rec.State.Terminal() {
-		wait, err := time.ParseDuration(w)
-		if err != nil || wait < 0 {
+	var wait time.Duration
+	if w := c.Query("wait"); w != "" {
+		if wait, err = time.ParseDuration(w); err != nil || wait < 0 {
 			return writeProblem(c, fmt.Errorf("%w: wait must be a duration like 20s", errBadQuery))
 		}
+	}
+	inm := c.Get(fiber.HeaderIfNoneMatch)
+	if wait > 0 && inm != "" && etagMatches(inm, rec) && !rec.State.Terminal() {
 		rec, err = g.waitForChange(c.UserContext(), rec, min(wait, g.cfg.MaxWait))
 		if err != nil {
 			return writeProblem(c, err)

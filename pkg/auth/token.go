@@ -54,9 +54,13 @@ type Verifier struct {
 	cache  map[string]Identity
 }
 
-// NewVerifier returns a verifier for tokens signed with secret.
-func NewVerifier(secret []byte) *Verifier {
-	return &Verifier{secret: secret, now: time.Now, cache: make(map[string]Identity)}
+// NewVerifier returns a verifier for tokens signed with secret, judging
+// expiry by now (time.Now when nil).
+func NewVerifier(secret []byte, now func() time.Time) *Verifier {
+	if now == nil {
+		now = time.Now
+	}
+	return &Verifier{secret: secret, now: now, cache: make(map[string]Identity)}
 }
 
 const maxCached = 10000
@@ -90,7 +94,9 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 	if len(v.cache) >= maxCached {
 		clear(v.cache) // bounded; a cold miss only costs one verification
 	}
-	v.cache[token] = id
+	// Clone: callers may pass a string aliasing a reused request buffer
+	// (fasthttp), which must never become a map key.
+	v.cache[strings.Clone(token)] = id
 	v.mu.Unlock()
 	return id, nil
 }
