@@ -1,0 +1,331 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	bolt "go.etcd.io/bbolt"
+)
+
+// EntryState is where a journaled submission is.
+type EntryState string
+
+const (
+	// EntryPending: the key is written, no definitive answer yet (the
+	// request may or may not have reached the server).
+	EntryPending EntryState = "pending"
+	// EntryAccepted: the server answered with the job, which was not
+	// finished when last seen.
+	EntryAccepted EntryState = "accepted"
+	// EntryDone: the job was seen in a terminal state. The entry stays
+	// until the key's retention passed, then it is pruned.
+	EntryDone EntryState = "done"
+)
+
+// Entry is one journaled submission. Key is the raw idempotency key: the
+// journal file is private to its user (0600).
+type Entry struct {
+	Key         string          `json:"key"`
+	Scope       string          `json:"scope"`
+	Type        string          `json:"type"`
+	Body        json.RawMessage `json:"body"`
+	Fingerprint string          `json:"fingerprint"`
+	State       EntryState      `json:"state"`
+	JobID       string          `json:"job_id,omitempty"`
+	JobState    job.State       `json:"job_state,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+}
+
+// open reports whether the entry's logical request is still in flight: a
+// repeated identical Submit reuses its key.
+func (e *Entry) open() bool { return e.State == EntryPending || e.State == EntryAccepted }
+
+// Journal is the durable record of idempotency keys: one bbolt file. It is
+// opened per operation, so several processes can share it; bbolt's file lock
+// serialises them, and one that holds it too long makes the others fail with
+// ErrJournalLocked instead of corrupting anything.
+type Journal struct {
+	path        string
+	lockTimeout time.Duration
+	retention   time.Duration
+	now         func() time.Time
+}
+
+var (
+	bucketEntries = []byte("entries") // key → Entry
+	bucketJobs    = []byte("jobs")    // job id → key
+)
+
+// DefaultJournalPath is $XDG_STATE_HOME/jobgate/journal.db, falling back to
+// ~/.local/state on Unix and the user config directory elsewhere.
+func DefaultJournalPath() (string, error) { return JournalPath(os.Getenv) }
+
+// JournalPath is DefaultJournalPath with an explicit environment.
+func JournalPath(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "jobgate", "journal.db"), nil
+	}
+	switch runtime.GOOS {
+	case "windows", "darwin", "ios", "plan9":
+		d, err := os.UserConfigDir()
+		if err != nil {
+			return "", fmt.Errorf("journal location: %w", err)
+		}
+		return filepath.Join(d, "jobgate", "journal.db"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		var err error
+		if home, err = os.UserHomeDir(); err != nil {
+			return "", fmt.Errorf("journal location: %w", err)
+		}
+	}
+	return filepath.Join(home, ".local", "state", "jobgate", "journal.db"), nil
+}
+
+// Path is the journal file.
+func (j *Journal) Path() string { return j.path }
+
+// update runs fn in one write transaction of the freshly opened file.
+func (j *Journal) update(fn func(tx *bolt.Tx) error) error {
+	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	db, err := bolt.Open(j.path, 0o600, &bolt.Options{Timeout: j.lockTimeout})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("%w: %s still held after %s", ErrJournalLocked, j.path, j.lockTimeout)
+		}
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketEntries, bucketJobs} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+func getEntry(tx *bolt.Tx, key string) (*Entry, error) {
+	raw := tx.Bucket(bucketEntries).Get([]byte(key))
+	if raw == nil {
+		return nil, nil
+	}
+	var e Entry
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return nil, fmt.Errorf("entry unreadable: %w", err)
+	}
+	return &e, nil
+}
+
+func putEntry(tx *bolt.Tx, e *Entry) error {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketEntries).Put([]byte(e.Key), raw); err != nil {
+		return err
+	}
+	if e.JobID != "" {
+		return tx.Bucket(bucketJobs).Put([]byte(e.JobID), []byte(e.Key))
+	}
+	return nil
+}
+
+func deleteEntry(tx *bolt.Tx, e *Entry) error {
+	if e.JobID != "" {
+		if err := tx.Bucket(bucketJobs).Delete([]byte(e.JobID)); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketEntries).Delete([]byte(e.Key))
+}
+
+func eachEntry(tx *bolt.Tx, fn func(*Entry) error) error {
+	return tx.Bucket(bucketEntries).ForEach(func(_, raw []byte) error {
+		var e Entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil // an unreadable entry is skipped, not fatal
+		}
+		return fn(&e)
+	})
+}
+
+// claim finds or creates the entry a submission uses, before anything is
+// sent: the caller's key (which must not belong to another request), else
+// an open entry of the same identity and fingerprint (a retry of the same
+// logical request, e.g. after a crash), else a new entry with a new key.
+// It prunes expired entries on the way.
+func (j *Journal) claim(want *Entry, explicit, fresh bool) (e *Entry, reused bool, err error) {
+	err = j.update(func(tx *bolt.Tx) error {
+		if err := j.prune(tx); err != nil {
+			return err
+		}
+		if explicit {
+			old, err := getEntry(tx, want.Key)
+			if err != nil {
+				return err
+			}
+			if old != nil {
+				if old.Fingerprint != want.Fingerprint || old.Scope != want.Scope {
+					return localConflict(old)
+				}
+				e, reused = old, true
+				return nil
+			}
+		} else if !fresh {
+			var best *Entry
+			err := eachEntry(tx, func(c *Entry) error {
+				if c.open() && c.Scope == want.Scope && c.Fingerprint == want.Fingerprint &&
+					(best == nil || c.CreatedAt.After(best.CreatedAt)) {
+					best = c
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if best != nil {
+				e, reused = best, true
+				return nil
+			}
+		}
+		e = want
+		return putEntry(tx, e)
+	})
+	return e, reused, err
+}
+
+// localConflict refuses a caller's key that the journal knows belongs to a
+// different request, before the server is asked: the same answer the server
+// would give, without the risk of the other request resuming into a 409.
+func localConflict(old *Entry) error {
+	p := &ProblemError{
+		Status: 409, Type: "/problems/idempotency-key-reused", Title: "Idempotency-Key already used for a different request",
+		Detail: "the journal holds this key for a different " + old.Type + " request", JobID: old.JobID,
+	}
+	return &ConflictError{p}
+}
+
+// record stores the server's answer to the entry's submission.
+func (j *Journal) record(key string, res *job.Resource) error {
+	return j.update(func(tx *bolt.Tx) error {
+		e, err := getEntry(tx, key)
+		if err != nil || e == nil {
+			return err
+		}
+		e.JobID, e.JobState, e.UpdatedAt = res.ID, res.State, j.now().UTC()
+		e.State = EntryAccepted
+		if res.State.Terminal() {
+			e.State = EntryDone
+		}
+		return putEntry(tx, e)
+	})
+}
+
+// forget removes an entry whose key the server definitively refused (the
+// request was invalid, or the key belongs to another request).
+func (j *Journal) forget(key string) error {
+	return j.update(func(tx *bolt.Tx) error {
+		e, err := getEntry(tx, key)
+		if err != nil || e == nil {
+			return err
+		}
+		return deleteEntry(tx, e)
+	})
+}
+
+// observe notes that a journaled job reached a terminal state: its logical
+// request is finished, and a new identical Submit gets a new key.
+func (j *Journal) observe(res *job.Resource) error {
+	if !res.State.Terminal() {
+		return nil
+	}
+	return j.update(func(tx *bolt.Tx) error {
+		key := tx.Bucket(bucketJobs).Get([]byte(res.ID))
+		if key == nil {
+			return nil
+		}
+		e, err := getEntry(tx, string(key))
+		if err != nil || e == nil || e.State == EntryDone {
+			return err
+		}
+		e.State, e.JobState, e.UpdatedAt = EntryDone, res.State, j.now().UTC()
+		return putEntry(tx, e)
+	})
+}
+
+// Settle marks a journaled submission finished by key, so the next identical
+// Submit makes a new job. Callers that do not Wait for their jobs use it once
+// they have what they need (the CLI's submit without --wait does).
+func (j *Journal) Settle(key string) error {
+	return j.update(func(tx *bolt.Tx) error {
+		e, err := getEntry(tx, key)
+		if err != nil || e == nil || e.State == EntryDone {
+			return err
+		}
+		if e.State == EntryPending {
+			return nil // no answer yet: it must stay resumable
+		}
+		e.State, e.UpdatedAt = EntryDone, j.now().UTC()
+		return putEntry(tx, e)
+	})
+}
+
+// Entries returns the journal's entries of one scope ("" = all), oldest first.
+func (j *Journal) Entries(scope string) ([]Entry, error) {
+	var out []Entry
+	err := j.update(func(tx *bolt.Tx) error {
+		return eachEntry(tx, func(e *Entry) error {
+			if scope == "" || e.Scope == scope {
+				out = append(out, *e)
+			}
+			return nil
+		})
+	})
+	sort.Slice(out, func(a, b int) bool { return out[a].CreatedAt.Before(out[b].CreatedAt) })
+	return out, err
+}
+
+// Prune removes entries whose job is finished (or whose key the server no
+// longer remembers) once the key's retention has passed since creation.
+// Entries that never got an answer are kept: they are work the user asked
+// for and must be resumable.
+func (j *Journal) Prune() error { return j.update(j.prune) }
+
+func (j *Journal) prune(tx *bolt.Tx) error {
+	cutoff := j.now().Add(-j.retention)
+	var stale []*Entry
+	err := eachEntry(tx, func(e *Entry) error {
+		if e.State != EntryPending && e.CreatedAt.Before(cutoff) {
+			stale = append(stale, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range stale {
+		if err := deleteEntry(tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}

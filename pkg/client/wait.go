@@ -1,0 +1,282 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+var (
+	// errNoSSE means the server does not offer the job's event stream.
+	errNoSSE = errors.New("event stream not offered")
+	// errResync means a quiet stream was closed to reconnect.
+	errResync = errors.New("event stream quiet, reconnecting")
+)
+
+const (
+	// longPoll is how long one polling request may wait for a change.
+	longPoll = 20 * time.Second
+	// sseIdle is how long an event stream may stay silent (the gateway
+	// sends a keep-alive every 15s) before it is considered dead.
+	sseIdle = 45 * time.Second
+	// sseResync is how long a stream may go without a job event before
+	// Wait reconnects (with Last-Event-ID, so nothing is repeated) to check
+	// it did not miss one. Streams are cheap; a lost change is not.
+	sseResync = 30 * time.Second
+	// sseMaxFailures is how many broken streams in a row make Wait switch
+	// to polling for good.
+	sseMaxFailures = 3
+	// defaultPoll paces polls when the server suggests nothing.
+	defaultPoll = time.Second
+)
+
+// Wait follows a job until it is terminal and returns it. onUpdate, if not
+// nil, gets every new version as it is seen (state, attempt or progress
+// changed). Wait follows the job's Server-Sent Events when the gateway offers
+// them and otherwise long-polls with If-None-Match, never faster than the
+// server's Retry-After.
+func (c *Client) Wait(ctx context.Context, id string, onUpdate func(*job.Resource)) (*job.Resource, error) {
+	w := &waiter{c: c, id: id, onUpdate: onUpdate}
+	res, err := w.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.observe(res)
+	return res, nil
+}
+
+type waiter struct {
+	c        *Client
+	id       string
+	onUpdate func(*job.Resource)
+	last     string // identity of the last delivered version
+	eventID  string // Last-Event-ID for reconnects
+}
+
+// deliver hands a version to onUpdate unless it was already delivered, and
+// reports whether it is terminal.
+func (w *waiter) deliver(res *job.Resource) bool {
+	v := fmt.Sprintf("%s|%d|%d", res.State, res.Attempt, res.UpdatedAt.UnixNano())
+	if res.Progress != nil {
+		v += fmt.Sprintf("|%d/%d", res.Progress.Done, res.Progress.Total)
+	}
+	if v != w.last {
+		w.last = v
+		if w.onUpdate != nil {
+			w.onUpdate(res)
+		}
+	}
+	return res.State.Terminal()
+}
+
+func (w *waiter) run(ctx context.Context) (*job.Resource, error) {
+	for failures := 0; failures < sseMaxFailures; {
+		res, err := w.stream(ctx)
+		if res != nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("wait for %s: %w", w.id, context.Cause(ctx))
+		}
+		var p *ProblemError
+		switch {
+		case errors.Is(err, errResync):
+			failures = 0
+			continue
+		case errors.Is(err, errNoSSE):
+			return w.poll(ctx)
+		case errors.As(err, &p) && (p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden):
+			return nil, err
+		case errors.As(err, &p) && p.Status == http.StatusNotFound:
+			// No such job, or no such route: polling tells which.
+			return w.poll(ctx)
+		}
+		if err == nil {
+			failures = 0 // the stream delivered something before it ended
+		}
+		failures++
+		var ra time.Duration
+		if p != nil {
+			ra = p.RetryAfter
+		}
+		w.c.log.Debug("event stream ended early, reconnecting", "job_id", w.id, "err", err)
+		if err := w.c.clock.Sleep(ctx, w.c.retry.Backoff(failures-1, ra)); err != nil {
+			return nil, fmt.Errorf("wait for %s: %w", w.id, context.Cause(ctx))
+		}
+	}
+	w.c.log.Info("event stream keeps breaking, polling instead", "job_id", w.id)
+	return w.poll(ctx)
+}
+
+// stream follows the job's event stream until a terminal version (returned),
+// or the stream ends or breaks (error; nil error if it ended cleanly after
+// delivering at least one event).
+func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
+	hdr := http.Header{"Accept": {"text/event-stream"}}
+	if w.eventID != "" {
+		hdr.Set("Last-Event-ID", w.eventID)
+	}
+	resp, _, err := w.c.send(ctx, &request{method: http.MethodGet, path: jobPath(w.id) + "/events", header: hdr, stream: true})
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusNotImplemented:
+		resp.Body.Close()
+		return nil, errNoSSE
+	default:
+		return nil, w.c.unexpected(resp)
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return nil, errNoSSE
+	}
+	// A silent stream (no event, no keep-alive) is a dead connection.
+	idle := time.AfterFunc(sseIdle, func() { resp.Body.Close() })
+	defer idle.Stop()
+	var resync atomic.Bool
+	quiet := time.AfterFunc(sseResync, func() { resync.Store(true); resp.Body.Close() })
+	defer quiet.Stop()
+	got := false
+	err = readEvents(resp.Body, func() { idle.Reset(sseIdle) }, func(ev sseEvent) (bool, error) {
+		if ev.id != "" {
+			w.eventID = ev.id
+		}
+		switch ev.name {
+		case "job", "", "message":
+			var res job.Resource
+			if err := json.Unmarshal(ev.data, &res); err != nil || res.ID == "" {
+				return false, fmt.Errorf("%w: event data is not a job resource", ErrUnexpectedResponse)
+			}
+			got = true
+			quiet.Reset(sseResync)
+			if w.deliver(&res) {
+				return true, errTerminal{&res}
+			}
+		case "error":
+			var p struct {
+				Detail string `json:"detail"`
+			}
+			_ = json.Unmarshal(ev.data, &p)
+			return true, fmt.Errorf("event stream error: %s", p.Detail)
+		}
+		return false, nil
+	})
+	var t errTerminal
+	if errors.As(err, &t) {
+		return t.res, nil
+	}
+	if resync.Load() {
+		return nil, errResync
+	}
+	if err == nil && !got {
+		err = io.ErrUnexpectedEOF
+	}
+	return nil, err
+}
+
+// errTerminal carries the terminal version out of the event loop.
+type errTerminal struct{ res *job.Resource }
+
+func (errTerminal) Error() string { return "terminal" }
+
+// sseEvent is one Server-Sent Event.
+type sseEvent struct {
+	id, name string
+	data     []byte
+}
+
+// readEvents parses an event stream (the WHATWG format: field lines, blank
+// line dispatches, ':' comments) and calls fn per event until fn says stop,
+// fn fails or the stream ends. seen is called on every line read.
+func readEvents(r io.Reader, seen func(), fn func(sseEvent) (stop bool, err error)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		ev   sseEvent
+		data bytes.Buffer
+		has  bool
+	)
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			seen()
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			if has {
+				ev.data = bytes.Clone(bytes.TrimSuffix(data.Bytes(), []byte("\n")))
+				stop, ferr := fn(ev)
+				if ferr != nil || stop {
+					return ferr
+				}
+			}
+			ev, has = sseEvent{}, false
+			data.Reset()
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			ev.name, has = value, true
+		case "data":
+			data.WriteString(value)
+			data.WriteByte('\n')
+			has = true
+		case "id":
+			ev.id = value
+		}
+	}
+}
+
+// poll long-polls the job with its ETag until it is terminal. Requests are
+// never closer together than the server's Retry-After; a server that
+// honours ?wait holds each one until the job changes anyway.
+func (w *waiter) poll(ctx context.Context) (*job.Resource, error) {
+	etag := ""
+	interval := defaultPoll
+	for {
+		start := w.c.clock.Now()
+		s, err := w.c.GetIfChanged(ctx, w.id, etag, longPoll)
+		if err != nil {
+			return nil, fmt.Errorf("wait for %s: %w", w.id, err)
+		}
+		if !s.NotModified {
+			if w.deliver(s.Job) {
+				return s.Job, nil
+			}
+		}
+		if s.ETag != "" {
+			etag = s.ETag
+		}
+		if s.RetryAfter > 0 {
+			interval = s.RetryAfter
+		}
+		if d := start.Add(interval).Sub(w.c.clock.Now()); d > 0 {
+			if err := w.c.clock.Sleep(ctx, d); err != nil {
+				return nil, fmt.Errorf("wait for %s: %w", w.id, context.Cause(ctx))
+			}
+		}
+	}
+}
