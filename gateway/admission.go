@@ -42,22 +42,29 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	// the key unused, so the corrected request can reuse it.
 	req, err := g.cfg.Registry.DecodeRequest(c.Body())
 	if err != nil {
+		g.cfg.Metrics.Admission("invalid", 0)
 		return writeProblem(c, err)
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
 	defer cancel()
 	rec, created, err := g.admit(ctx, id.Tenant, id.Requester, key, req)
 	if err != nil {
-		if !errors.Is(err, job.ErrKeyReused) {
+		if errors.Is(err, job.ErrKeyReused) {
+			g.cfg.Metrics.Admission("conflict", 0)
+		} else {
+			g.cfg.Metrics.Admission("unavailable", 0)
 			g.log.Warn("admission failed", "tenant", id.Tenant, "key_hash", job.HashKey(key), "err", err)
 		}
 		return writeProblem(c, err)
 	}
 	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
 	if created {
+		g.cfg.Metrics.Admission("new", time.Since(start))
 		g.log.Info("job admitted", "job_id", rec.ID, "tenant", rec.Tenant, "key_hash", rec.KeyHash, "type", rec.Type)
 		return g.writeJob(c, http.StatusAccepted, rec)
 	}
+	g.cfg.Metrics.Admission("replayed", time.Since(start))
 	c.Set("Idempotent-Replayed", "true")
 	return g.writeJob(c, http.StatusOK, rec)
 }

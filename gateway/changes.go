@@ -130,6 +130,8 @@ func (g *Gateway) waitForChange(ctx context.Context, rec *job.Record, wait time.
 		return nil, errors.Join(job.ErrUnavailable, err)
 	}
 	defer g.changes.unwatch(rec.Key(), ch)
+	g.cfg.Metrics.LongPoll(1)
+	defer g.cfg.Metrics.LongPoll(-1)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	cur := rec

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobgate/jobgate/pkg/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/metrics"
 )
 
 // Config configures a gateway. Zero fields take the defaults noted.
@@ -31,6 +32,9 @@ type Config struct {
 	Registry *job.Registry
 	// Failpoints injects faults (gateway.after-commit).
 	Failpoints *failpoint.Set
+	// Metrics records admissions and watchers; nil records nothing and
+	// leaves /metrics empty.
+	Metrics *metrics.Metrics
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // healthz says the process is alive; it touches nothing else.
@@ -37,4 +39,12 @@ func OpenAPI() []byte { return openapiYAML }
 func (g *Gateway) openapi(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/yaml")
 	return c.Send(openapiYAML)
+}
+
+// metricsHandler serves the process's Prometheus registry.
+func (g *Gateway) metricsHandler() fiber.Handler {
+	if g.cfg.Metrics == nil {
+		return func(c *fiber.Ctx) error { return c.SendString("") }
+	}
+	return adaptor.HTTPHandler(promhttp.HandlerFor(g.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 }

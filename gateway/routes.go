@@ -19,6 +19,7 @@ func (g *Gateway) routes() {
 	a.Get("/healthz", g.healthz)
 	a.Get("/readyz", g.readyz)
 	a.Get("/openapi.yaml", g.openapi)
+	a.Get("/metrics", g.metricsHandler())
 	a.Get("/v1/results/:token", g.downloadResult)
 
 	v1 := a.Group("/v1", g.authenticate)

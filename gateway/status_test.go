@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/metrics"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -355,7 +356,16 @@ func TestSSEStreamsEveryChangeThenEnds(t *testing.T) {
 
 func TestHealthAndOpenAPI(t *testing.T) {
 	t.Parallel()
-	_, b := setup(t)
+	_, b := setup(t, func(c *Config) { c.Metrics = metrics.New() })
+	tok := b.token(t, "4", "reviewer-47", false)
+	b.submit(t, tok, "k", permit)
+	b.submit(t, tok, "k", permit)
+	b.submit(t, tok, "k", `{"type":"permit_report","params":{"case_id":47,"revision":30}}`)
+	m := b.do(t, http.MethodGet, "/metrics", "", "")
+	require.Equal(t, http.StatusOK, m.status)
+	for _, line := range []string{`jobgate_admissions_total{outcome="new"} 1`, `jobgate_admissions_total{outcome="replayed"} 1`, `jobgate_admissions_total{outcome="conflict"} 1`, `jobgate_admission_duration_seconds_count 2`} {
+		require.Contains(t, string(m.body), line)
+	}
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", "", "").status)
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/readyz", "", "").status)
 	spec := b.do(t, http.MethodGet, "/openapi.yaml", "", "")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/pkg/config"
 	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/pkg/metrics"
 	"github.com/jobgate/jobgate/pkg/wiring"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +27,7 @@ type runtime struct {
 	nc       *nats.Conn
 	res      *wiring.Resources
 	fp       *failpoint.Set
+	metrics  *metrics.Metrics
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -41,7 +43,10 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // openRuntime connects (starting the embedded server when no URL is set) and
 // provisions the deployment's streams and buckets.
 func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.Writer, configure ...func(*wiring.EmbeddedConfig)) (*runtime, error) {
-	rt := &runtime{cfg: cfg, log: newLogger(cfg, logw).With("component", name)}
+	rt := &runtime{cfg: cfg, log: newLogger(cfg, logw), metrics: metrics.New()}
+	if name != "serve" {
+		rt.log = rt.log.With("process", name)
+	}
 	fp, err := failpoint.Parse(cfg.Failpoints)
 	if err != nil {
 		return nil, &usageError{err.Error()}

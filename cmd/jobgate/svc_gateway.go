@@ -22,5 +22,6 @@ func newGateway(rt *runtime, serve bool) (service, error) {
 		SubmitBurst: rt.cfg.Gateway.SubmitBurst,
 		Dev:         serve && rt.cfg.Dev,
 		Failpoints:  rt.fp,
+		Metrics:     rt.metrics,
 	}, rt.res, rt.log.With("component", "gateway"))
 }

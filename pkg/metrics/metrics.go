@@ -1,0 +1,77 @@
+// Package metrics defines jobgate's Prometheus metrics in one place, so every
+// component of a process registers into one registry and names follow one
+// convention (jobgate_<what>_total, _seconds). A nil *Metrics is valid and
+// records nothing, which keeps components usable without metrics in tests.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics holds every jobgate metric.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Admissions        *prometheus.CounterVec   // outcome: new, replayed, conflict, invalid, unavailable
+	AdmissionDuration prometheus.Histogram     // seconds per admitted or replayed submission
+	SSEConnections    prometheus.Gauge         // open event streams
+	LongPolls         prometheus.Gauge         // waiting long-polls
+	RelayPublished    *prometheus.CounterVec   // kind: work, event
+	RelayBacklog      prometheus.Gauge         // record changes not yet relayed
+	JobsByState       *prometheus.GaugeVec     // state
+	Stalled           *prometheus.CounterVec   // outcome: redispatched, failed
+	RenderDuration    *prometheus.HistogramVec // outcome
+	RenderAttempts    *prometheus.CounterVec   // outcome: succeeded, retry, failed, canceled, skipped
+	Deliveries        *prometheus.CounterVec   // channel: webhook, mail; outcome
+}
+
+// New creates the metrics and registers them (plus Go and process
+// collectors) in a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_admissions_total", Help: "Submissions by outcome.",
+		}, []string{"outcome"}),
+		AdmissionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "jobgate_admission_duration_seconds", Help: "Time to admit or replay a submission.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 5},
+		}),
+		SSEConnections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobgate_sse_connections", Help: "Open Server-Sent Events streams.",
+		}),
+		LongPolls: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobgate_long_polls", Help: "Long-poll requests waiting for a change.",
+		}),
+		RelayPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_relay_published_total", Help: "Messages the dispatcher relay published, by kind.",
+		}, []string{"kind"}),
+		RelayBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobgate_relay_backlog", Help: "Job record changes waiting for the relay.",
+		}),
+		JobsByState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobgate_jobs", Help: "Job records by state, as the dispatcher sees them.",
+		}, []string{"state"}),
+		Stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_stalled_jobs_total", Help: "Stalled running jobs the sweeper handled, by outcome.",
+		}, []string{"outcome"}),
+		RenderDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "jobgate_render_duration_seconds", Help: "Duration of render attempts, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12),
+		}, []string{"outcome"}),
+		RenderAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_render_attempts_total", Help: "Render attempts by outcome.",
+		}, []string{"outcome"}),
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_deliveries_total", Help: "Notice deliveries by channel and outcome.",
+		}, []string{"channel", "outcome"}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.Admissions, m.AdmissionDuration, m.SSEConnections, m.LongPolls, m.RelayPublished,
+		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts, m.Deliveries,
+	)
+	return m
+}
