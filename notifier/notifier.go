@@ -128,6 +128,7 @@ func (n *Notifier) Stop() {
 		}
 		cancel()
 		n.http.CloseIdleConnections()
+		n.log.Info("notifier stopped", "instance", n.cfg.Instance)
 	})
 }
 

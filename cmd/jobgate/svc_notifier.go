@@ -33,7 +33,7 @@ func newNotifier(rt *runtime) (service, error) {
 			cfg.Webhooks[tenant] = append(cfg.Webhooks[tenant], w)
 		}
 	}
-	n, err := notifier.New(rt.res, cfg, rt.log)
+	n, err := notifier.New(rt.res, cfg, rt.log.With("service", "notifier"))
 	if err != nil {
 		return nil, err
 	}
