@@ -40,7 +40,7 @@ const waitTimeout = 20 * time.Second
 
 // setup starts an embedded JetStream and a notifier with cfg on it. Tests
 // that need more instances call b.start again.
-func setup(t *testing.T, cfg Config) (*Notifier, *testBundle) {
+func setup(t testing.TB, cfg Config) (*Notifier, *testBundle) {
 	t.Helper()
 	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
@@ -59,7 +59,7 @@ func setup(t *testing.T, cfg Config) (*Notifier, *testBundle) {
 }
 
 // start runs one more notifier instance on the bundle.
-func (b *testBundle) start(t *testing.T, cfg Config) *Notifier {
+func (b *testBundle) start(t testing.TB, cfg Config) *Notifier {
 	t.Helper()
 	n := b.build(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -69,7 +69,7 @@ func (b *testBundle) start(t *testing.T, cfg Config) *Notifier {
 }
 
 // build makes a notifier without starting it, stopped at cleanup.
-func (b *testBundle) build(t *testing.T, cfg Config) *Notifier {
+func (b *testBundle) build(t testing.TB, cfg Config) *Notifier {
 	t.Helper()
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 5 * time.Second
@@ -112,7 +112,7 @@ func record(tenant, requester, id string, state job.State) *job.Record {
 }
 
 // publish publishes r's event as the dispatcher relay does.
-func (b *testBundle) publish(t *testing.T, r *job.Record) {
+func (b *testBundle) publish(t testing.TB, r *job.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -121,7 +121,7 @@ func (b *testBundle) publish(t *testing.T, r *job.Record) {
 
 // publishAs publishes r's event under another message id: a second copy of
 // one state change that JetStream's de-duplication does not catch.
-func (b *testBundle) publishAs(t *testing.T, r *job.Record, msgID string) {
+func (b *testBundle) publishAs(t testing.TB, r *job.Record, msgID string) {
 	t.Helper()
 	data, err := json.Marshal(r.Resource("", r.UpdatedAt))
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ type receiver struct {
 	respond func(n int, w http.ResponseWriter) // n counts from 1
 }
 
-func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter)) *receiver {
+func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter)) *receiver {
 	t.Helper()
 	r := &receiver{respond: respond}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -203,7 +203,7 @@ type sunkMail struct {
 	data string
 }
 
-func newSMTPSink(t *testing.T) *smtpSink {
+func newSMTPSink(t testing.TB) *smtpSink {
 	t.Helper()
 	s := &smtpSink{}
 	srv := smtp.NewServer(sinkBackend{s})
@@ -263,7 +263,7 @@ func (ss *sinkSession) Data(r io.Reader) error {
 func (ss *sinkSession) Reset()        { ss.from, ss.to = "", nil }
 func (ss *sinkSession) Logout() error { return nil }
 
-func mustAddr(t *testing.T, s string) netip.Addr {
+func mustAddr(t testing.TB, s string) netip.Addr {
 	t.Helper()
 	a, err := netip.ParseAddr(s)
 	require.NoError(t, err)
