@@ -50,12 +50,14 @@ var problems = []struct {
 	{job.ErrUnavailable, problemKind{http.StatusServiceUnavailable, "unavailable", "Job store unavailable; retry with the same key"}},
 	{errUnsupportedMedia, problemKind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Content-Type must be application/json"}},
 	{errBadQuery, problemKind{http.StatusBadRequest, "bad-request", "Invalid query parameter"}},
+	{errBadRequest, problemKind{http.StatusBadRequest, "bad-request", "Bad request"}},
 }
 
 var (
 	errResultGone       = errors.New("result object expired")
 	errUnsupportedMedia = errors.New("unsupported media type")
 	errBadQuery         = errors.New("bad query parameter")
+	errBadRequest       = errors.New("bad request")
 )
 
 var internalKind = problemKind{http.StatusInternalServerError, "internal", "Internal error"}

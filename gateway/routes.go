@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -47,7 +48,7 @@ func (g *Gateway) handleError(c *fiber.Ctx, err error) error {
 			return c.JSON(Problem{Type: "/problems/method-not-allowed", Title: "Method not allowed", Status: fe.Code})
 		}
 		if fe.Code < 500 {
-			return writeProblem(c, errBadQuery)
+			return writeProblem(c, fmt.Errorf("%w: %s", errBadRequest, fe.Message))
 		}
 	}
 	g.log.Error("request failed", "method", c.Method(), "path", c.Route().Path, "err", err)

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// benchSetup is a gateway on embedded JetStream for benchmarks.
+func benchSetup(b *testing.B) (*Gateway, *testBundle) {
+	b.Helper()
+	bundle := &testBundle{dir: b.TempDir(), secret: []byte("bench"), clock: &testClock{}}
+	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: bundle.dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nc, err := emb.Connect("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	res, err := wiring.Provision(context.Background(), js, wiring.DefaultLayout())
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := New(Config{Addr: "127.0.0.1:0", AuthSecret: bundle.secret, SubmitRate: 1e9, SubmitBurst: 1 << 30, ReadRate: 1e9, ReadBurst: 1 << 30}, res, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Stop(); nc.Close(); emb.Shutdown() })
+	bundle.emb, bundle.res, bundle.url = emb, res, "http://"+g.Addr()
+	bundle.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	return g, bundle
+}
+
+func benchPost(b *testing.B, c *http.Client, url, tok, key string) int {
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/jobs", strings.NewReader(permit))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf [4096]byte
+	for {
+		if _, err := resp.Body.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// BenchmarkRawFloor: the JetStream operations one admission needs (the
+// create-only commit and the work publish), without HTTP: the floor the
+// admission benchmarks are compared with.
+func BenchmarkRawFloor(b *testing.B) {
+	_, bundle := benchSetup(b)
+	var n atomic.Int64
+	b.SetParallelism(16) // ×GOMAXPROCS goroutines, as the HTTP benchmarks
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			i := n.Add(1)
+			now := time.Now()
+			rec := &job.Record{ID: fmt.Sprintf("job_%026d", i), Tenant: "4", Requester: "r", Type: "permit_report",
+				Params: []byte(`{"case_id":47,"pages":63,"revision":29}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
+			if err := bundle.res.Jobs.Create(ctx, rec); err != nil {
+				b.Fatal(err)
+			}
+			msg := &nats.Msg{Subject: wiring.WorkSubject("4", "r", rec.ID), Data: []byte(rec.Key()), Header: nats.Header{}}
+			msg.Header.Set(jetstream.MsgIDHeader, rec.ID)
+			if _, err := bundle.res.JS.PublishMsg(ctx, msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkAdmissionNew: unique keys over HTTP, parallel clients.
+func BenchmarkAdmissionNew(b *testing.B) {
+	_, bundle := benchSetup(b)
+	tok := bundle.token(&testing.T{}, "4", "reviewer-47", false)
+	var n atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if s := benchPost(b, bundle.http, bundle.url, tok, fmt.Sprintf("k-%d", n.Add(1))); s != http.StatusAccepted {
+				b.Fatalf("status %d", s)
+			}
+		}
+	})
+}
+
+// BenchmarkAdmissionReplay: the same key re-posted; writes nothing.
+func BenchmarkAdmissionReplay(b *testing.B) {
+	_, bundle := benchSetup(b)
+	tok := bundle.token(&testing.T{}, "4", "reviewer-47", false)
+	benchPost(b, bundle.http, bundle.url, tok, "same")
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if s := benchPost(b, bundle.http, bundle.url, tok, "same"); s != http.StatusOK {
+				b.Fatalf("status %d", s)
+			}
+		}
+	})
+}
+
+// BenchmarkSignLink and BenchmarkVerifyLink: result link signing.
+func BenchmarkSignLink(b *testing.B) {
+	s := &linkSigner{key: []byte("0123456789abcdef0123456789abcdef"), ttl: 5 * time.Minute, now: time.Now}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.sign("4", "reviewer-47", "job_abcdefghijklmnopqrstuvwxyz", "job_abcdefghijklmnopqrstuvwxyz")
+	}
+}
+
+func BenchmarkVerifyLink(b *testing.B) {
+	s := &linkSigner{key: []byte("0123456789abcdef0123456789abcdef"), ttl: 5 * time.Minute, now: time.Now}
+	href, _ := s.sign("4", "reviewer-47", "job_abcdefghijklmnopqrstuvwxyz", "job_abcdefghijklmnopqrstuvwxyz")
+	tok := strings.TrimPrefix(href, "/v1/results/")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
