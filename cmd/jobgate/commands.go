@@ -8,5 +8,10 @@ import "context"
 func (m *Main) extraCommands() map[string]func(context.Context, []string) error {
 	return map[string]func(context.Context, []string) error{
 		"nats-user": m.runNATSUser,
+		"submit":    m.runSubmit,
+		"status":    m.runStatus,
+		"watch":     m.runWatch,
+		"jobs":      m.runJobs,
+		"fetch":     m.runFetch,
 	}
 }
