@@ -1,8 +1,15 @@
 package main
 
-// newRenderer builds the renderer from the runtime's settings. It returns a nil
-// service while the renderer package is not wired in yet.
+import "github.com/jobgate/jobgate/renderer"
+
+// newRenderer builds a renderer from the runtime's settings; the finer knobs
+// keep their documented defaults.
 func newRenderer(rt *runtime) (service, error) {
-	_ = rt
-	return nil, nil
+	return renderer.New(renderer.Config{
+		Concurrency:    rt.cfg.Renderer.Concurrency,
+		MaxAttempts:    rt.cfg.MaxAttempts,
+		RenderTimeout:  rt.cfg.RenderTimeout,
+		MaxOutputBytes: rt.cfg.Renderer.MaxOutputBytes,
+		Failpoints:     rt.fp,
+	}, rt.res, rt.log.With("service", "renderer"))
 }

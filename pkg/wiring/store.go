@@ -150,10 +150,12 @@ func mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, jetstream.ErrKeyExists):
-		return fmt.Errorf("%w: %w", ErrExists, err)
+	// A lost compare-and-set matches ErrKeyExists too (same server error
+	// code), so it must be told apart first.
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		return fmt.Errorf("%w: %w", ErrStale, err)
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%w: %w", ErrExists, err)
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		return fmt.Errorf("%w: %w", job.ErrNotFound, err)
 	case Unavailable(err):

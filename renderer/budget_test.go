@@ -1,0 +1,99 @@
+package renderer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPageBudgetFailsAtOnceWithoutRetry(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.MaxPages = 50 })
+	rec := b.admit(t, "too-many-pages", 63)
+
+	done := b.terminal(t, rec, 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryBudgetExceeded, done.Error.Category)
+	require.Contains(t, done.Error.Message, "page budget of 50")
+	require.False(t, done.Error.Retryable)
+	require.Equal(t, 1, done.Attempt, "a permanent failure is not retried")
+	require.Equal(t, []string{rec.ID + ".failed.1", rec.ID + ".queued.0", rec.ID + ".running.1"},
+		jobtest.EventIDs(jobtest.Events(t, b.conn.Res, rec)))
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestOutputBudgetFailsBudgetExceeded(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.MaxOutputBytes = 20 << 10 })
+	rec := b.admit(t, "too-big", 63)
+
+	done := b.terminal(t, rec, 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryBudgetExceeded, done.Error.Category)
+	require.Contains(t, done.Error.Message, "output budget")
+	require.Equal(t, 1, done.Attempt)
+	require.Empty(t, jobtest.Objects(t, b.conn.Res))
+}
+
+// put writes a record in a given state, as another component would have
+// left it, and publishes work for it.
+func (b *testBundle) put(t *testing.T, key string, generation int, edit func(r *job.Record)) *job.Record {
+	t.Helper()
+	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: key, Pages: 5})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := b.conn.Res.Jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error { edit(r); return nil })
+	require.NoError(t, err)
+	require.NoError(t, wiring.PublishWork(ctx, b.conn.Res.JS, rec, generation))
+	return rec
+}
+
+func TestJobRunningElsewhereWithFreshHeartbeatIsNotRendered(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	rec := b.put(t, "held-elsewhere", 0, func(r *job.Record) {
+		now := time.Now().UTC()
+		require.NoError(t, r.Transition(job.StateRunning, now))
+		r.Attempt, r.Worker, r.HeartbeatAt = 1, "renderer-x", &now
+	})
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 20*time.Second, 20*time.Millisecond)
+	after, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
+	require.NoError(t, err)
+	require.Equal(t, rec.Revision, after.Revision, "the duplicate delivery changed nothing")
+	require.Empty(t, b.renders.of(rec.ID))
+}
+
+func TestLastAttemptsVanishedWorkerFailsTheJobWorkerLost(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	rec := b.put(t, "ghost-last-attempt", 9, func(r *job.Record) {
+		old := time.Now().UTC().Add(-time.Hour)
+		require.NoError(t, r.Transition(job.StateRunning, old))
+		r.Attempt, r.Worker, r.HeartbeatAt = 3, "renderer-gone", &old
+	})
+	done := b.terminal(t, rec, 20*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryWorkerLost, done.Error.Category)
+	require.Equal(t, 3, done.Attempt)
+	require.NotNil(t, done.FinishedAt)
+	require.Empty(t, b.renders.of(rec.ID))
+}
+
+func TestVanishedWorkersJobIsTakenOverWhileAttemptsRemain(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	rec := b.put(t, "ghost-first-attempt", 1, func(r *job.Record) {
+		old := time.Now().UTC().Add(-time.Hour)
+		require.NoError(t, r.Transition(job.StateRunning, old))
+		r.Attempt, r.Worker, r.HeartbeatAt = 1, "renderer-gone", &old
+	})
+	done := b.terminal(t, rec, 20*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, []int{2}, b.renders.of(rec.ID))
+}

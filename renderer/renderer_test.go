@@ -1,0 +1,156 @@
+package renderer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"github.com/jobgate/jobgate/pkg/failpoint"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSubmittedReportSucceedsWithAPDFOfItsPages(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	rec := b.admit(t, "r-63", 63)
+
+	done := b.terminal(t, rec, 60*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, 1, done.Attempt)
+	require.NotNil(t, done.FinishedAt)
+	require.NotNil(t, done.StartedAt)
+	require.Nil(t, done.Error)
+	require.Equal(t, &job.Progress{Done: 63, Total: 63, Unit: "pages"}, done.Progress)
+
+	data := b.result(t, done)
+	require.Equal(t, 63, pdfPages(t, data))
+	sum := sha256.Sum256(data)
+	require.Equal(t, &job.Output{Object: rec.ID, ContentType: "application/pdf", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, done.Output)
+	// The stored file is the deterministic rendering of the request.
+	want := renderReport(t, ReportInput{Tenant: rec.Tenant, Requester: rec.Requester, CaseID: 47, Revision: 29, Pages: 63})
+	require.Equal(t, want, data)
+
+	require.Equal(t, []int{1}, b.renders.of(rec.ID))
+	require.Equal(t, []string{rec.ID + ".queued.0", rec.ID + ".running.1", rec.ID + ".succeeded.1"},
+		jobtest.EventIDs(jobtest.Events(t, b.conn.Res, rec)))
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
+
+// quickTakeover makes a vanished renderer's job come back within a second.
+func quickTakeover(c *Config) {
+	c.AckWait = time.Second
+	c.HeartbeatInterval = 100 * time.Millisecond
+	c.StaleAfter = 500 * time.Millisecond
+}
+
+func TestRendererDyingMidRenderIsFinishedByAnother(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	b := &testBundle{env: env, conn: env.Connect(t, "test"), renders: &renderCount{byID: map[string][]int{}}}
+
+	// Renderer A dies at its first checkpoint as `renderer.mid-render=exit`
+	// would kill its process: its connection drops, its goroutine ends, and
+	// nothing it would still have done happens.
+	fp, err := failpoint.Parse("renderer.mid-render=exit")
+	require.NoError(t, err)
+	died := make(chan struct{})
+	var connA *jobtest.Conn
+	fp.Exit = func(int) {
+		connA.NC.Close()
+		close(died)
+		runtime.Goexit()
+	}
+	_, connA = b.startOn(t, "renderer-a", quickTakeover, func(c *Config) { c.Failpoints = fp; c.Concurrency = 1 })
+	rec := b.admit(t, "dies-mid-render", 40)
+	select {
+	case <-died:
+	case <-time.After(30 * time.Second):
+		t.Fatal("renderer A never reached its first checkpoint")
+	}
+	running, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
+	require.NoError(t, err)
+	require.Equal(t, job.StateRunning, running.State)
+	require.Equal(t, "renderer-a", running.Worker)
+	require.Positive(t, running.Progress.Done)
+
+	b.start(t, "renderer-b", quickTakeover)
+	done := b.terminal(t, rec, 60*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, "renderer-b", done.Worker)
+	require.Equal(t, []int{1, 2}, b.renders.of(rec.ID))
+	require.Equal(t, []string{rec.ID}, jobtest.Objects(t, b.conn.Res), "exactly one result object")
+	require.Equal(t, 40, pdfPages(t, b.result(t, done)))
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestRenderTimeoutWithOneAttemptFails(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.MaxAttempts = 1; c.RenderTimeout = 200 * time.Millisecond })
+	rec := b.admit(t, "too-slow", 2000)
+
+	done := b.terminal(t, rec, 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryTimeout, done.Error.Category)
+	require.Contains(t, done.Error.Message, "time budget")
+	require.NotNil(t, done.FinishedAt)
+	require.Nil(t, done.RetryAt)
+	require.Equal(t, 1, done.Attempt)
+	require.Empty(t, jobtest.Objects(t, b.conn.Res))
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestTimeoutIsRetriedWithBackoffThenFailsWithItsCause(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.MaxAttempts = 2; c.RenderTimeout = 200 * time.Millisecond; c.AckWait = 2 * time.Second; c.StaleAfter = time.Second })
+	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "slow-twice", Pages: 2000})
+	history := jobtest.Watch(t, b.conn.Res, rec.Key())
+	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+
+	done := b.terminal(t, rec, 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, job.CategoryTimeout, done.Error.Category)
+	require.Equal(t, []int{1, 2}, b.renders.of(rec.ID))
+
+	// Between the attempts the job stayed running, with no worker, the
+	// first attempt's cause and the time the next attempt was due: one
+	// backoff step (AckWait) later.
+	between := history.Find(func(r *job.Record) bool {
+		return r.State == job.StateRunning && r.Attempt == 1 && r.Worker == "" && r.RetryAt != nil
+	})
+	require.NotNil(t, between, "no version between the attempts among %d seen", len(history.All()))
+	require.Equal(t, job.CategoryTimeout, between.Error.Category)
+	require.WithinDuration(t, between.UpdatedAt.Add(2*time.Second), *between.RetryAt, 10*time.Millisecond)
+	second := history.Find(func(r *job.Record) bool { return r.Attempt == 2 })
+	require.False(t, second.StartedAt.IsZero())
+	require.False(t, second.HeartbeatAt.Before(*between.RetryAt), "the second attempt waited for its backoff")
+}
+
+func TestTwoRenderersRenderTwoHundredJobsOnceEach(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	b.start(t, "renderer-b")
+	recs := make([]*job.Record, 200)
+	for i := range recs {
+		recs[i] = b.admit(t, jobtest.ID("bulk", i), 1+i%3)
+	}
+	workers := map[string]int{}
+	for _, rec := range recs {
+		done := b.terminal(t, rec, 120*time.Second)
+		require.Equal(t, job.StateSucceeded, done.State, rec.ID)
+		require.Equal(t, 1, done.Attempt, rec.ID)
+		require.Equal(t, []int{1}, b.renders.of(rec.ID), "job %s rendered more than once", rec.ID)
+		workers[done.Worker]++
+	}
+	require.Equal(t, 200, b.renders.total())
+	require.Len(t, jobtest.Objects(t, b.conn.Res), 200)
+	require.Len(t, workers, 2, "both renderers took work: %v", workers)
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
