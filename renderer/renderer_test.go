@@ -108,7 +108,12 @@ func TestRenderTimeoutWithOneAttemptFails(t *testing.T) {
 
 func TestTimeoutIsRetriedWithBackoffThenFailsWithItsCause(t *testing.T) {
 	t.Parallel()
-	_, b := setup(t, func(c *Config) { c.MaxAttempts = 2; c.RenderTimeout = 200 * time.Millisecond; c.AckWait = 2 * time.Second; c.StaleAfter = time.Second })
+	_, b := setup(t, func(c *Config) {
+		c.MaxAttempts = 2
+		c.RenderTimeout = 200 * time.Millisecond
+		c.AckWait = 2 * time.Second
+		c.StaleAfter = time.Second
+	})
 	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "slow-twice", Pages: 2000})
 	history := jobtest.Watch(t, b.conn.Res, rec.Key())
 	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
