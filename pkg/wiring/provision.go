@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Layout is the shape of the JetStream resources of one deployment. Every
 // process of a deployment must agree on it; Provision is idempotent for equal
-// layouts.
+// layouts and refuses a different one.
 type Layout struct {
 	// Replicas of every stream, bucket and object store: 1 embedded, 3 on a
 	// cluster.
@@ -54,6 +55,44 @@ func (l Layout) validate() error {
 	return nil
 }
 
+// The settings a mismatch can name, as an operator finds them.
+const (
+	SettingReplicas  = "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas)"
+	SettingJobTTL    = "job TTL (job_ttl, JOBGATE_JOB_TTL, --job-ttl)"
+	SettingResultTTL = "result TTL (result_ttl, JOBGATE_RESULT_TTL, --result-ttl)"
+	settingDupWindow = "duplicate window"
+	settingEventsAge = "events max age"
+	settingStorage   = "storage"
+	settingRetention = "retention"
+	settingHistory   = "history"
+	settingSubjects  = "subjects"
+	settingMarkerTTL = "limit marker TTL"
+)
+
+// ErrLayoutMismatch: a stream, bucket or object store already exists with
+// settings other than this process's. Errors of type *MismatchError match it.
+var ErrLayoutMismatch = errors.New("existing JetStream resource has other settings")
+
+// MismatchError names the resource and the setting that differ. Provision
+// never changes an existing resource to match: one process with a stale or
+// mistyped setting must not reconfigure a running deployment.
+type MismatchError struct {
+	Resource string // bucket or stream name, e.g. JOBGATE_JOBS
+	Setting  string // e.g. SettingReplicas
+	Have     string // what the deployment has
+	Want     string // what this process is configured for
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s exists with %s %s, but this process is configured for %s; "+
+		"every process of a deployment must use the same setting (change the resource deliberately, "+
+		"e.g. with `nats stream edit`, never by starting a process with another value)",
+		e.Resource, e.Setting, e.Have, e.Want)
+}
+
+// Is makes a *MismatchError match ErrLayoutMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrLayoutMismatch }
+
 // Resources are the provisioned handles every service works with.
 type Resources struct {
 	JS      jetstream.JetStream
@@ -64,14 +103,78 @@ type Resources struct {
 	Layout  Layout
 }
 
-// Provision creates or updates every stream, bucket and object store of the
-// deployment and returns handles on them. Several processes may call it at
-// once: creation is idempotent and an update to the same config is a no-op.
+// Provision creates every stream, bucket and object store of the deployment
+// that does not exist yet and returns handles on them. Any number of
+// processes may call it at once: a resource is created by whichever comes
+// first, and every caller then compares what exists with its own layout. A
+// difference is an error naming the setting (errors.Is ErrLayoutMismatch),
+// never a silent update. Transient cluster states (no meta leader yet, a
+// stream electing its leader) are retried until ctx ends.
 func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resources, error) {
 	if err := l.validate(); err != nil {
 		return nil, fmt.Errorf("provision: %w", err)
 	}
-	jobs, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	var mismatches []error
+	for _, r := range l.resources() {
+		have, err := ensure(ctx, js, r)
+		if err != nil {
+			return nil, fmt.Errorf("provision %s: %w", r.name, err)
+		}
+		mismatches = append(mismatches, r.compare(have)...)
+	}
+	if len(mismatches) > 0 {
+		return nil, fmt.Errorf("provision: %w", errors.Join(mismatches...))
+	}
+	res := &Resources{JS: js, Layout: l}
+	var jobs jetstream.KeyValue
+	for _, o := range []struct {
+		bucket string
+		dst    *jetstream.KeyValue
+	}{{BucketJobs, &jobs}, {BucketMeta, &res.Meta}, {BucketNotices, &res.Notices}} {
+		err := retryTransient(ctx, func() (err error) {
+			*o.dst, err = js.KeyValue(ctx, o.bucket)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("provision %s: %w", o.bucket, err)
+		}
+	}
+	err := retryTransient(ctx, func() (err error) {
+		res.Results, err = js.ObjectStore(ctx, BucketResults)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provision %s: %w", BucketResults, err)
+	}
+	res.Jobs = &Store{kv: jobs, ttl: l.JobTTL}
+	return res, nil
+}
+
+// resource is one stream, bucket or object store: how to create it and what
+// its backing stream must look like.
+type resource struct {
+	name   string // as users know it (bucket or stream name)
+	stream string // the backing stream
+	create func(context.Context, jetstream.JetStream) error
+	want   expect
+}
+
+// expect lists the backing stream settings that matter; zero values are
+// not checked.
+type expect struct {
+	replicas   int
+	maxAge     time.Duration
+	ageSetting string
+	duplicates time.Duration
+	history    int64
+	retention  *jetstream.RetentionPolicy
+	subjects   []string
+	markerTTL  time.Duration
+}
+
+func (l Layout) resources() []resource {
+	workQueue, limits := jetstream.WorkQueuePolicy, jetstream.LimitsPolicy
+	jobsKV := jetstream.KeyValueConfig{
 		Bucket:         BucketJobs,
 		Description:    "jobgate job records: idempotency and status in one document",
 		History:        1,
@@ -79,25 +182,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		LimitMarkerTTL: time.Minute,
 		Replicas:       l.Replicas,
 		Storage:        jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", BucketJobs, err)
 	}
-	meta, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	metaKV := jetstream.KeyValueConfig{
 		Bucket: BucketMeta, Description: "jobgate deployment secrets", History: 1,
 		Replicas: l.Replicas, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", BucketMeta, err)
 	}
-	notices, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	noticesKV := jetstream.KeyValueConfig{
 		Bucket: BucketNotices, Description: "jobgate notifier send records", History: 1,
 		TTL: l.JobTTL, Replicas: l.Replicas, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", BucketNotices, err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	work := jetstream.StreamConfig{
 		Name:        StreamWork,
 		Description: "jobgate work queue",
 		Subjects:    []string{AllWork},
@@ -106,10 +200,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		MaxAge:      l.JobTTL,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
-	}); err != nil {
-		return nil, fmt.Errorf("provision %s: %w", StreamWork, err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	events := jetstream.StreamConfig{
 		Name:        StreamEvents,
 		Description: "jobgate job state changes",
 		Subjects:    []string{AllEvents},
@@ -118,18 +210,149 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		MaxAge:      l.EventsMaxAge,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
-	}); err != nil {
-		return nil, fmt.Errorf("provision %s: %w", StreamEvents, err)
 	}
-	results, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	results := jetstream.ObjectStoreConfig{
 		Bucket: BucketResults, Description: "jobgate rendered results",
 		TTL: l.ResultTTL, Replicas: l.Replicas, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", BucketResults, err)
 	}
-	return &Resources{
-		JS: js, Jobs: &Store{kv: jobs, ttl: l.JobTTL}, Meta: meta, Notices: notices,
-		Results: results, Layout: l,
-	}, nil
+	kv := func(c jetstream.KeyValueConfig) func(context.Context, jetstream.JetStream) error {
+		return func(ctx context.Context, js jetstream.JetStream) error {
+			_, err := js.CreateKeyValue(ctx, c)
+			return err
+		}
+	}
+	stream := func(c jetstream.StreamConfig) func(context.Context, jetstream.JetStream) error {
+		return func(ctx context.Context, js jetstream.JetStream) error { _, err := js.CreateStream(ctx, c); return err }
+	}
+	return []resource{
+		{name: BucketJobs, stream: "KV_" + BucketJobs, create: kv(jobsKV), want: expect{
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1, markerTTL: time.Minute}},
+		{name: BucketMeta, stream: "KV_" + BucketMeta, create: kv(metaKV), want: expect{
+			replicas: l.Replicas, history: 1}},
+		{name: BucketNotices, stream: "KV_" + BucketNotices, create: kv(noticesKV), want: expect{
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1}},
+		{name: StreamWork, stream: StreamWork, create: stream(work), want: expect{
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
+			retention: &workQueue, subjects: work.Subjects}},
+		{name: StreamEvents, stream: StreamEvents, create: stream(events), want: expect{
+			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
+			retention: &limits, subjects: events.Subjects}},
+		{name: BucketResults, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
+			_, err := js.CreateObjectStore(ctx, results)
+			return err
+		}, want: expect{replicas: l.Replicas, maxAge: l.ResultTTL, ageSetting: SettingResultTTL}},
+	}
+}
+
+// ensure returns the config of the resource's backing stream, creating the
+// resource first when it does not exist. A create that loses a race against
+// another process (or finds a different config) reads what exists instead.
+func ensure(ctx context.Context, js jetstream.JetStream, r resource) (jetstream.StreamConfig, error) {
+	var cfg jetstream.StreamConfig
+	for range 5 {
+		var s jetstream.Stream
+		err := retryTransient(ctx, func() (err error) { s, err = js.Stream(ctx, r.stream); return err })
+		if err == nil {
+			return s.CachedInfo().Config, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return cfg, mapErr(err)
+		}
+		err = retryTransient(ctx, func() error { return r.create(ctx, js) })
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !errors.Is(err, jetstream.ErrBucketExists) {
+			return cfg, explainCreate(err, r)
+		}
+	}
+	// Created, yet gone again at every read: someone deletes it concurrently.
+	return cfg, fmt.Errorf("%w: %s was neither found nor created", job.ErrUnavailable, r.stream)
+}
+
+// explainCreate adds what an operator needs to a create error that is not
+// transient.
+func explainCreate(err error, r resource) error {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == 10074 { // replicas > 1 not supported in non-clustered mode
+		return fmt.Errorf("%d replicas need a JetStream cluster of at least %d servers; set %s to 1 for a single server: %w",
+			r.want.replicas, r.want.replicas, SettingReplicas, err)
+	}
+	return mapErr(err)
+}
+
+// compare reports every setting of the existing backing stream that differs
+// from the layout.
+func (r resource) compare(have jetstream.StreamConfig) []error {
+	var out []error
+	differ := func(setting, h, w string) {
+		out = append(out, &MismatchError{Resource: r.name, Setting: setting, Have: h, Want: w})
+	}
+	w := r.want
+	if have.Replicas != w.replicas && !(have.Replicas == 0 && w.replicas == 1) {
+		differ(SettingReplicas, fmt.Sprint(have.Replicas), fmt.Sprint(w.replicas))
+	}
+	if have.Storage != jetstream.FileStorage {
+		differ(settingStorage, have.Storage.String(), jetstream.FileStorage.String())
+	}
+	if have.MaxAge != w.maxAge {
+		setting := w.ageSetting
+		if setting == "" {
+			setting = "max age"
+		}
+		differ(setting, durationOrNone(have.MaxAge), durationOrNone(w.maxAge))
+	}
+	if w.duplicates != 0 && have.Duplicates != w.duplicates {
+		differ(settingDupWindow, have.Duplicates.String(), w.duplicates.String())
+	}
+	if w.history != 0 && have.MaxMsgsPerSubject != w.history {
+		differ(settingHistory, fmt.Sprint(have.MaxMsgsPerSubject), fmt.Sprint(w.history))
+	}
+	if w.retention != nil && have.Retention != *w.retention {
+		differ(settingRetention, have.Retention.String(), w.retention.String())
+	}
+	if w.subjects != nil && fmt.Sprint(have.Subjects) != fmt.Sprint(w.subjects) {
+		differ(settingSubjects, fmt.Sprint(have.Subjects), fmt.Sprint(w.subjects))
+	}
+	if w.markerTTL != 0 && (have.SubjectDeleteMarkerTTL != w.markerTTL || !have.AllowMsgTTL) {
+		differ(settingMarkerTTL, durationOrNone(have.SubjectDeleteMarkerTTL), w.markerTTL.String())
+	}
+	return out
+}
+
+func durationOrNone(d time.Duration) string {
+	if d == 0 {
+		return "none (unlimited)"
+	}
+	return d.String()
+}
+
+// retryTransient runs op until it succeeds, fails for good, or ctx ends. A
+// cluster that has just started answers "temporarily unavailable" or finds
+// too few peers until its servers have met and elected their leaders.
+func retryTransient(ctx context.Context, op func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !transientCluster(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// transientCluster reports errors that a forming or recovering cluster
+// outgrows: everything Unavailable covers plus "no suitable peers" and
+// "insufficient resources" while servers are still joining.
+func transientCluster(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false // the caller's budget is spent; its own loop decides
+	}
+	if Unavailable(err) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == 10005 || api.ErrorCode == 10023) // no suitable peers, insufficient resources
 }

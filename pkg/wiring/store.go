@@ -167,6 +167,13 @@ func mapErr(err error) error {
 // Unavailable reports whether err means JetStream could not be reached or did
 // not answer in time, so nothing is known to have been written.
 func Unavailable(err error) bool {
+	// A cluster answers 503 while a stream or the meta layer elects a
+	// leader (e.g. "JetStream system temporarily unavailable", "expected
+	// last sequence per subject temporarily unavailable"): nothing written.
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.Code == 503 {
+		return true
+	}
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionClosed) ||
 		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrNoStreamResponse) ||

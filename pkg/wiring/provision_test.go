@@ -1,0 +1,135 @@
+package wiring_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// setupProvision starts an empty embedded JetStream and returns a JetStream
+// handle on it, nothing provisioned yet.
+func setupProvision(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect("provision-test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
+func provision(js jetstream.JetStream, l wiring.Layout) (*wiring.Resources, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return wiring.Provision(ctx, js, l)
+}
+
+func streamConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamConfig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	require.NoError(t, err)
+	return s.CachedInfo().Config
+}
+
+// Processes starting together all provision the same layout: every one
+// succeeds, and the resources are those of the layout.
+func TestProvisionConcurrentStartsAgree(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = provision(js, wiring.DefaultLayout())
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "process %d", i)
+	}
+	res, err := provision(js, wiring.DefaultLayout())
+	require.NoError(t, err, "a later start finds everything in place")
+	require.NotNil(t, res.Jobs)
+	require.NotNil(t, res.Results)
+
+	jobs := streamConfig(t, js, "KV_"+wiring.BucketJobs)
+	require.Equal(t, 720*time.Hour, jobs.MaxAge)
+	require.Equal(t, 1, jobs.Replicas)
+	work := streamConfig(t, js, wiring.StreamWork)
+	require.Equal(t, jetstream.WorkQueuePolicy, work.Retention)
+	require.Equal(t, 10*time.Minute, work.Duplicates)
+}
+
+// A process configured differently from the deployment refuses to start and
+// names the setting; it does not reconfigure what the others use.
+func TestProvisionMismatchNamesSettingAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	_, err := provision(js, wiring.DefaultLayout())
+	require.NoError(t, err)
+
+	other := wiring.DefaultLayout()
+	other.JobTTL = 24 * time.Hour
+	_, err = provision(js, other)
+	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorContains(t, err, "JOBGATE_JOBS exists with job TTL")
+	require.ErrorContains(t, err, "JOBGATE_JOB_TTL")
+	require.ErrorContains(t, err, "720h0m0s, but this process is configured for 24h0m0s")
+	var mm *wiring.MismatchError
+	require.True(t, errors.As(err, &mm))
+	require.Equal(t, wiring.SettingJobTTL, mm.Setting)
+	require.Equal(t, 720*time.Hour, streamConfig(t, js, "KV_"+wiring.BucketJobs).MaxAge, "the deployment is untouched")
+	require.Equal(t, 720*time.Hour, streamConfig(t, js, wiring.StreamWork).MaxAge)
+
+	results := wiring.DefaultLayout()
+	results.ResultTTL = time.Hour
+	_, err = provision(js, results)
+	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorContains(t, err, "JOBGATE_RESULTS exists with result TTL")
+	require.Equal(t, 168*time.Hour, streamConfig(t, js, "OBJ_"+wiring.BucketResults).MaxAge)
+
+	_, err = provision(js, wiring.DefaultLayout())
+	require.NoError(t, err, "the original layout still provisions")
+}
+
+// Replicas 3 against a deployment provisioned with 1 is a mismatch, listed
+// for every resource, not an attempt to grow them.
+func TestProvisionReplicaMismatch(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	_, err := provision(js, wiring.DefaultLayout())
+	require.NoError(t, err)
+
+	r3 := wiring.DefaultLayout()
+	r3.Replicas = 3
+	_, err = provision(js, r3)
+	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorContains(t, err, "JOBGATE_JOBS exists with replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) 1, but this process is configured for 3")
+	for _, name := range []string{wiring.BucketMeta, wiring.BucketNotices, wiring.StreamWork, wiring.StreamEvents, wiring.BucketResults} {
+		require.ErrorContains(t, err, name+" exists with replicas")
+	}
+}
+
+// Replicas 3 on a single server is refused with what to do about it.
+func TestProvisionReplicasNeedCluster(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	r3 := wiring.DefaultLayout()
+	r3.Replicas = 3
+	_, err := provision(js, r3)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorContains(t, err, "cluster")
+	require.ErrorContains(t, err, "JOBGATE_NATS_REPLICAS")
+}
