@@ -47,6 +47,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
@@ -71,14 +72,36 @@ const defaultServerURL = "http://127.0.0.1:8080"
 type clientFlags struct {
 	url, token, journal, configPath string
 	verbose, quiet                  bool
+	retryFor                        time.Duration
 }
 
-func bindClientFlags(fs *flag.FlagSet) *clientFlags {
+// clientUsage is appended to every client command's -h.
+const clientUsage = `
+Connection: --url, JOBGATE_URL, the client config file (--client-config,
+JOBGATE_CLIENT_CONFIG, ~/.config/jobgate/client.yaml: url, token, token_file,
+journal), default ` + defaultServerURL + `; the token likewise (JOBGATE_TOKEN).
+
+Exit codes: 0 ok (job succeeded) · 1 other error · 2 usage · 3 job failed ·
+4 job canceled · 5 not found · 6 conflict (key reused, result not ready,
+already finished) · 7 invalid request · 8 unauthorized · 75 temporary (server
+unreachable or unavailable, journal locked: run the same command again; a
+submission resumes with the same key and job) · 130 interrupted.
+`
+
+// bindClientFlags registers the connection flags. retryFor is how long the
+// command keeps retrying an unreachable or unavailable server by default.
+func bindClientFlags(fs *flag.FlagSet, retryFor time.Duration) *clientFlags {
 	cf := &clientFlags{}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of jobgate %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), clientUsage)
+	}
 	fs.StringVar(&cf.url, "url", "", "gateway URL (JOBGATE_URL; default "+defaultServerURL+")")
 	fs.StringVar(&cf.token, "token", "", "bearer token (JOBGATE_TOKEN; mint one with `jobgate token`)")
 	fs.StringVar(&cf.journal, "journal", "", "idempotency key journal file (JOBGATE_JOURNAL)")
 	fs.StringVar(&cf.configPath, "client-config", "", "client config file (JOBGATE_CLIENT_CONFIG)")
+	fs.DurationVar(&cf.retryFor, "retry-for", retryFor, "keep retrying an unreachable or unavailable server this long")
 	fs.BoolVar(&cf.verbose, "v", false, "log every retry and reconnect")
 	fs.BoolVar(&cf.quiet, "q", false, "print only results and errors")
 	return cf
@@ -169,16 +192,15 @@ func (m *Main) newClient(cf *clientFlags) (*client.Client, error) {
 			return nil, err
 		}
 	}
-	level := slog.LevelWarn
-	switch {
-	case cf.verbose:
+	// Retries are silent unless asked for: the final error (or success)
+	// says what matters, and a bar on stderr is not interleaved with logs.
+	level := slog.LevelError
+	if cf.verbose {
 		level = slog.LevelDebug
-	case cf.quiet:
-		level = slog.LevelError
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
 	c, err := client.New(base, token, client.WithJournal(journal), client.WithLogger(log),
-		client.WithUserAgent("jobgate-cli"))
+		client.WithUserAgent("jobgate-cli"), client.WithRetryPolicy(client.RetryPolicy{MaxElapsed: cf.retryFor}))
 	if err != nil {
 		return nil, &usageError{err.Error()}
 	}
@@ -193,7 +215,7 @@ func parseArgs(fs *flag.FlagSet, args []string, min, max int, what string) ([]st
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, errHelp
 			}
 			return nil, &usageError{err.Error()}
 		}
@@ -208,6 +230,18 @@ func parseArgs(fs *flag.FlagSet, args []string, min, max int, what string) ([]st
 		return nil, &usageError{fmt.Sprintf("%s: want %s", fs.Name(), what)}
 	}
 	return pos, nil
+}
+
+// errHelp means -h was asked for and the usage printed: the command ends
+// successfully without doing anything.
+var errHelp = errors.New("help shown")
+
+// helpDone maps errHelp to success.
+func helpDone(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
 }
 
 // clientError gives a client command's failure its exit code.

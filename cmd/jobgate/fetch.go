@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jobgate/jobgate/pkg/client"
 )
@@ -14,11 +15,11 @@ import (
 // result through a freshly signed link, verified against the job's SHA-256.
 func (m *Main) runFetch(ctx context.Context, args []string) error {
 	fs := newFlagSet("fetch", m)
-	cf := bindClientFlags(fs)
+	cf := bindClientFlags(fs, time.Minute)
 	out := fs.String("out", "", "file to write (default <job id>.pdf; - for stdout)")
 	pos, err := parseArgs(fs, args, 1, 1, "one job id")
 	if err != nil {
-		return err
+		return helpDone(err)
 	}
 	c, err := m.newClient(cf)
 	if err != nil {

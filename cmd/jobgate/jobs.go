@@ -14,14 +14,14 @@ import (
 // runJobs is `jobgate jobs`: a table of the caller's own jobs, newest first.
 func (m *Main) runJobs(ctx context.Context, args []string) error {
 	fs := newFlagSet("jobs", m)
-	cf := bindClientFlags(fs)
+	cf := bindClientFlags(fs, 30*time.Second)
 	state := fs.String("state", "", "only jobs in this state (queued, running, succeeded, failed, canceled)")
 	limit := fs.Int("limit", 20, "jobs per page (1-100)")
 	cursor := fs.String("cursor", "", "continue after a previous page")
 	all := fs.Bool("all", false, "follow every page")
 	asJSON := fs.Bool("json", false, "print one JSON job resource per line")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments"); err != nil {
-		return err
+		return helpDone(err)
 	}
 	if *state != "" && !job.State(*state).Valid() {
 		return &usageError{fmt.Sprintf("jobs: --state %q is not a job state", *state)}

@@ -13,11 +13,11 @@ import (
 // runStatus is `jobgate status ID`: one read of the job.
 func (m *Main) runStatus(ctx context.Context, args []string) error {
 	fs := newFlagSet("status", m)
-	cf := bindClientFlags(fs)
+	cf := bindClientFlags(fs, 30*time.Second)
 	asJSON := fs.Bool("json", false, "print the job resource as JSON")
 	pos, err := parseArgs(fs, args, 1, 1, "one job id")
 	if err != nil {
-		return err
+		return helpDone(err)
 	}
 	c, err := m.newClient(cf)
 	if err != nil {

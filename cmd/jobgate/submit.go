@@ -63,7 +63,7 @@ func paramValue(v string) any {
 // killed finds its job), or is new.
 func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	fs := newFlagSet("submit", m)
-	cf := bindClientFlags(fs)
+	cf := bindClientFlags(fs, 2*time.Minute)
 	typ := fs.String("type", "permit_report", "job type")
 	params := paramFlags{}
 	fs.Var(params, "param", "job parameter name=value (repeatable)")
@@ -72,7 +72,7 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	wait := fs.Bool("wait", false, "follow the job with a progress bar and download its result")
 	out := fs.String("out", "", "where --wait saves the result (default <job id>.pdf); implies --wait")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments (use --type and --param)"); err != nil {
-		return err
+		return helpDone(err)
 	}
 	if *key != "" && *fresh {
 		return &usageError{"submit: --key and --new exclude each other"}

@@ -13,11 +13,11 @@ import (
 // code says how it ended: 0 succeeded, 3 failed, 4 canceled.
 func (m *Main) runWatch(ctx context.Context, args []string) error {
 	fs := newFlagSet("watch", m)
-	cf := bindClientFlags(fs)
+	cf := bindClientFlags(fs, 2*time.Minute)
 	asJSON := fs.Bool("json", false, "print each version of the job resource as one JSON line")
 	pos, err := parseArgs(fs, args, 1, 1, "one job id")
 	if err != nil {
-		return err
+		return helpDone(err)
 	}
 	c, err := m.newClient(cf)
 	if err != nil {

@@ -198,8 +198,11 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, int, err
 		if c.retry.MaxAttempts > 0 && n+1 >= c.retry.MaxAttempts || elapsed+delay > c.retry.MaxElapsed {
 			return nil, n + 1, fmt.Errorf("gave up after %d attempts in %s: %w", n+1, elapsed.Round(time.Millisecond), err)
 		}
-		c.log.Warn("request failed, retrying", "method", r.method, "path", r.path, "attempt", n+1,
-			"delay", delay, "err", err, "key_hash", r.keyHash)
+		attrs := []any{"method", r.method, "path", r.path, "attempt", n + 1, "delay", delay.Round(time.Millisecond), "err", err}
+		if r.keyHash != "" {
+			attrs = append(attrs, "key_hash", r.keyHash)
+		}
+		c.log.Warn("request failed, retrying", attrs...)
 		if err := c.clock.Sleep(ctx, delay); err != nil {
 			return nil, n + 1, fmt.Errorf("%s %s: %w", r.method, r.path, context.Cause(ctx))
 		}

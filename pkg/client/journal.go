@@ -62,7 +62,17 @@ type Journal struct {
 var (
 	bucketEntries = []byte("entries") // key → Entry
 	bucketJobs    = []byte("jobs")    // job id → key
+	bucketOpen    = []byte("open")    // scope NUL fingerprint → key of the newest open entry
+	bucketMeta    = []byte("meta")    // pruned_at → RFC 3339 time of the last prune
+
+	metaPrunedAt = []byte("pruned_at")
 )
+
+// pruneEvery spaces out the retention sweep, which reads every entry, so a
+// Submit costs the same with ten thousand entries as with ten.
+const pruneEvery = time.Hour
+
+func openIndexKey(e *Entry) []byte { return []byte(e.Scope + "\x00" + e.Fingerprint) }
 
 // DefaultJournalPath is $XDG_STATE_HOME/jobgate/journal.db, falling back to
 // ~/.local/state on Unix and the user config directory elsewhere.
@@ -107,7 +117,7 @@ func (j *Journal) update(fn func(tx *bolt.Tx) error) error {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketEntries, bucketJobs} {
+		for _, b := range [][]byte{bucketEntries, bucketJobs, bucketOpen, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -135,7 +145,10 @@ func getEntry(tx *bolt.Tx, key string) (*Entry, error) {
 	return &e, nil
 }
 
-func putEntry(tx *bolt.Tx, e *Entry) error {
+// putEntry stores e and keeps the indexes in step. newest makes e the open
+// entry its identical submissions reuse even if another one is open (a new
+// logical request, WithFreshKey).
+func putEntry(tx *bolt.Tx, e *Entry, newest bool) error {
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return err
@@ -144,7 +157,18 @@ func putEntry(tx *bolt.Tx, e *Entry) error {
 		return err
 	}
 	if e.JobID != "" {
-		return tx.Bucket(bucketJobs).Put([]byte(e.JobID), []byte(e.Key))
+		if err := tx.Bucket(bucketJobs).Put([]byte(e.JobID), []byte(e.Key)); err != nil {
+			return err
+		}
+	}
+	open := tx.Bucket(bucketOpen)
+	idx := openIndexKey(e)
+	cur := open.Get(idx)
+	switch {
+	case e.open() && (newest || cur == nil):
+		return open.Put(idx, []byte(e.Key))
+	case !e.open() && string(cur) == e.Key:
+		return open.Delete(idx)
 	}
 	return nil
 }
@@ -152,6 +176,11 @@ func putEntry(tx *bolt.Tx, e *Entry) error {
 func deleteEntry(tx *bolt.Tx, e *Entry) error {
 	if e.JobID != "" {
 		if err := tx.Bucket(bucketJobs).Delete([]byte(e.JobID)); err != nil {
+			return err
+		}
+	}
+	if idx := openIndexKey(e); string(tx.Bucket(bucketOpen).Get(idx)) == e.Key {
+		if err := tx.Bucket(bucketOpen).Delete(idx); err != nil {
 			return err
 		}
 	}
@@ -175,7 +204,7 @@ func eachEntry(tx *bolt.Tx, fn func(*Entry) error) error {
 // It prunes expired entries on the way.
 func (j *Journal) claim(want *Entry, explicit, fresh bool) (e *Entry, reused bool, err error) {
 	err = j.update(func(tx *bolt.Tx) error {
-		if err := j.prune(tx); err != nil {
+		if err := j.pruneDue(tx); err != nil {
 			return err
 		}
 		if explicit {
@@ -191,24 +220,19 @@ func (j *Journal) claim(want *Entry, explicit, fresh bool) (e *Entry, reused boo
 				return nil
 			}
 		} else if !fresh {
-			var best *Entry
-			err := eachEntry(tx, func(c *Entry) error {
-				if c.open() && c.Scope == want.Scope && c.Fingerprint == want.Fingerprint &&
-					(best == nil || c.CreatedAt.After(best.CreatedAt)) {
-					best = c
+			if key := tx.Bucket(bucketOpen).Get(openIndexKey(want)); key != nil {
+				old, err := getEntry(tx, string(key))
+				if err != nil {
+					return err
 				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if best != nil {
-				e, reused = best, true
-				return nil
+				if old != nil && old.open() {
+					e, reused = old, true
+					return nil
+				}
 			}
 		}
 		e = want
-		return putEntry(tx, e)
+		return putEntry(tx, e, true)
 	})
 	return e, reused, err
 }
@@ -236,7 +260,7 @@ func (j *Journal) record(key string, res *job.Resource) error {
 		if res.State.Terminal() {
 			e.State = EntryDone
 		}
-		return putEntry(tx, e)
+		return putEntry(tx, e, false)
 	})
 }
 
@@ -268,7 +292,7 @@ func (j *Journal) observe(res *job.Resource) error {
 			return err
 		}
 		e.State, e.JobState, e.UpdatedAt = EntryDone, res.State, j.now().UTC()
-		return putEntry(tx, e)
+		return putEntry(tx, e, false)
 	})
 }
 
@@ -285,7 +309,7 @@ func (j *Journal) Settle(key string) error {
 			return nil // no answer yet: it must stay resumable
 		}
 		e.State, e.UpdatedAt = EntryDone, j.now().UTC()
-		return putEntry(tx, e)
+		return putEntry(tx, e, false)
 	})
 }
 
@@ -310,8 +334,23 @@ func (j *Journal) Entries(scope string) ([]Entry, error) {
 // for and must be resumable.
 func (j *Journal) Prune() error { return j.update(j.prune) }
 
+// pruneDue prunes when the last sweep is more than pruneEvery ago.
+func (j *Journal) pruneDue(tx *bolt.Tx) error {
+	now := j.now()
+	meta := tx.Bucket(bucketMeta)
+	if last, err := time.Parse(time.RFC3339Nano, string(meta.Get(metaPrunedAt))); err == nil &&
+		now.Sub(last) < pruneEvery && !now.Before(last) {
+		return nil
+	}
+	return j.prune(tx)
+}
+
 func (j *Journal) prune(tx *bolt.Tx) error {
-	cutoff := j.now().Add(-j.retention)
+	now := j.now()
+	if err := tx.Bucket(bucketMeta).Put(metaPrunedAt, []byte(now.UTC().Format(time.RFC3339Nano))); err != nil {
+		return err
+	}
+	cutoff := now.Add(-j.retention)
 	var stale []*Entry
 	err := eachEntry(tx, func(e *Entry) error {
 		if e.State != EntryPending && e.CreatedAt.Before(cutoff) {

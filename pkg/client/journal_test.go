@@ -77,14 +77,18 @@ func TestJournalPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 3, "nothing is pruned within the retention")
 
+	// Submissions sweep the journal (at most hourly) on their way.
 	clk.Advance(2 * time.Hour)
-	require.NoError(t, c.Journal().Prune())
+	unanswered.Store(false)
+	next, err := c.Submit(ctx, "permit_report", map[string]any{"case_id": 50, "revision": 1})
+	require.NoError(t, err)
 	entries, err = c.Journal().Entries("")
 	require.NoError(t, err)
-	require.Len(t, entries, 1)
-	require.Equal(t, client.EntryPending, entries[0].State)
+	require.Len(t, entries, 2)
+	require.Equal(t, client.EntryPending, entries[0].State, "the unanswered one stays")
 	require.NotEqual(t, done.Key, entries[0].Key)
 	require.NotEqual(t, open.Key, entries[0].Key)
+	require.Equal(t, next.Key, entries[1].Key)
 }
 
 // Two processes submitting through one journal at the same time: both
