@@ -1,8 +1,12 @@
 package main
 
-// newDispatcher builds the dispatcher from the runtime's settings. It returns a nil
-// service while the dispatcher package is not wired in yet.
+import "github.com/jobgate/jobgate/dispatcher"
+
+// newDispatcher builds the dispatcher (relay, sweeper, exhaustion handler)
+// from the runtime's settings; the finer knobs keep their defaults.
 func newDispatcher(rt *runtime) (service, error) {
-	_ = rt
-	return nil, nil
+	return dispatcher.New(dispatcher.Config{
+		MaxAttempts:   rt.cfg.MaxAttempts,
+		RenderTimeout: rt.cfg.RenderTimeout,
+	}, rt.res, rt.log.With("service", "dispatcher"))
 }

@@ -8,6 +8,7 @@ package jobtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -70,6 +71,14 @@ type Request struct {
 // gateway that crashed right after its commit leaves behind.
 func (e *Env) Commit(t testing.TB, res *wiring.Resources, r Request) *job.Record {
 	t.Helper()
+	return e.CommitAs(t, res, r, nil)
+}
+
+// CommitAs commits a record that edit has first changed, as if the job had
+// come that far: a test starts from a running or failed job without its
+// queued version ever being stored.
+func (e *Env) CommitAs(t testing.TB, res *wiring.Resources, r Request, edit func(*job.Record)) *job.Record {
+	t.Helper()
 	if r.Tenant == "" {
 		r.Tenant = "4"
 	}
@@ -95,6 +104,9 @@ func (e *Env) Commit(t testing.TB, res *wiring.Resources, r Request) *job.Record
 		ID: job.DeriveID(e.Secret, r.Tenant, r.Requester, r.Key), Tenant: r.Tenant, Requester: r.Requester,
 		KeyHash: job.HashKey(r.Key), Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
+	}
+	if edit != nil {
+		edit(rec)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -268,4 +280,26 @@ func (h *History) All() []*job.Record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]*job.Record(nil), h.recs...)
+}
+
+// WorkIDs lists the Nats-Msg-Ids of the work messages stored for rec, in
+// stream order. (A work queue admits no second consumer to look with, so
+// this reads the stream directly.)
+func WorkIDs(t testing.TB, res *wiring.Resources, rec *job.Record) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := res.JS.Stream(ctx, wiring.StreamWork)
+	require.NoError(t, err)
+	subject := wiring.WorkSubject(rec.Tenant, rec.Requester, rec.ID)
+	var ids []string
+	for seq := uint64(1); ; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return ids
+		}
+		require.NoError(t, err)
+		ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
+		seq = m.Sequence + 1
+	}
 }

@@ -176,31 +176,53 @@ func DeleteWork(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 	return nil
 }
 
-// PendingWork reports the sequence of the stored work message of a job, or 0
-// when the work queue holds none, and whether the renderers consumer has
-// already given up on it (it lies at or below the consumer's ack floor, yet a
-// work queue drops acknowledged messages: it reached MaxDeliver).
-func PendingWork(ctx context.Context, js jetstream.JetStream, tenant, requester, id string) (seq uint64, dead bool, err error) {
+// WorkState is what the work queue knows of one job's work message.
+type WorkState struct {
+	// Seq is the stream sequence of the job's latest work message; 0 when
+	// the queue holds none.
+	Seq uint64
+	// Delivered: the renderers consumer has delivered it at least once.
+	Delivered bool
+	// NothingPending: the consumer has no delivery waiting for an ack, so
+	// a delivered message still in the queue was given up on (it reached
+	// MaxDeliver: a work queue drops acknowledged messages).
+	NothingPending bool
+}
+
+// Dead reports a message certainly past its last delivery.
+func (w WorkState) Dead() bool { return w.Seq != 0 && w.Delivered && w.NothingPending }
+
+// PendingWork looks up the work message of a job and what the renderers
+// consumer has done with it. The consumer does not say per message whether
+// it still waits for an ack, so a delivered message with other deliveries
+// pending is reported Delivered but not Dead; callers confirm it later.
+func PendingWork(ctx context.Context, js jetstream.JetStream, tenant, requester, id string) (WorkState, error) {
 	s, err := js.Stream(ctx, StreamWork)
 	if err != nil {
-		return 0, false, fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))
+		return WorkState{}, fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))
 	}
 	m, err := s.GetLastMsgForSubject(ctx, WorkSubject(tenant, requester, id))
 	if err != nil {
 		if errors.Is(mapMsgErr(err), ErrWorkGone) {
-			return 0, false, nil
+			return WorkState{}, nil
 		}
-		return 0, false, fmt.Errorf("work of %s: %w", id, mapErr(err))
+		return WorkState{}, fmt.Errorf("work of %s: %w", id, mapErr(err))
 	}
+	ws := WorkState{Seq: m.Sequence}
 	c, err := js.Consumer(ctx, StreamWork, ConsumerRenderers)
 	if err != nil {
-		return m.Sequence, false, fmt.Errorf("consumer %s: %w", ConsumerRenderers, mapErr(err))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return ws, nil // no renderer ever ran
+		}
+		return ws, fmt.Errorf("consumer %s: %w", ConsumerRenderers, mapErr(err))
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return m.Sequence, false, fmt.Errorf("consumer %s: %w", ConsumerRenderers, mapErr(err))
+		return ws, fmt.Errorf("consumer %s: %w", ConsumerRenderers, mapErr(err))
 	}
-	return m.Sequence, m.Sequence <= info.AckFloor.Stream, nil
+	ws.Delivered = m.Sequence <= info.Delivered.Stream
+	ws.NothingPending = info.NumAckPending == 0
+	return ws, nil
 }
 
 // ErrWorkGone: the work message is no longer in the work queue.

@@ -1,0 +1,109 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/wiring"
+)
+
+// Dispatcher runs the relay, the sweeper and the exhaustion handler. Any
+// number of dispatchers may run at once: the relay's consumer is shared,
+// and every recovery is a compare-and-set on the job record, so two
+// dispatchers never both act on one job.
+type Dispatcher struct {
+	cfg Config
+	res *wiring.Resources
+	log *slog.Logger
+
+	running *tracker
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	stops    []func()
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New builds a dispatcher; Start runs it.
+func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Dispatcher, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	if res == nil {
+		return nil, errors.New("dispatcher: resources required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{cfg: cfg, res: res, log: log, running: newTracker()}, nil
+}
+
+// Start creates the relay consumer, subscribes to max-deliveries advisories
+// and starts the record watch; it returns once all three are in place.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancel != nil {
+		return errors.New("dispatcher: already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	// Ending the caller's context stops the dispatcher's loops as Stop does.
+	context.AfterFunc(ctx, cancel)
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	for _, start := range []func(context.Context, context.Context) (func(), error){
+		d.startRelay, d.startAdvisories, d.startSweeper,
+	} {
+		stop, err := start(sctx, runCtx)
+		if err != nil {
+			cancel()
+			for _, s := range d.stops {
+				s()
+			}
+			d.wg.Wait()
+			return fmt.Errorf("dispatcher: %w", err)
+		}
+		d.stops = append(d.stops, stop)
+	}
+	d.log.Info("dispatcher started", "max_attempts", d.cfg.MaxAttempts, "stale_after", d.cfg.staleAfter())
+	return nil
+}
+
+// Stop ends the loops and waits for them. A record change being relayed
+// finishes first; one not yet acknowledged is relayed again by another
+// dispatcher (or this one's successor).
+func (d *Dispatcher) Stop() {
+	d.stopOnce.Do(func() {
+		d.mu.Lock()
+		if d.cancel != nil {
+			d.cancel()
+		}
+		stops := d.stops
+		d.mu.Unlock()
+		for _, s := range stops {
+			s()
+		}
+		d.wg.Wait()
+		d.log.Info("dispatcher stopped")
+	})
+}
+
+func (d *Dispatcher) spawn(f func()) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f()
+	}()
+}
+
+// opCtx bounds one store or publish operation of a loop.
+func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 10*time.Second)
+}

@@ -1,0 +1,211 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// errSkip: on a fresh read the job needs nothing after all.
+var errSkip = errors.New("nothing to do")
+
+// startSweeper starts the watch that keeps the non-terminal jobs in memory
+// and the ticker that recovers the silent ones. It returns once the watch
+// has delivered the bucket's current records.
+func (d *Dispatcher) startSweeper(sctx, runCtx context.Context) (func(), error) {
+	w, err := d.res.Jobs.KV().WatchAll(runCtx)
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	d.spawn(func() { d.watch(runCtx, w, ready) })
+	select {
+	case <-ready:
+	case <-sctx.Done():
+		_ = w.Stop()
+		return nil, sctx.Err()
+	}
+	d.spawn(func() {
+		t := time.NewTicker(d.cfg.SweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				d.sweep(runCtx)
+			}
+		}
+	})
+	return func() { _ = w.Stop() }, nil
+}
+
+func (d *Dispatcher) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
+	initial := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				if initial {
+					initial = false
+					close(ready)
+					d.log.Debug("sweeper watching", "open_jobs", d.running.len())
+				}
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				d.running.forget(e.Key())
+				continue
+			}
+			r, err := job.UnmarshalRecord(e.Value(), e.Revision())
+			if err != nil {
+				d.running.forget(e.Key())
+				continue
+			}
+			d.running.observe(e.Key(), r)
+		}
+	}
+}
+
+// sweep recovers the running jobs that went silent and checks on the
+// queued jobs that waited long.
+func (d *Dispatcher) sweep(ctx context.Context) {
+	now := d.cfg.Now()
+	stale, queued := d.running.due(now.Add(-d.cfg.staleAfter()), now.Add(-d.cfg.QueuedCheckAfter))
+	for _, key := range stale {
+		if ctx.Err() != nil {
+			return
+		}
+		d.recoverSilent(ctx, key)
+	}
+	for _, key := range queued {
+		if ctx.Err() != nil {
+			return
+		}
+		d.running.checked(key, now)
+		d.checkQueued(ctx, key)
+	}
+}
+
+// recoverSilent handles a running job with no sign of life for longer than
+// the render budget plus grace: while attempts remain it is re-dispatched
+// (the silent attempt counts as worker_lost), after that it fails with the
+// last attempt's cause (worker_lost when that attempt's worker vanished).
+func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	now := d.cfg.Now().UTC()
+	rec, err := d.res.Jobs.Mutate(octx, key, func(n *job.Record) error {
+		if n.State != job.StateRunning || now.Sub(lastSign(n)) <= d.cfg.staleAfter() {
+			return errSkip
+		}
+		if n.Attempt >= d.cfg.MaxAttempts {
+			f := job.FinalFailure(n, d.cfg.MaxAttempts)
+			if err := n.Transition(job.StateFailed, now); err != nil {
+				return err
+			}
+			n.Error = f
+			return nil
+		}
+		if n.Worker != "" {
+			n.Error = job.WorkerLost(n)
+		}
+		n.Worker = ""
+		n.RetryAt = &now
+		n.UpdatedAt = now
+		return nil
+	})
+	switch {
+	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound):
+		return
+	case err != nil:
+		d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
+		return
+	}
+	d.settled(octx, rec, "sweeper")
+}
+
+// settled announces what a recovery did: a failed job's event, or a
+// re-dispatched job's fresh work message. Its generation is the revision of
+// the write that re-dispatched it: unique, so de-duplication never swallows
+// it, and equal for every dispatcher that could race to publish it.
+func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
+	if rec.State == job.StateFailed {
+		d.log.Info("job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
+		if err := wiring.PublishEvent(ctx, d.res.JS, rec); err != nil {
+			d.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
+		}
+		return
+	}
+	if err := wiring.PublishWork(ctx, d.res.JS, rec, int(rec.Revision)); err != nil {
+		// The record says a retry is due now; if the work never reaches the
+		// queue the job goes silent again and the next sweep re-dispatches.
+		d.log.Warn("re-dispatch not published", "by", by, "job_id", rec.ID, "err", err)
+		return
+	}
+	d.log.Info("job re-dispatched", "by", by, "job_id", rec.ID, "attempts_used", rec.Attempt)
+}
+
+// checkQueued looks after a job queued for long: a job whose work message
+// is gone gets a new one; one whose message ran out of deliveries (and the
+// advisory was missed) fails.
+func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	tenant, requester, id, ok := wiring.ScopeOf(key)
+	if !ok {
+		return
+	}
+	ws, err := wiring.PendingWork(octx, d.res.JS, tenant, requester, id)
+	if err != nil {
+		d.log.Warn("sweeper: could not look up work", "job_id", id, "err", err)
+		return
+	}
+	// A delivered message of a job that is still queued was never claimed.
+	// It is dead for sure when nothing at all awaits an ack; otherwise it is
+	// dead when the previous check (a period ago) saw it the same way, as
+	// a live delivery of a queued job is claimed within moments.
+	dead := ws.Dead() || (ws.Seq != 0 && ws.Delivered && d.running.suspect(key, ws.Seq))
+	if ws.Seq != 0 && !dead {
+		return // waiting its turn
+	}
+	seq := ws.Seq
+	now := d.cfg.Now().UTC()
+	rec, err := d.res.Jobs.Mutate(octx, key, func(n *job.Record) error {
+		if n.State != job.StateQueued {
+			return errSkip
+		}
+		if dead {
+			f := job.FinalFailure(n, d.cfg.MaxAttempts)
+			if err := n.Transition(job.StateFailed, now); err != nil {
+				return err
+			}
+			n.Error = f
+			return nil
+		}
+		n.UpdatedAt = now // a new revision names the new work message
+		return nil
+	})
+	switch {
+	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound):
+		return
+	case err != nil:
+		d.log.Warn("sweeper: could not recover queued job", "job_id", id, "err", err)
+		return
+	}
+	if dead {
+		if err := wiring.DeleteWork(octx, d.res.JS, seq); err != nil {
+			d.log.Warn("could not delete dead work message", "job_id", id, "err", err)
+		}
+	}
+	d.settled(octx, rec, "sweeper")
+}

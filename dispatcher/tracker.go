@@ -1,0 +1,110 @@
+package dispatcher
+
+import (
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// tracked is what the sweeper remembers of a job that is not terminal.
+type tracked struct {
+	state     job.State
+	lastSign  time.Time // last sign of life: heartbeat, retry due, or last change
+	changed   time.Time
+	lastCheck time.Time // queued jobs: when their work message was last looked up
+	suspect   uint64    // queued jobs: a delivered, unclaimed work message seen at lastCheck
+}
+
+// tracker holds the non-terminal jobs, fed by a watch of the record bucket,
+// so the sweeper never scans the bucket.
+type tracker struct {
+	mu   sync.Mutex
+	jobs map[string]*tracked
+}
+
+func newTracker() *tracker { return &tracker{jobs: make(map[string]*tracked)} }
+
+// observe records the latest version of a job; terminal jobs are dropped.
+func (t *tracker) observe(key string, r *job.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r == nil || r.State.Terminal() {
+		delete(t.jobs, key)
+		return
+	}
+	prev := t.jobs[key]
+	e := &tracked{state: r.State, lastSign: lastSign(r), changed: r.UpdatedAt}
+	if prev != nil {
+		e.lastCheck, e.suspect = prev.lastCheck, prev.suspect
+	}
+	t.jobs[key] = e
+}
+
+func (t *tracker) forget(key string) {
+	t.mu.Lock()
+	delete(t.jobs, key)
+	t.mu.Unlock()
+}
+
+// due lists the running jobs silent since before staleBefore and the queued
+// jobs unchanged since before queuedBefore whose work message was not
+// looked up since then.
+func (t *tracker) due(staleBefore, queuedBefore time.Time) (stale, queued []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, e := range t.jobs {
+		switch e.state {
+		case job.StateRunning:
+			if e.lastSign.Before(staleBefore) {
+				stale = append(stale, k)
+			}
+		case job.StateQueued:
+			if e.changed.Before(queuedBefore) && e.lastCheck.Before(queuedBefore) {
+				queued = append(queued, k)
+			}
+		}
+	}
+	return stale, queued
+}
+
+func (t *tracker) checked(key string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.jobs[key]; e != nil {
+		e.lastCheck = at
+	}
+}
+
+// suspect notes that the queued job's work message seq was delivered yet
+// not claimed, and reports whether the previous check noted the same.
+func (t *tracker) suspect(key string, seq uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.jobs[key]
+	if e == nil {
+		return false
+	}
+	again := e.suspect == seq
+	e.suspect = seq
+	return again
+}
+
+func (t *tracker) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.jobs)
+}
+
+// lastSign is the latest sign of life of a running job: its worker's
+// heartbeat, or when its next attempt is due.
+func lastSign(r *job.Record) time.Time {
+	s := r.UpdatedAt
+	if r.HeartbeatAt != nil && r.HeartbeatAt.After(s) {
+		s = *r.HeartbeatAt
+	}
+	if r.RetryAt != nil && r.RetryAt.After(s) {
+		s = *r.RetryAt
+	}
+	return s
+}

@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/dispatcher"
+	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/renderer"
+	"github.com/stretchr/testify/require"
+)
+
+type testBundle struct {
+	env     *jobtest.Env
+	conn    *jobtest.Conn
+	mu      sync.Mutex
+	renders map[string]int
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	env := jobtest.Start(t)
+	return &testBundle{env: env, conn: env.Connect(t, "test"), renders: map[string]int{}}
+}
+
+func (b *testBundle) rendered(r *job.Record) {
+	b.mu.Lock()
+	b.renders[r.ID]++
+	b.mu.Unlock()
+}
+
+func (b *testBundle) rendersOf(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.renders[id]
+}
+
+// Both sides agree on attempts and the render budget, as one deployment's
+// settings make them.
+const (
+	maxAttempts   = 3
+	renderTimeout = 10 * time.Second
+)
+
+func (b *testBundle) renderer(t *testing.T, name string, opts ...func(*renderer.Config)) *jobtest.Conn {
+	t.Helper()
+	conn := b.env.Connect(t, name)
+	cfg := renderer.Config{
+		Worker: name, Concurrency: 2, MaxAttempts: maxAttempts, RenderTimeout: renderTimeout,
+		AckWait: time.Second, HeartbeatInterval: 100 * time.Millisecond, StaleAfter: 500 * time.Millisecond,
+		PullWait: 300 * time.Millisecond, DrainTimeout: 2 * time.Second, OnRender: b.rendered,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := renderer.New(cfg, conn.Res, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(r.Stop)
+	return conn
+}
+
+func (b *testBundle) dispatcher(t *testing.T, name string, opts ...func(*dispatcher.Config)) {
+	t.Helper()
+	cfg := dispatcher.Config{
+		MaxAttempts: maxAttempts, RenderTimeout: renderTimeout, Grace: time.Second,
+		LiveHeartbeat: 500 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := dispatcher.New(cfg, b.env.Connect(t, name).Res, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, d.Start(context.Background()))
+	t.Cleanup(d.Stop)
+}
+
+func TestJobCommittedByACrashedGatewayRunsToSucceededOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// gateway.after-commit=exit: the record is committed, its work never
+	// published, the client never answered.
+	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "r-63", Pages: 63})
+	b.renderer(t, "renderer-a")
+	b.dispatcher(t, "dispatcher-a")
+
+	done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 60*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, 1, done.Attempt)
+	require.Equal(t, 1, b.rendersOf(rec.ID))
+	require.Equal(t, []string{rec.ID}, jobtest.Objects(t, b.conn.Res))
+	require.Equal(t, []string{rec.ID + ".queued.0", rec.ID + ".running.1", rec.ID + ".succeeded.1"},
+		jobtest.EventIDs(jobtest.Events(t, b.conn.Res, rec)))
+
+	// A late copy of the work (a relay replaying the change log after the
+	// de-duplication window) is dropped without a render.
+	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 99))
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, b.rendersOf(rec.ID))
+}
+
+func TestRendererKilledOnTheLastAttemptLeavesAFailedJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fp, err := failpoint.Parse("renderer.mid-render=exit")
+	require.NoError(t, err)
+	died := make(chan struct{})
+	var conn *jobtest.Conn
+	fp.Exit = func(int) {
+		conn.NC.Close()
+		close(died)
+		runtime.Goexit()
+	}
+	one := func(c *renderer.Config) { c.MaxAttempts = 1; c.Failpoints = fp; c.Concurrency = 1 }
+	conn = b.renderer(t, "renderer-a", one)
+	b.dispatcher(t, "dispatcher-a", func(c *dispatcher.Config) { c.MaxAttempts = 1 })
+	rec := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "killed", Pages: 40})
+	<-died
+
+	// Nothing will ever touch this job again but the dispatcher: the
+	// advisory of its exhausted work message, or the sweeper.
+	done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryWorkerLost, done.Error.Category)
+	require.Equal(t, 1, done.Attempt)
+	require.NotNil(t, done.FinishedAt)
+	require.Empty(t, jobtest.Objects(t, b.conn.Res))
+}
+
+func TestAFleetRendersEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.renderer(t, "renderer-a")
+	b.renderer(t, "renderer-b")
+	b.dispatcher(t, "dispatcher-a")
+	b.dispatcher(t, "dispatcher-b")
+	recs := make([]*job.Record, 100)
+	for i := range recs {
+		req := jobtest.Request{Key: jobtest.ID("fleet", i), Pages: 1 + i%5}
+		if i%2 == 0 {
+			recs[i] = b.env.Admit(t, b.conn.Res, req)
+		} else {
+			recs[i] = b.env.Commit(t, b.conn.Res, req) // left to the relay
+		}
+	}
+	for _, rec := range recs {
+		done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 120*time.Second)
+		require.Equal(t, job.StateSucceeded, done.State)
+		require.Equal(t, 1, b.rendersOf(rec.ID), rec.ID)
+	}
+	require.Len(t, jobtest.Objects(t, b.conn.Res), 100)
+	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 20*time.Second, 20*time.Millisecond)
+}
