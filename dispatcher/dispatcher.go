@@ -52,10 +52,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.cancel != nil {
 		return errors.New("dispatcher: already started")
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.cancel = cancel
 	// Ending the caller's context stops the dispatcher's loops as Stop does.
-	context.AfterFunc(ctx, cancel)
+	runCtx, cancel := context.WithCancel(ctx)
+	d.cancel = cancel
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){

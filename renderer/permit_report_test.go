@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/pdfcpu/pdfcpu/pkg/api"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
@@ -53,9 +56,34 @@ func BenchmarkPermitReport63(b *testing.B) { benchReport(b, 63) }
 
 func BenchmarkPermitReport2000(b *testing.B) { benchReport(b, 2000) }
 
+// benchReport renders a report per iteration and also reports the peak
+// live heap seen while rendering (sampled every millisecond: the memory a
+// renderer needs per concurrent render, garbage not yet collected
+// included) and the size of the file.
 func benchReport(b *testing.B, pages int) {
 	in := ReportInput{Tenant: "4", Requester: "reviewer-47", CaseID: 47, Revision: 29, Pages: pages}
 	b.ReportAllocs()
+	runtime.GC()
+	stop := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var max uint64
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > max {
+				max = v
+			}
+			select {
+			case <-stop:
+				peak <- max
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	var size int
 	for b.Loop() {
 		var buf bytes.Buffer
@@ -64,5 +92,7 @@ func benchReport(b *testing.B, pages int) {
 		}
 		size = buf.Len()
 	}
+	close(stop)
 	b.ReportMetric(float64(size), "bytes/report")
+	b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MiB")
 }
