@@ -85,6 +85,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		d.running.checked(key, now)
 		d.recoverSilent(ctx, key)
 	}
 	for _, key := range queued {
@@ -97,41 +98,70 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 }
 
 // recoverSilent handles a running job with no sign of life for longer than
-// the render budget plus grace: while attempts remain it is re-dispatched
-// (the silent attempt counts as worker_lost), after that it fails with the
-// last attempt's cause (worker_lost when that attempt's worker vanished).
+// the render budget plus grace. After its last attempt it fails with that
+// attempt's cause (worker_lost when the attempt's worker vanished). While
+// attempts remain it is re-dispatched (a silent attempt counts as
+// worker_lost), unless its work message is still in the queue and may yet
+// bring it back: not delivered yet (a backlog), or delivered and pending,
+// which is given one more period before a new message is published anyway.
 func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	now := d.cfg.Now().UTC()
-	rec, err := d.res.Jobs.Mutate(octx, key, func(n *job.Record) error {
-		if n.State != job.StateRunning || now.Sub(lastSign(n)) <= d.cfg.staleAfter() {
-			return errSkip
+	cur, err := d.res.Jobs.Get(octx, key)
+	if err != nil {
+		if !errors.Is(err, job.ErrNotFound) {
+			d.log.Warn("sweeper: could not read job", "key", key, "err", err)
 		}
-		if n.Attempt >= d.cfg.MaxAttempts {
-			f := job.FinalFailure(n, d.cfg.MaxAttempts)
-			if err := n.Transition(job.StateFailed, now); err != nil {
-				return err
-			}
-			n.Error = f
-			return nil
-		}
-		if n.Worker != "" {
-			n.Error = job.WorkerLost(n)
-		}
-		n.Worker = ""
-		n.RetryAt = &now
-		n.UpdatedAt = now
-		return nil
-	})
-	switch {
-	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound):
-		return
-	case err != nil:
-		d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
 		return
 	}
-	d.settled(octx, rec, "sweeper")
+	now := d.cfg.Now().UTC()
+	if cur.State != job.StateRunning || now.Sub(lastSign(cur)) <= d.cfg.staleAfter() {
+		return
+	}
+	var dead uint64
+	if cur.Attempt < d.cfg.MaxAttempts {
+		ws, err := wiring.PendingWork(octx, d.res.JS, cur.Tenant, cur.Requester, cur.ID)
+		if err != nil {
+			d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
+			return
+		}
+		switch {
+		case ws.Seq == 0:
+		case ws.Dead():
+			dead = ws.Seq
+		case !ws.Delivered || !d.running.suspect(key, ws.Seq):
+			return
+		}
+	}
+	next := cur.Clone()
+	if next.Attempt >= d.cfg.MaxAttempts {
+		f := job.FinalFailure(next, d.cfg.MaxAttempts)
+		if err := next.Transition(job.StateFailed, now); err != nil {
+			return
+		}
+		next.Error = f
+	} else {
+		if next.Worker != "" {
+			next.Error = job.WorkerLost(next)
+		}
+		next.Worker = ""
+		next.RetryAt = &now
+		next.UpdatedAt = now
+	}
+	// A compare-and-set against the version judged silent: if anything
+	// wrote the job meanwhile, this sweep leaves it.
+	if err := d.res.Jobs.Update(octx, next); err != nil {
+		if !errors.Is(err, wiring.ErrStale) {
+			d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
+		}
+		return
+	}
+	if dead != 0 {
+		if err := wiring.DeleteWork(octx, d.res.JS, dead); err != nil {
+			d.log.Warn("could not delete dead work message", "job_id", cur.ID, "err", err)
+		}
+	}
+	d.settled(octx, next, "sweeper")
 }
 
 // settled announces what a recovery did: a failed job's event, or a

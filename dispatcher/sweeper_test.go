@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/pkg/wiring"
 	"github.com/stretchr/testify/require"
 )
 
@@ -84,4 +85,23 @@ func TestSweeperTracksOnlyOpenJobsFromTheWatch(t *testing.T) {
 	// initial values.
 	late := b.start(t, "dispatcher-late", func(c *Config) { c.SweepInterval = time.Hour })
 	require.Equal(t, 1, late.running.len())
+}
+
+func TestSweeperLeavesASilentJobWhoseWorkWaitsInTheQueue(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t, func(c *Config) { c.SweepInterval = time.Hour })
+	old := time.Now().Add(-time.Hour).UTC()
+	rec := b.put(t, "backlogged-retry", func(r *job.Record) {
+		running(1, "", old)(r)
+		r.RetryAt = &old
+	})
+	// Its retry is in the queue behind a backlog: no renderer took it yet.
+	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+	require.Eventually(t, func() bool { return d.running.len() == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	d.sweep(context.Background())
+	after, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
+	require.NoError(t, err)
+	require.Equal(t, rec.Revision, after.Revision)
+	require.Equal(t, []string{rec.ID}, b.workIDs(t, rec), "no duplicate work")
 }

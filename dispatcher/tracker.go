@@ -47,16 +47,16 @@ func (t *tracker) forget(key string) {
 	t.mu.Unlock()
 }
 
-// due lists the running jobs silent since before staleBefore and the queued
-// jobs unchanged since before queuedBefore whose work message was not
-// looked up since then.
+// due lists the running jobs silent since before staleBefore and not
+// looked at since then, and the queued jobs unchanged since before
+// queuedBefore whose work message was not looked up since then.
 func (t *tracker) due(staleBefore, queuedBefore time.Time) (stale, queued []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, e := range t.jobs {
 		switch e.state {
 		case job.StateRunning:
-			if e.lastSign.Before(staleBefore) {
+			if e.lastSign.Before(staleBefore) && e.lastCheck.Before(staleBefore) {
 				stale = append(stale, k)
 			}
 		case job.StateQueued:
@@ -76,8 +76,9 @@ func (t *tracker) checked(key string, at time.Time) {
 	}
 }
 
-// suspect notes that the queued job's work message seq was delivered yet
-// not claimed, and reports whether the previous check noted the same.
+// suspect notes that the job's work message seq was delivered yet did not
+// bring the job forward, and reports whether the previous check (a period
+// ago) noted the same message.
 func (t *tracker) suspect(key string, seq uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
