@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runServe starts `jobgate serve` in-process and waits until it answers;
+// the returned stop function shuts it down and waits for it to exit.
+func runServe(t *testing.T, dataDir, addr string, extra ...string) (stop func(), out *syncBuffer) {
+	t.Helper()
+	out = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	m := &Main{Stdout: out, Stderr: out, Getenv: func(string) string { return "" }}
+	args := append([]string{"serve", "--data-dir", dataDir, "--http-addr", addr}, extra...)
+	go func() { done <- m.Run(ctx, args) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v\n%s", err, out.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "serve not ready: %s", out.String())
+		time.Sleep(20 * time.Millisecond)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("serve did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop, out
+}
+
+func mintToken(t *testing.T, dataDir, tenant, subject string) string {
+	t.Helper()
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	require.NoError(t, m.Run(context.Background(), []string{"token", "--data-dir", dataDir, "--tenant", tenant, "--subject", subject}))
+	return strings.TrimSpace(out.String())
+}
+
+func postJob(t *testing.T, addr, token, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	return resp.StatusCode, m
+}
+
+func TestServeKeepsKeysAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	stop, out := runServe(t, dir, addr)
+	require.Contains(t, out.String(), "jobgate is serving")
+	require.Contains(t, out.String(), dir, "the banner says where the data lives")
+
+	tok := mintToken(t, dir, "4", "reviewer-47")
+	body := `{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":63}}`
+	status, first := postJob(t, addr, tok, "key-s3cr3t-0815", body)
+	require.Equal(t, http.StatusAccepted, status, "%v", first)
+	stop()
+
+	runServe(t, dir, addr)
+	status, again := postJob(t, addr, tok, "key-s3cr3t-0815", body)
+	require.Equal(t, http.StatusOK, status, "%v", again)
+	require.Equal(t, first["id"], again["id"], "the same key maps to the same job after a restart")
+	status, conflict := postJob(t, addr, tok, "key-s3cr3t-0815", strings.Replace(body, "29", "30", 1))
+	require.Equal(t, http.StatusConflict, status, "%v", conflict)
+	require.NotContains(t, out.String(), "key-s3cr3t-0815", "raw idempotency keys never reach the logs")
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
+	err := m.Run(context.Background(), []string{"frobnicate"})
+	require.Error(t, err)
+	require.Equal(t, 2, ExitCode(err))
+	err = m.Run(context.Background(), []string{"token", "--tenant", "4"})
+	require.Equal(t, 2, ExitCode(err), fmt.Sprint(err))
+	err = m.Run(context.Background(), []string{"serve", "--job-ttl", "soon"})
+	require.Equal(t, 2, ExitCode(err), fmt.Sprint(err))
+}
