@@ -119,20 +119,50 @@ func (r *Renderer) attempt(ctx context.Context, l *lease) error {
 		Description: fmt.Sprintf("permit report, case %d, revision %d", in.CaseID, in.Revision),
 		Headers:     nats.Header{"Content-Type": []string{ContentTypePDF}},
 	}
-	if _, err := r.res.Results.Put(ctx, meta, bytes.NewReader(data)); err != nil {
+	// The result is rendered and in memory: while JetStream is unavailable
+	// (a cluster node lost, a stream electing its leader) storing it and
+	// finishing the job are retried within the attempt's budget instead of
+	// failing the attempt, which would render the job again.
+	err = untilAvailable(ctx, func(ctx context.Context) error {
+		_, err := r.res.Results.Put(ctx, meta, bytes.NewReader(data))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store result of %s: %w", rec.ID, err)
 	}
 	now := r.cfg.Now().UTC()
-	return l.update(ctx, func(n *job.Record) error {
-		if err := n.Transition(job.StateSucceeded, now); err != nil {
+	return untilAvailable(ctx, func(ctx context.Context) error {
+		return l.update(ctx, func(n *job.Record) error {
+			if err := n.Transition(job.StateSucceeded, now); err != nil {
+				return err
+			}
+			n.Output = &job.Output{Object: rec.ID, ContentType: ContentTypePDF, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+			n.Progress = &job.Progress{Done: in.Pages, Total: in.Pages, Unit: "pages"}
+			n.Error = nil
+			n.HeartbeatAt = &now
+			return nil
+		})
+	})
+}
+
+// untilAvailable runs op, each try bounded by opTimeout, and again while
+// its error says JetStream was unavailable, until ctx ends.
+func untilAvailable(ctx context.Context, op func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for {
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := op(octx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(wiring.Unavailable(err) || errors.Is(err, job.ErrUnavailable)) {
 			return err
 		}
-		n.Output = &job.Output{Object: rec.ID, ContentType: ContentTypePDF, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
-		n.Progress = &job.Progress{Done: in.Pages, Total: in.Pages, Unit: "pages"}
-		n.Error = nil
-		n.HeartbeatAt = &now
-		return nil
-	})
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // safeRender renders, turning a panic of the PDF library into a permanent

@@ -71,7 +71,13 @@ func (l *lease) update(ctx context.Context, fn func(r *job.Record) error) error 
 		if err := fn(next); err != nil {
 			return err
 		}
-		err := l.r.res.Jobs.Update(ctx, next)
+		// Each write has its own short deadline, not just the attempt's: a
+		// write lost with a cluster node is never answered, and waiting for
+		// it would hold l.mu and so stop the heartbeats and InProgress of
+		// keepAlive until another renderer takes the job as abandoned.
+		wctx, cancel := context.WithTimeout(ctx, l.writeTimeout())
+		err := l.r.res.Jobs.Update(wctx, next)
+		cancel()
 		if err == nil {
 			l.rec = next
 			l.lastWrite = l.r.cfg.Now()
@@ -80,7 +86,9 @@ func (l *lease) update(ctx context.Context, fn func(r *job.Record) error) error 
 		if !errors.Is(err, wiring.ErrStale) {
 			return err
 		}
-		cur, gerr := l.r.res.Jobs.Get(ctx, l.rec.Key())
+		gctx, cancel := context.WithTimeout(ctx, l.writeTimeout())
+		cur, gerr := l.r.res.Jobs.Get(gctx, l.rec.Key())
+		cancel()
 		if gerr != nil {
 			if errors.Is(gerr, job.ErrNotFound) {
 				l.lost = l.rec.Clone()
@@ -95,6 +103,12 @@ func (l *lease) update(ctx context.Context, fn func(r *job.Record) error) error 
 		l.rec = cur
 	}
 	return fmt.Errorf("job %s: %w", l.rec.ID, wiring.ErrStale)
+}
+
+// writeTimeout bounds one record write of the attempt: a heartbeat
+// interval, at most opTimeout.
+func (l *lease) writeTimeout() time.Duration {
+	return min(l.r.cfg.HeartbeatInterval, opTimeout)
 }
 
 // progress is the render's per-page callback. It writes a checkpoint (done
