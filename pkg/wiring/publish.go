@@ -3,8 +3,10 @@ package wiring
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
@@ -26,7 +28,7 @@ func WorkMsgID(id string, generation int) string {
 func PublishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int) error {
 	msg := &nats.Msg{Subject: WorkSubject(r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, WorkMsgID(r.ID, generation))
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	if err := publishOnce(ctx, js, msg); err != nil {
 		return fmt.Errorf("publish work %s: %w", r.ID, mapErr(err))
 	}
 	return nil
@@ -46,8 +48,36 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) er
 	}
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	if err := publishOnce(ctx, js, msg); err != nil {
 		return fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
 	}
 	return nil
+}
+
+// errCodeMsgIDInProcess: a replicated stream is still storing another
+// publish with the same Nats-Msg-Id (server 2.12+, code 10158).
+const errCodeMsgIDInProcess = 10158
+
+// publishOnce publishes a de-duplicated message. On a replicated stream two
+// publishes of one message id at the same moment (the gateway and the relay
+// publishing the same work; a renderer and the relay the same event) make
+// the second answer "duplicate message id is in process" instead of a
+// duplicate ack. That settles within a replication round: ask again until
+// the stream answers with the stored message (a duplicate ack) or, if the
+// first publish failed after all, stores this one.
+func publishOnce(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) error {
+	wait := 10 * time.Millisecond
+	for {
+		_, err := js.PublishMsg(ctx, msg)
+		var api *jetstream.APIError
+		if err == nil || !errors.As(err, &api) || api.ErrorCode != errCodeMsgIDInProcess {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
