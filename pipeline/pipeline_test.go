@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -21,25 +22,31 @@ type testBundle struct {
 	env     *jobtest.Env
 	conn    *jobtest.Conn
 	mu      sync.Mutex
-	renders map[string]int
+	renders map[string][]string // job id → "attempt@worker" of every render started
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	env := jobtest.Start(t)
-	return &testBundle{env: env, conn: env.Connect(t, "test"), renders: map[string]int{}}
+	return &testBundle{env: env, conn: env.Connect(t, "test"), renders: map[string][]string{}}
 }
 
 func (b *testBundle) rendered(r *job.Record) {
 	b.mu.Lock()
-	b.renders[r.ID]++
+	b.renders[r.ID] = append(b.renders[r.ID], fmt.Sprintf("%d@%s", r.Attempt, r.Worker))
 	b.mu.Unlock()
 }
 
 func (b *testBundle) rendersOf(id string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.renders[id]
+	return len(b.renders[id])
+}
+
+func (b *testBundle) rendersLog(id string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.renders[id]...)
 }
 
 // Both sides agree on attempts and the render budget, as one deployment's
@@ -137,8 +144,13 @@ func TestRendererKilledOnTheLastAttemptLeavesAFailedJob(t *testing.T) {
 func TestAFleetRendersEveryJobOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.renderer(t, "renderer-a")
-	b.renderer(t, "renderer-b")
+	// Failure detection with room for the race detector on two busy cores:
+	// a renderer starved of CPU for a second must not look dead.
+	patient := func(c *renderer.Config) {
+		c.AckWait, c.HeartbeatInterval, c.StaleAfter = 5*time.Second, 500*time.Millisecond, 2500*time.Millisecond
+	}
+	b.renderer(t, "renderer-a", patient)
+	b.renderer(t, "renderer-b", patient)
 	b.dispatcher(t, "dispatcher-a")
 	b.dispatcher(t, "dispatcher-b")
 	recs := make([]*job.Record, 100)
@@ -153,7 +165,7 @@ func TestAFleetRendersEveryJobOnce(t *testing.T) {
 	for _, rec := range recs {
 		done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 120*time.Second)
 		require.Equal(t, job.StateSucceeded, done.State)
-		require.Equal(t, 1, b.rendersOf(rec.ID), rec.ID)
+		require.Equal(t, 1, b.rendersOf(rec.ID), "job %s renders %v, error of the last attempt %+v", rec.ID, b.rendersLog(rec.ID), done.Error)
 	}
 	require.Len(t, jobtest.Objects(t, b.conn.Res), 100)
 	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 20*time.Second, 20*time.Millisecond)
