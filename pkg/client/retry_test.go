@@ -191,3 +191,25 @@ func TestRetryRespectsContext(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrNotConfirmed)
 	require.Len(t, cs.at, 2)
 }
+
+// An attempt that gets no answer in time is abandoned and retried with the
+// same key and body.
+func TestAttemptTimeoutRetriesWithSameKey(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	cs, c, _ := fakeSetup(t, func(n int, w http.ResponseWriter) bool {
+		if n == 1 {
+			<-release // a server that never answers this attempt
+			return true
+		}
+		return false
+	}, client.RetryPolicy{AttemptTimeout: 200 * time.Millisecond, Rand: func() float64 { return 0 }})
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for handlers
+	sub, err := c.Submit(context.Background(), "permit_report", permit)
+	require.NoError(t, err)
+	require.Equal(t, 2, sub.Attempts)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	require.Equal(t, cs.keys[0], cs.keys[1])
+	require.Equal(t, cs.bodies[0], cs.bodies[1])
+}

@@ -150,6 +150,41 @@ func TestWaitFallsBackToPolling(t *testing.T) {
 	}
 }
 
+// Reads carry the stored version's ETag; an unchanged job answers 304.
+func TestGetIfChanged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := newClient(t, b.URL, b.Token)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := c.Submit(ctx, "permit_report", permit)
+	require.NoError(t, err)
+	s, err := c.GetIfChanged(ctx, sub.Job.ID, "", 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, s.ETag)
+	require.Positive(t, s.RetryAfter)
+	same, err := c.GetIfChanged(ctx, sub.Job.ID, s.ETag, 0)
+	require.NoError(t, err)
+	require.True(t, same.NotModified)
+	require.Nil(t, same.Job)
+
+	// A long-poll answers as soon as the job changes.
+	changed := make(chan *client.Snapshot, 1)
+	go func() {
+		s, err := c.GetIfChanged(ctx, sub.Job.ID, s.ETag, 20*time.Second)
+		require.NoError(t, err)
+		changed <- s
+	}()
+	b.mutate(t, sub.Job.ID, func(r *job.Record) error { return r.Transition(job.StateRunning, time.Now()) })
+	select {
+	case got := <-changed:
+		require.False(t, got.NotModified)
+		require.Equal(t, job.StateRunning, got.Job.State)
+	case <-time.After(25 * time.Second):
+		t.Fatal("long-poll did not return")
+	}
+}
+
 func TestWaitUnknownJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
