@@ -43,7 +43,10 @@ func printJSON(w io.Writer, v any) error {
 // printJob writes the human view of a job.
 func printJob(w io.Writer, r *job.Resource) {
 	line := func(k, format string, a ...any) {
-		fmt.Fprintf(w, "%-10s "+format+"\n", append([]any{k + ":"}, a...)...)
+		if k != "" {
+			k += ":"
+		}
+		fmt.Fprintf(w, "%-10s "+format+"\n", append([]any{k}, a...)...)
 	}
 	line("id", "%s", r.ID)
 	line("type", "%s %s", r.Type, r.Params)
@@ -74,7 +77,7 @@ func printJob(w io.Writer, r *job.Resource) {
 	}
 	if res := r.Result; res != nil {
 		line("result", "%s, %d bytes, sha256 %s", res.ContentType, res.Size, res.SHA256)
-		line("", "jobgate fetch %s --out %s.pdf", r.ID, r.ID)
+		line("", "jobgate fetch %s", r.ID)
 	}
 }
 
