@@ -183,11 +183,18 @@ func (r *Renderer) conclude(ctx context.Context, msg jetstream.Msg, md *jetstrea
 	switch {
 	case errors.Is(err, errLost):
 		lost := l.lostTo()
-		r.log.Info("job no longer ours, stopping", "job_id", rec.ID, "state", lost.State, "attempt", lost.Attempt)
-		if lost.State == job.StateCanceled || lost.State == job.StateFailed {
-			r.deleteResult(ctx, rec.ID)
+		if lost == nil || lost.State.Terminal() {
+			if lost != nil && (lost.State == job.StateCanceled || lost.State == job.StateFailed) {
+				// A result this attempt stored belongs to no one.
+				r.deleteResult(ctx, rec.ID)
+			}
+			r.log.Info("job ended elsewhere, stopping", "job_id", rec.ID, "attempt", rec.Attempt)
+			_ = msg.Ack()
+			return
 		}
-		_ = msg.Ack()
+		// Another renderer took the job over, perhaps through this very
+		// message: leave it unacknowledged, so it stays that renderer's.
+		r.log.Info("job taken over, stopping", "job_id", rec.ID, "attempt", rec.Attempt, "by", lost.Worker)
 	case errors.Is(err, errShutdown):
 		now := r.cfg.Now().UTC()
 		err := l.update(ctx, func(n *job.Record) error {
