@@ -159,3 +159,30 @@ func TestTwoRenderersRenderTwoHundredJobsOnceEach(t *testing.T) {
 	require.Len(t, workers, 2, "both renderers took work: %v", workers)
 	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
 }
+
+func TestARendererWhoseJobWasTakenOverStopsAndLeavesItAlone(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, quickTakeover, func(c *Config) { c.CheckpointPercent = 1 })
+	rec := b.admit(t, "taken-over", 400)
+	jobtest.WaitFor(t, b.conn.Res, rec.Key(), 30*time.Second, func(r *job.Record) bool {
+		return r.State == job.StateRunning && r.Progress.Done > 0
+	})
+	// Another renderer claimed the job meanwhile (it judged this one gone)
+	// and then vanished itself.
+	now := time.Now().UTC()
+	ghost, err := b.conn.Res.Jobs.Mutate(context.Background(), rec.Key(), func(r *job.Record) error {
+		r.Attempt, r.Worker, r.HeartbeatAt = 2, "renderer-ghost", &now
+		return nil
+	})
+	require.NoError(t, err)
+
+	// The first renderer stops at its next checkpoint without writing the
+	// job; the work message it left unacknowledged comes back and the
+	// ghost's attempt is taken over in turn.
+	done := b.terminal(t, rec, 60*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, 3, done.Attempt)
+	require.Equal(t, []int{1, 3}, b.renders.of(rec.ID))
+	require.Equal(t, []string{rec.ID}, jobtest.Objects(t, b.conn.Res))
+	require.Greater(t, done.Revision, ghost.Revision)
+}
