@@ -181,13 +181,11 @@ func (l *lease) keepAlive(ctx context.Context) {
 			continue
 		}
 		now := l.r.cfg.Now().UTC()
-		hctx, cancel := context.WithTimeout(ctx, l.r.cfg.HeartbeatInterval)
-		err := l.update(hctx, func(r *job.Record) error {
+		err := l.update(ctx, func(r *job.Record) error {
 			r.HeartbeatAt = &now
 			r.UpdatedAt = now
 			return nil
 		})
-		cancel()
 		if err != nil && !errors.Is(err, errLost) && ctx.Err() == nil {
 			l.r.log.Warn("heartbeat not written", "job_id", l.id, "err", err)
 		}
