@@ -7,47 +7,51 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// changeFeed fans the job record change log out to waiting requests: one
-// NATS subscription per gateway process, however many long-polls and SSE
-// streams are open. It subscribes while anyone waits and lets go of the
-// subscription after a quiet period, so a gateway nobody watches receives no
-// change traffic.
+// changeFeed fans job record changes out to waiting requests: one KV watch
+// (a single ordered consumer) per gateway process, however many long-polls
+// and SSE streams are open. It watches while anyone waits and lets go after
+// a quiet period, so a gateway nobody watches receives no change traffic.
+//
+// It follows the stream, not the publish subject: a change arrives only once
+// JetStream has stored it, and it carries the stored record and revision, so
+// a waiter never re-reads an older record than the one it was woken for.
 type changeFeed struct {
-	nc      *nats.Conn
+	kv      jetstream.KeyValue
 	linger  time.Duration
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	waiters map[string]map[chan *job.Record]struct{}
 	count   int
-	sub     *nats.Subscription
+	watcher jetstream.KeyWatcher
+	stopW   context.CancelFunc // ends the watch's subscription
 	idle    *time.Timer
 }
 
-func newChangeFeed(nc *nats.Conn) *changeFeed {
-	return &changeFeed{nc: nc, linger: 30 * time.Second, waiters: make(map[string]map[chan struct{}]struct{})}
+func newChangeFeed(kv jetstream.KeyValue) *changeFeed {
+	return &changeFeed{kv: kv, linger: 30 * time.Second, waiters: make(map[string]map[chan *job.Record]struct{})}
 }
 
-// watch registers interest in one record key. The returned channel receives
-// a signal (coalesced) after each change; the caller must re-read the record.
-// The subscription is confirmed by the server before watch returns, so a
-// read made after watch cannot miss a change.
-func (f *changeFeed) watch(key string) (chan struct{}, error) {
-	ch := make(chan struct{}, 1)
+// watch registers interest in one record key. The channel holds the newest
+// stored record after a change (older undelivered ones are replaced). The
+// watch is in place when watch returns, so a read made afterwards cannot
+// miss a change.
+func (f *changeFeed) watch(key string) (chan *job.Record, error) {
+	ch := make(chan *job.Record, 1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.sub == nil {
-		sub, err := f.nc.Subscribe(wiring.JobChanges, f.deliver)
+	if f.watcher == nil {
+		// The context lives as long as the watch: its subscription ends
+		// with it.
+		ctx, cancel := context.WithCancel(context.Background())
+		w, err := f.kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 		if err != nil {
+			cancel()
 			return nil, err
 		}
-		if err := f.nc.FlushTimeout(5 * time.Second); err != nil {
-			_ = sub.Unsubscribe()
-			return nil, err
-		}
-		f.sub = sub
+		f.watcher, f.stopW = w, cancel
+		go f.run(w)
 	}
 	if f.idle != nil {
 		f.idle.Stop()
@@ -55,7 +59,7 @@ func (f *changeFeed) watch(key string) (chan struct{}, error) {
 	}
 	set := f.waiters[key]
 	if set == nil {
-		set = make(map[chan struct{}]struct{})
+		set = make(map[chan *job.Record]struct{})
 		f.waiters[key] = set
 	}
 	set[ch] = struct{}{}
@@ -63,7 +67,7 @@ func (f *changeFeed) watch(key string) (chan struct{}, error) {
 	return ch, nil
 }
 
-func (f *changeFeed) unwatch(key string, ch chan struct{}) {
+func (f *changeFeed) unwatch(key string, ch chan *job.Record) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	set := f.waiters[key]
@@ -75,19 +79,18 @@ func (f *changeFeed) unwatch(key string, ch chan struct{}) {
 		delete(f.waiters, key)
 	}
 	f.count--
-	if f.count == 0 && f.sub != nil && f.idle == nil {
+	if f.count == 0 && f.watcher != nil && f.idle == nil {
 		f.idle = time.AfterFunc(f.linger, f.release)
 	}
 }
 
-// release drops the subscription if nobody started watching meanwhile.
+// release stops the watch if nobody started watching meanwhile.
 func (f *changeFeed) release() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.idle = nil
-	if f.count == 0 && f.sub != nil {
-		_ = f.sub.Unsubscribe()
-		f.sub = nil
+	if f.count == 0 && f.watcher != nil {
+		f.stopWatch()
 	}
 }
 
@@ -98,16 +101,27 @@ func (f *changeFeed) watchers() int {
 	return f.count
 }
 
-func (f *changeFeed) deliver(m *nats.Msg) {
-	key := wiring.JobChangeKey(m.Subject)
-	f.mu.Lock()
-	for ch := range f.waiters[key] {
-		select {
-		case ch <- struct{}{}:
-		default: // a signal is already pending; the reader re-reads anyway
+// run hands each stored change to the waiters of its key until w stops.
+func (f *changeFeed) run(w jetstream.KeyWatcher) {
+	for e := range w.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue
 		}
+		f.mu.Lock()
+		set := f.waiters[e.Key()]
+		if len(set) > 0 {
+			if rec, err := job.UnmarshalRecord(e.Value(), e.Revision()); err == nil {
+				for ch := range set {
+					select { // keep only the newest: drop an undelivered older one
+					case <-ch:
+					default:
+					}
+					ch <- rec
+				}
+			}
+		}
+		f.mu.Unlock()
 	}
-	f.mu.Unlock()
 }
 
 func (f *changeFeed) close() {
@@ -116,13 +130,18 @@ func (f *changeFeed) close() {
 	if f.idle != nil {
 		f.idle.Stop()
 	}
-	if f.sub != nil {
-		_ = f.sub.Unsubscribe()
-		f.sub = nil
+	if f.watcher != nil {
+		f.stopWatch()
 	}
 }
 
-// waitForChange blocks until the job's record differs from rec, wait
+func (f *changeFeed) stopWatch() {
+	_ = f.watcher.Stop()
+	f.stopW()
+	f.watcher, f.stopW = nil, nil
+}
+
+// waitForChange blocks until the job's record is newer than rec, wait
 // passes, or the gateway stops; it returns the record as it then is.
 func (g *Gateway) waitForChange(ctx context.Context, rec *job.Record, wait time.Duration) (*job.Record, error) {
 	ch, err := g.changes.watch(rec.Key())
@@ -132,30 +151,31 @@ func (g *Gateway) waitForChange(ctx context.Context, rec *job.Record, wait time.
 	defer g.changes.unwatch(rec.Key(), ch)
 	g.cfg.Metrics.LongPoll(1)
 	defer g.cfg.Metrics.LongPoll(-1)
+	// Re-read after registering: a change between the caller's read and the
+	// registration is seen here.
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	latest, err := g.res.Jobs.Get(rctx, rec.Key())
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if latest.Revision > rec.Revision {
+		return latest, nil
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	cur := rec
 	for {
-		// Re-read after registering: a change between the caller's read and
-		// the registration is seen here.
-		rctx, cancel := context.WithTimeout(ctx, readTimeout)
-		latest, err := g.res.Jobs.Get(rctx, rec.Key())
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if latest.Revision != rec.Revision {
-			return latest, nil
-		}
-		cur = latest
 		select {
-		case <-ch:
+		case next := <-ch:
+			if next.Revision > rec.Revision {
+				return next, nil
+			}
 		case <-timer.C:
-			return cur, nil
+			return latest, nil
 		case <-ctx.Done():
-			return cur, nil
+			return latest, nil
 		case <-g.stopped:
-			return cur, nil
+			return latest, nil
 		}
 	}
 }

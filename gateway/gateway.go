@@ -51,7 +51,7 @@ func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Gateway, error) 
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
 		stopped:  make(chan struct{}),
-		changes:  newChangeFeed(res.JS.Conn()),
+		changes:  newChangeFeed(res.Jobs.KV()),
 	}
 	g.app = fiber.New(fiber.Config{
 		AppName: "jobgate",

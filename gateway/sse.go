@@ -51,19 +51,19 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 
 // streamJob writes events until the job is terminal, the client goes away
 // (a write fails) or the gateway stops.
-func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan struct{}, lastSent uint64) {
+func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan *job.Record, lastSent uint64) {
 	beat := time.NewTicker(sseHeartbeat)
 	defer beat.Stop()
+	// Read after the watch was registered, so no change is missed.
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	rec, err := g.res.Jobs.Get(ctx, key)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(w, "event: error\ndata: {\"detail\":%q}\n\n", "job no longer readable")
+		_ = w.Flush()
+		return
+	}
 	for {
-		// Read after the watch was registered, so no change is missed.
-		ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-		rec, err := g.res.Jobs.Get(ctx, key)
-		cancel()
-		if err != nil {
-			fmt.Fprintf(w, "event: error\ndata: {\"detail\":%q}\n\n", "job no longer readable")
-			_ = w.Flush()
-			return
-		}
 		if rec.Revision > lastSent {
 			body, err := jsonMarshal(g.resource(rec))
 			if err != nil {
@@ -78,9 +78,8 @@ func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan struct{}, lastS
 		if rec.State.Terminal() {
 			return
 		}
-	wait:
 		select {
-		case <-ch:
+		case rec = <-ch:
 		case <-beat.C:
 			if _, err := w.WriteString(": keep-alive\n\n"); err != nil {
 				return
@@ -88,7 +87,6 @@ func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan struct{}, lastS
 			if err := w.Flush(); err != nil {
 				return
 			}
-			goto wait
 		case <-g.stopped:
 			return
 		}

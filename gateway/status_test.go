@@ -375,3 +375,44 @@ func TestHealthAndOpenAPI(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, b.do(t, http.MethodGet, "/readyz", "", "").status)
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", "", "").status)
 }
+
+// Changes that follow each other closely must all reach a stream, the last
+// one above all: a stream that misses the terminal change never ends.
+func TestSSEDoesNotMissTheLastOfQuickChanges(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t)
+	tok := b.token(t, "4", "reviewer-47", false)
+	for i := range 20 {
+		id := b.submit(t, tok, fmt.Sprintf("k%d", i), permit).job(t).ID
+		req, err := http.NewRequest(http.MethodGet, b.url+"/v1/jobs/"+id+"/events", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := b.http.Do(req.WithContext(ctx))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return g.changes.watchers() == 1 }, 5*time.Second, time.Millisecond)
+		b.advance(t, "4", "reviewer-47", id, func(r *job.Record) error {
+			r.Attempt = 1
+			return r.Transition(job.StateRunning, time.Now())
+		})
+		for p := 1; p <= 5; p++ {
+			b.advance(t, "4", "reviewer-47", id, func(r *job.Record) error {
+				r.Progress = &job.Progress{Done: p, Total: 5, Unit: "pages"}
+				return nil
+			})
+		}
+		b.succeed(t, "4", "reviewer-47", id, []byte("%PDF-1.4"))
+		var last string
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				last = sc.Text()
+			}
+		}
+		resp.Body.Close()
+		cancel()
+		require.Contains(t, last, `"state":"succeeded"`, "job %d: the stream ended with its terminal event", i)
+		require.Eventually(t, func() bool { return g.changes.watchers() == 0 }, 5*time.Second, time.Millisecond)
+	}
+}
