@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/pkg/metrics"
 	"time"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// RelayBatch is how many record changes the relay fetches at once.
 	// Default 100.
 	RelayBatch int
+	// Metrics records relay, sweeper and open-job figures; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

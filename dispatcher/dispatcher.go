@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"log/slog"
 	"sync"
 	"time"
@@ -20,7 +21,8 @@ type Dispatcher struct {
 	res *wiring.Resources
 	log *slog.Logger
 
-	running *tracker
+	running   *tracker
+	relayCons jetstream.Consumer // for the relay backlog gauge
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc

@@ -29,6 +29,7 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	d.relayCons = cons
 	d.spawn(func() {
 		for {
 			msg, err := it.Next()
@@ -74,11 +75,13 @@ func (d *Dispatcher) relay(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.NakWithDelay(relayRetry)
 			return
 		}
+		d.cfg.Metrics.Relayed("work")
 	}
 	if err := wiring.PublishEvent(octx, d.res.JS, rec); err != nil {
 		d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
 		_ = msg.NakWithDelay(relayRetry)
 		return
 	}
+	d.cfg.Metrics.Relayed("event")
 	_ = msg.Ack()
 }

@@ -80,6 +80,7 @@ func (d *Dispatcher) watch(ctx context.Context, w jetstream.KeyWatcher, ready ch
 // queued jobs that waited long.
 func (d *Dispatcher) sweep(ctx context.Context) {
 	now := d.cfg.Now()
+	d.observeGauges(ctx)
 	stale, queued := d.running.due(now.Add(-d.cfg.staleAfter()), now.Add(-d.cfg.QueuedCheckAfter))
 	for _, key := range stale {
 		if ctx.Err() != nil {
@@ -170,6 +171,7 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 // it, and equal for every dispatcher that could race to publish it.
 func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 	if rec.State == job.StateFailed {
+		d.cfg.Metrics.StalledJob("failed")
 		d.log.Info("job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
 		if err := wiring.PublishEvent(ctx, d.res.JS, rec); err != nil {
 			d.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
@@ -182,6 +184,7 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 		d.log.Warn("re-dispatch not published", "by", by, "job_id", rec.ID, "err", err)
 		return
 	}
+	d.cfg.Metrics.StalledJob("redispatched")
 	d.log.Info("job re-dispatched", "by", by, "job_id", rec.ID, "attempts_used", rec.Attempt)
 }
 

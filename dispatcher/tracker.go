@@ -109,3 +109,14 @@ func lastSign(r *job.Record) time.Time {
 	}
 	return s
 }
+
+// counts returns how many open jobs are in each state.
+func (t *tracker) counts() map[job.State]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[job.State]int{job.StateQueued: 0, job.StateRunning: 0}
+	for _, e := range t.jobs {
+		out[e.state]++
+	}
+	return out
+}

@@ -86,9 +86,11 @@ func (r *Renderer) run(msg jetstream.Msg, md *jetstream.MsgMetadata, rec *job.Re
 	if r.cfg.OnRender != nil {
 		r.cfg.OnRender(rec.Clone())
 	}
+	started := time.Now()
 	err := r.attempt(actx, l)
 	stopKeeper()
 	if err == nil {
+		r.cfg.Metrics.Render("succeeded", time.Since(started))
 		_ = msg.Ack()
 		done := l.record()
 		r.publishEvent(done)
@@ -97,7 +99,23 @@ func (r *Renderer) run(msg jetstream.Msg, md *jetstream.MsgMetadata, rec *job.Re
 	}
 	ctx, cancelOp := context.WithTimeout(context.WithoutCancel(r.hardCtx), opTimeout)
 	defer cancelOp()
-	r.conclude(ctx, msg, md, l, r.classify(err, actx, r.hardCtx))
+	cerr := r.classify(err, actx, r.hardCtx)
+	r.cfg.Metrics.Render(r.outcome(cerr, l.record()), time.Since(started))
+	r.conclude(ctx, msg, md, l, cerr)
+}
+
+// outcome names how an attempt without a result ended, for metrics.
+func (r *Renderer) outcome(err error, rec *job.Record) string {
+	var f *failure
+	switch {
+	case errors.Is(err, errLost):
+		return "lost"
+	case errors.Is(err, errShutdown):
+		return "given_back"
+	case errors.As(err, &f) && f.retryable && rec.Attempt < r.cfg.MaxAttempts:
+		return "retry"
+	}
+	return "failed"
 }
 
 // attempt renders the job, stores the result object under the job id and

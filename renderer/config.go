@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobgate/jobgate/pkg/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/metrics"
 )
 
 // Config tunes a renderer. Zero fields take the documented defaults.
@@ -55,6 +56,8 @@ type Config struct {
 	// OnRender, if set, is called when an attempt starts rendering, with the
 	// claimed record (tests count renders with it).
 	OnRender func(r *job.Record)
+	// Metrics records render attempts and durations; nil records nothing.
+	Metrics *metrics.Metrics
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

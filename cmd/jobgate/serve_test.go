@@ -115,3 +115,53 @@ func TestUsageErrors(t *testing.T) {
 	err = m.Run(context.Background(), []string{"serve", "--job-ttl", "soon"})
 	require.Equal(t, 2, ExitCode(err), fmt.Sprint(err))
 }
+
+func TestServeExportsMetricsOfEveryComponent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	runServe(t, dir, addr)
+	tok := mintToken(t, dir, "4", "reviewer-47")
+	status, j := postJob(t, addr, tok, "m-1", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":2}}`)
+	require.Equal(t, http.StatusAccepted, status)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/jobs/"+j["id"].(string), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var got map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+		resp.Body.Close()
+		if got["state"] == "succeeded" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "job did not succeed: %v", got)
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := []string{
+		`jobgate_admissions_total{outcome="new"} 1`,
+		`jobgate_render_attempts_total{outcome="succeeded"} 1`,
+		`jobgate_render_duration_seconds_count{outcome="succeeded"} 1`,
+		`jobgate_relay_published_total{kind="event"}`,
+		`jobgate_deliveries_total{channel="webhook",outcome="delivered"} 0`,
+		`jobgate_sse_connections 0`,
+		`go_goroutines`,
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				t.Logf("missing %s", w)
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 100*time.Millisecond)
+}

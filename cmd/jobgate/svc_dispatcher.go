@@ -8,5 +8,6 @@ func newDispatcher(rt *runtime) (service, error) {
 	return dispatcher.New(dispatcher.Config{
 		MaxAttempts:   rt.cfg.MaxAttempts,
 		RenderTimeout: rt.cfg.RenderTimeout,
+		Metrics:       rt.metrics,
 	}, rt.res, rt.log.With("service", "dispatcher"))
 }

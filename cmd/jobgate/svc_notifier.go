@@ -6,6 +6,7 @@ import (
 
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/metrics"
 )
 
 // newNotifier builds the notifier from the runtime's settings. Without an
@@ -37,5 +38,19 @@ func newNotifier(rt *runtime) (service, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt.metrics.ObserveDeliveries(func() []metrics.Delivery {
+		s := n.Stats()
+		return []metrics.Delivery{
+			{Channel: "webhook", Outcome: "delivered", Count: float64(s.WebhooksDelivered)},
+			{Channel: "webhook", Outcome: "retry", Count: float64(s.WebhookRetries)},
+			{Channel: "webhook", Outcome: "failed", Count: float64(s.WebhooksFailed)},
+			{Channel: "webhook", Outcome: "refused", Count: float64(s.WebhooksRefused)},
+			{Channel: "mail", Outcome: "sent", Count: float64(s.MailsSent)},
+			{Channel: "mail", Outcome: "duplicate", Count: float64(s.MailsDuplicate)},
+			{Channel: "mail", Outcome: "retry", Count: float64(s.MailRetries)},
+			{Channel: "mail", Outcome: "failed", Count: float64(s.MailsFailed)},
+			{Channel: "mail", Outcome: "uncertain", Count: float64(s.MailsUncertain)},
+		}
+	})
 	return n, nil
 }

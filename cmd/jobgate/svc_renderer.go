@@ -11,5 +11,6 @@ func newRenderer(rt *runtime) (service, error) {
 		RenderTimeout:  rt.cfg.RenderTimeout,
 		MaxOutputBytes: rt.cfg.Renderer.MaxOutputBytes,
 		Failpoints:     rt.fp,
+		Metrics:        rt.metrics,
 	}, rt.res, rt.log.With("service", "renderer"))
 }

@@ -23,7 +23,6 @@ type Metrics struct {
 	Stalled           *prometheus.CounterVec   // outcome: redispatched, failed
 	RenderDuration    *prometheus.HistogramVec // outcome
 	RenderAttempts    *prometheus.CounterVec   // outcome: succeeded, retry, failed, canceled, skipped
-	Deliveries        *prometheus.CounterVec   // channel: webhook, mail; outcome
 }
 
 // New creates the metrics and registers them (plus Go and process
@@ -51,7 +50,7 @@ func New() *Metrics {
 			Name: "jobgate_relay_backlog", Help: "Job record changes waiting for the relay.",
 		}),
 		JobsByState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "jobgate_jobs", Help: "Job records by state, as the dispatcher sees them.",
+			Name: "jobgate_open_jobs", Help: "Jobs not yet terminal, by state, as the dispatcher sees them.",
 		}, []string{"state"}),
 		Stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobgate_stalled_jobs_total", Help: "Stalled running jobs the sweeper handled, by outcome.",
@@ -63,15 +62,43 @@ func New() *Metrics {
 		RenderAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobgate_render_attempts_total", Help: "Render attempts by outcome.",
 		}, []string{"outcome"}),
-		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobgate_deliveries_total", Help: "Notice deliveries by channel and outcome.",
-		}, []string{"channel", "outcome"}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Admissions, m.AdmissionDuration, m.SSEConnections, m.LongPolls, m.RelayPublished,
-		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts, m.Deliveries,
+		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts,
 	)
 	return m
+}
+
+// Delivery is one (channel, outcome) count of notice deliveries.
+type Delivery struct {
+	Channel, Outcome string
+	Count            float64
+}
+
+// ObserveDeliveries exports jobgate_deliveries_total from read, which is
+// called at scrape time (the notifier keeps its own counters).
+func (m *Metrics) ObserveDeliveries(read func() []Delivery) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&deliveries{
+		desc: prometheus.NewDesc("jobgate_deliveries_total", "Notice deliveries by channel and outcome.", []string{"channel", "outcome"}, nil),
+		read: read,
+	})
+}
+
+type deliveries struct {
+	desc *prometheus.Desc
+	read func() []Delivery
+}
+
+func (d *deliveries) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+
+func (d *deliveries) Collect(ch chan<- prometheus.Metric) {
+	for _, x := range d.read() {
+		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, x.Count, x.Channel, x.Outcome)
+	}
 }

@@ -64,10 +64,3 @@ func (m *Metrics) Render(outcome string, took time.Duration) {
 	m.RenderAttempts.WithLabelValues(outcome).Inc()
 	m.RenderDuration.WithLabelValues(outcome).Observe(took.Seconds())
 }
-
-// Delivery counts one notice delivery attempt.
-func (m *Metrics) Delivery(channel, outcome string) {
-	if m != nil {
-		m.Deliveries.WithLabelValues(channel, outcome).Inc()
-	}
-}

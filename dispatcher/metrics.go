@@ -1,0 +1,25 @@
+package dispatcher
+
+import (
+	"context"
+)
+
+// observeGauges refreshes the open-job and relay-backlog gauges; the
+// sweeper calls it each round, so it costs one consumer-info request per
+// sweep interval.
+func (d *Dispatcher) observeGauges(ctx context.Context) {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	for state, n := range d.running.counts() {
+		d.cfg.Metrics.SetJobs(string(state), n)
+	}
+	if d.relayCons == nil {
+		return
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	if info, err := d.relayCons.Info(octx); err == nil {
+		d.cfg.Metrics.SetRelayBacklog(info.NumPending + uint64(info.NumAckPending))
+	}
+}
