@@ -13,6 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// pullExpiry is how long one pull request of the event consumer lasts.
+const pullExpiry = 5 * time.Second
+
 // Notifier consumes job events and sends webhooks and mails. Any number of
 // notifiers may run against one deployment; they share one durable consumer.
 type Notifier struct {
@@ -88,7 +91,10 @@ func (n *Notifier) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("notifier consumer: %w", err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(n.cfg.Concurrency))
+	// A short pull expiry (heartbeats at half of it) notices within seconds
+	// that a pull died with a cluster node, instead of after the default
+	// 30s, and pulls anew from the consumer's new leader.
+	iter, err := cons.Messages(jetstream.PullMaxMessages(n.cfg.Concurrency), jetstream.PullExpiry(pullExpiry))
 	if err != nil {
 		return fmt.Errorf("notifier consume: %w", err)
 	}
