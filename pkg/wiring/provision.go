@@ -117,6 +117,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 	var mismatches []error
 	for _, r := range l.resources() {
 		have, err := ensure(ctx, js, r)
+		if err == nil {
+			err = waitLeader(ctx, js, r.stream)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("provision %s: %w", r.name, err)
 		}
@@ -265,6 +268,29 @@ func ensure(ctx context.Context, js jetstream.JetStream, r resource) (jetstream.
 	}
 	// Created, yet gone again at every read: someone deletes it concurrently.
 	return cfg, fmt.Errorf("%w: %s was neither found nor created", job.ErrUnavailable, r.stream)
+}
+
+// waitLeader polls until the stream has a leader. On a cluster a stream
+// that was just created (or lost its leader with a node) answers no reads
+// or writes until it has one; a process should not start serving before.
+func waitLeader(ctx context.Context, js jetstream.JetStream, name string) error {
+	wait := 25 * time.Millisecond
+	for {
+		var s jetstream.Stream
+		err := retryTransient(ctx, func() (err error) { s, err = js.Stream(ctx, name); return err })
+		if err != nil {
+			return mapErr(err)
+		}
+		if ci := s.CachedInfo().Cluster; ci == nil || ci.Leader != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s has no leader: %w", job.ErrUnavailable, name, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // explainCreate adds what an operator needs to a create error that is not

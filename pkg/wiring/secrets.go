@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,10 +20,18 @@ const (
 // Every process of a deployment reads the same value, so job ids and result
 // links agree across gateways without configuration.
 func Secret(ctx context.Context, meta jetstream.KeyValue, name string) ([]byte, error) {
-	for range 3 {
+	// On a cluster, a bucket created a moment ago may not answer reads on
+	// every node yet ("no responders"): wait for it, boundedly.
+	patience := time.Now().Add(30 * time.Second)
+	for tries := 0; tries < 3; tries++ {
 		e, err := meta.Get(ctx, name)
 		if err == nil {
 			return e.Value(), nil
+		}
+		if Unavailable(err) && ctx.Err() == nil && time.Now().Before(patience) {
+			tries--
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, fmt.Errorf("read secret %s: %w", name, mapErr(err))
