@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -126,8 +127,14 @@ func (e *TransitionError) Error() string {
 // Is lets errors.Is(err, ErrInvalidState) match.
 func (e *TransitionError) Is(target error) bool { return target == ErrInvalidState }
 
-// Marshal encodes the record for storage.
-func (r *Record) Marshal() ([]byte, error) { return json.Marshal(r) }
+// Marshal encodes the record for storage (the bytes encoding/json would
+// write, built without reflection: see encode.go).
+func (r *Record) Marshal() ([]byte, error) {
+	if len(r.Params) > 0 && !json.Valid(r.Params) {
+		return nil, fmt.Errorf("job %s: params are not valid JSON", r.ID)
+	}
+	return r.AppendJSON(make([]byte, 0, 512)), nil
+}
 
 // UnmarshalRecord decodes a stored record and attaches its revision.
 func UnmarshalRecord(data []byte, revision uint64) (*Record, error) {
