@@ -1,12 +1,15 @@
 package job
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
+	"hash"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // idEncoding is lower-case, unpadded base32: URL, subject and KV-key safe.
@@ -49,4 +52,37 @@ func ValidKey(key string) bool {
 		return false
 	}
 	return !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e })
+}
+
+// IDDeriver derives job ids under one secret like DeriveID, reusing HMAC
+// states across calls (the admission hot path derives one id per request).
+type IDDeriver struct {
+	pool sync.Pool
+}
+
+// NewIDDeriver returns a deriver for secret.
+func NewIDDeriver(secret []byte) *IDDeriver {
+	key := bytes.Clone(secret)
+	d := &IDDeriver{}
+	d.pool.New = func() any { return hmac.New(sha256.New, key) }
+	return d
+}
+
+// Derive returns DeriveID(secret, tenant, requester, key).
+func (d *IDDeriver) Derive(tenant, requester, key string) string {
+	m := d.pool.Get().(hash.Hash)
+	m.Reset()
+	msg := make([]byte, 0, len(tenant)+len(requester)+len(key)+2)
+	msg = append(msg, tenant...)
+	msg = append(msg, 0)
+	msg = append(msg, requester...)
+	msg = append(msg, 0)
+	msg = append(msg, key...)
+	m.Write(msg)
+	var sum [sha256.Size]byte
+	m.Sum(sum[:0])
+	d.pool.Put(m)
+	var enc [52]byte // base32 of 32 bytes, unpadded
+	idEncoding.Encode(enc[:], sum[:])
+	return "job_" + string(enc[:26])
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 )
 
 // Request is a validated submission: its type, its params with defaults
@@ -24,6 +25,15 @@ type Request struct {
 // and computes its canonical form. Invalid JSON is ErrMalformed; an unknown
 // type or bad params is a *ValidationError.
 func (reg *Registry) DecodeRequest(body []byte) (*Request, error) {
+	// The common shape takes a reflection-free path; anything it does not
+	// recognise, every error included, takes the general one below.
+	if typ, params, ok := fastDecode(body); ok {
+		if spec, found := reg.specs[typ]; found {
+			if norm, fe := spec.normalize(params); len(fe) == 0 {
+				return finishRequest(typ, norm)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var top map[string]any
@@ -69,19 +79,56 @@ func (reg *Registry) DecodeRequest(body []byte) (*Request, error) {
 	if len(fe) > 0 {
 		return nil, validation(fe)
 	}
-	canonParams, err := json.Marshal(norm) // map keys are sorted by encoding/json
+	return finishRequest(typ, norm)
+}
+
+// finishRequest computes the canonical form and fingerprint of a valid
+// request.
+func finishRequest(typ string, norm map[string]any) (*Request, error) {
+	canonParams, err := canonicalParams(norm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	canon, err := json.Marshal(struct {
-		Params json.RawMessage `json:"params"`
-		Type   string          `json:"type"`
-	}{canonParams, typ})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
+	canon := make([]byte, 0, len(canonParams)+len(typ)+24)
+	canon = append(canon, `{"params":`...)
+	canon = append(canon, canonParams...)
+	canon = append(canon, `,"type":`...)
+	canon = appendString(canon, typ)
+	canon = append(canon, '}')
 	sum := sha256.Sum256(canon)
 	return &Request{Type: typ, Params: canonParams, Canonical: canon, Fingerprint: hex.EncodeToString(sum[:])}, nil
+}
+
+// canonicalParams writes normalized params as encoding/json writes a map:
+// keys sorted, no white space. Fingerprints of stored jobs depend on these
+// bytes, so they must never change; integers (every kind today) are written
+// by hand, anything else by encoding/json.
+func canonicalParams(norm map[string]any) (json.RawMessage, error) {
+	keys := make([]string, 0, len(norm))
+	for k := range norm {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]byte, 0, 16*len(keys)+2)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, k)
+		out = append(out, ':')
+		switch v := norm[k].(type) {
+		case int64:
+			out = strconv.AppendInt(out, v, 10)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b...)
+		}
+	}
+	return append(out, '}'), nil
 }
 
 func validation(fe []FieldError) error {
