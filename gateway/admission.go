@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -33,7 +35,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	if ct := c.Get(fiber.HeaderContentType); ct != "" {
+	if ct := c.Get(fiber.HeaderContentType); ct != "" && ct != fiber.MIMEApplicationJSON {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || (mt != "application/json" && mt != "application/problem+json") {
 			return writeProblem(c, fmt.Errorf("%w: got %q", errUnsupportedMedia, ct))
 		}
@@ -69,11 +71,13 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	return g.writeJob(c, http.StatusOK, rec)
 }
 
+var idempotencyKeyHeader = []byte("Idempotency-Key")
+
 // idempotencyKey reads the one Idempotency-Key header of the request.
 func idempotencyKey(c *fiber.Ctx) (string, error) {
 	var vals [][]byte
 	c.Request().Header.VisitAll(func(k, v []byte) {
-		if http.CanonicalHeaderKey(string(k)) == "Idempotency-Key" {
+		if bytes.EqualFold(k, idempotencyKeyHeader) { // no per-header allocation
 			vals = append(vals, v)
 		}
 	})
@@ -95,7 +99,7 @@ func idempotencyKey(c *fiber.Ctx) (string, error) {
 // nothing: one read when this gateway has seen the key, else one rejected
 // create and one read.
 func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req *job.Request) (*job.Record, bool, error) {
-	jobID := job.DeriveID(g.idSecret, tenant, requester, key)
+	jobID := g.ids.Derive(tenant, requester, key)
 	storeKey := job.StoreKey(tenant, requester, jobID)
 	if g.seen.has(storeKey) {
 		rec, err := g.res.Jobs.Get(ctx, storeKey)
@@ -159,22 +163,40 @@ func (g *Gateway) writeJob(c *fiber.Ctx, status int, rec *job.Record) error {
 	if !rec.State.Terminal() {
 		setRetryAfter(c, retryAfter(rec, g.cfg.Now()))
 	}
-	body, err := jsonMarshal(g.resource(rec))
-	if err != nil {
-		return err
-	}
+	buf := bodyPool.Get().(*[]byte)
+	*buf = g.appendResource((*buf)[:0], rec)
 	c.Status(status)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(body)
+	// Write copies into the response's own (pooled) buffer; Send would
+	// keep a reference to ours.
+	c.Response().ResetBody()
+	_, err := c.Write(*buf)
+	bodyPool.Put(buf)
+	return err
 }
+
+// bodyPool holds response body buffers, so the hot paths encode without
+// allocating.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // resource builds the public view with a freshly signed result link.
 func (g *Gateway) resource(rec *job.Record) *job.Resource {
+	href, exp := g.resultLink(rec)
+	return rec.Resource(href, exp)
+}
+
+// appendResource writes the same view as resource, encoded, to b.
+func (g *Gateway) appendResource(b []byte, rec *job.Record) []byte {
+	href, exp := g.resultLink(rec)
+	return rec.AppendResourceJSON(b, href, exp)
+}
+
+// resultLink signs a fresh result link for a succeeded job.
+func (g *Gateway) resultLink(rec *job.Record) (string, time.Time) {
 	if rec.State == job.StateSucceeded && rec.Output != nil {
-		href, exp := g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
-		return rec.Resource(href, exp)
+		return g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
 	}
-	return rec.Resource("", time.Time{})
+	return "", time.Time{}
 }
 
 // etag follows the stored record (its revision), not the signed href, so an

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/wiring"
 )
 
@@ -23,6 +24,7 @@ type Gateway struct {
 	app      *fiber.App
 	verifier *auth.Verifier
 	idSecret []byte
+	ids      *job.IDDeriver
 	signer   *linkSigner
 	seen     *seenKeys
 	reads    *limiter
@@ -106,6 +108,7 @@ func (g *Gateway) init(ctx context.Context) error {
 	if g.idSecret, err = wiring.Secret(ctx, g.res.Meta, wiring.SecretJobID); err != nil {
 		return err
 	}
+	g.ids = job.NewIDDeriver(g.idSecret)
 	linkKey, err := wiring.Secret(ctx, g.res.Meta, wiring.SecretLinks)
 	if err != nil {
 		return err

@@ -1,7 +1,17 @@
 package gateway
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/jobgate/jobgate/pkg/job"
+)
 
 // jsonMarshal is the one encoder of response bodies, so a faster one can be
-// swapped in at a single place.
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+// swapped in at a single place. Job resources, the body of every admission
+// and status read, take the hand-built encoder (same bytes, no reflection).
+func jsonMarshal(v any) ([]byte, error) {
+	if r, ok := v.(*job.Resource); ok {
+		return r.AppendJSON(make([]byte, 0, 768)), nil
+	}
+	return json.Marshal(v)
+}
