@@ -1,0 +1,67 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	require.NoError(t, c.Validate())
+	require.Equal(t, "127.0.0.1:8080", c.HTTPAddr)
+	require.Equal(t, 720*time.Hour, c.JobTTL)
+	require.Equal(t, 5*time.Minute, c.ResultLinkTTL)
+	require.True(t, c.Embedded())
+}
+
+func TestFileThenEnv(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("http_addr: 127.0.0.1:9000\njob_ttl: 48h\nmax_attempts: 5\nnats:\n  replicas: 3\n"), 0o600))
+	c := Default()
+	require.NoError(t, c.LoadFile(path))
+	require.Equal(t, "127.0.0.1:9000", c.HTTPAddr)
+	require.Equal(t, 48*time.Hour, c.JobTTL)
+	require.Equal(t, 3, c.NATS.Replicas)
+	env := map[string]string{"JOBGATE_JOB_TTL": "24h", "JOBGATE_NATS_URL": "nats://a:4222,nats://b:4222", "JOBGATE_MAX_ATTEMPTS": "2"}
+	require.NoError(t, c.LoadEnv(func(k string) string { return env[k] }))
+	require.Equal(t, 24*time.Hour, c.JobTTL, "env overrides the file")
+	require.Equal(t, 2, c.MaxAttempts)
+	require.False(t, c.Embedded())
+	require.NoError(t, c.Validate())
+}
+
+func TestBadSettingsAreNamed(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("job_tll: 1h\n"), 0o600))
+	c := Default()
+	require.ErrorContains(t, c.LoadFile(path), "job_tll", "a typo is an error, not a silent default")
+
+	c = Default()
+	require.ErrorContains(t, c.LoadEnv(func(k string) string {
+		if k == "JOBGATE_RENDER_TIMEOUT" {
+			return "soon"
+		}
+		return ""
+	}), "JOBGATE_RENDER_TIMEOUT")
+
+	c = Default()
+	c.MaxAttempts = 0
+	c.LogFormat = "xml"
+	err := c.Validate()
+	require.ErrorContains(t, err, "max_attempts")
+	require.ErrorContains(t, err, "log_format")
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	require.NoError(t, c.LoadFile("../../configs/jobgate.yaml"))
+	require.NoError(t, c.Validate())
+}
