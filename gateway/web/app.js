@@ -1,0 +1,860 @@
+// The reviewer's page: sign in, request a permit report, watch it, download it.
+//
+// Storage (see README, "The reviewer's page"):
+//   sessionStorage jobgate.token            the bearer token: this tab only, gone when the tab closes;
+//                                           it survives a reload and is never put in a URL
+//   localStorage   jobgate.pending.<t>/<s>  requests not yet acknowledged by the server, each with the
+//                                           idempotency key made once per click; a reload, a crash or
+//                                           a later sign-in resends them with the same key
+//   localStorage   jobgate.view.<t>/<s>     the job in the live view, restored on reload or reopen
+// The job list itself always comes from the server (GET /v1/jobs).
+(() => {
+  'use strict';
+
+  const TOKEN_KEY = 'jobgate.token';
+  const PENDING_PREFIX = 'jobgate.pending.';
+  const VIEW_PREFIX = 'jobgate.view.';
+  // A key protects against duplicates only while the job record lives
+  // (JOBGATE_JOB_TTL, 720h by default); a request that never got an answer
+  // for a day is dropped rather than risk admitting it twice much later.
+  const PENDING_MAX_AGE_MS = 24 * 3600 * 1000;
+  const LIST_REFRESH_MS = 10000;
+  const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
+
+  const $ = (id) => document.getElementById(id);
+
+  let session = null; // {token, tenant, sub, exp}
+  const jobs = new Map(); // id -> job resource
+  let order = []; // ids, newest first
+  let selected = null; // id of the job in the live view
+  let watcher = null; // the live view's Watcher
+  let sending = null; // the pending entry being sent, if any
+  let giveUp = false;
+  let expiryTimer = 0;
+  let listTimer = 0;
+
+  class AuthError extends Error {}
+
+  // ---------------------------------------------------------------- helpers
+
+  function sleep(ms, signal) {
+    return new Promise((resolve) => {
+      if (signal && signal.aborted) return resolve();
+      const t = setTimeout(resolve, ms);
+      if (signal) signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    });
+  }
+
+  // Retry-After in ms (seconds or an HTTP date), capped at a minute.
+  function retryAfterMs(resp, fallback) {
+    const v = resp.headers.get('Retry-After');
+    if (v) {
+      const s = Number(v);
+      if (Number.isFinite(s) && s >= 0) return Math.min(s * 1000, 60000);
+      const d = Date.parse(v);
+      if (!Number.isNaN(d)) return Math.max(0, Math.min(d - Date.now(), 60000));
+    }
+    return fallback;
+  }
+
+  // Exponential backoff with jitter, 0.5 s to 30 s.
+  function backoff(attempt) {
+    const base = Math.min(30000, 1000 * 2 ** attempt);
+    return base / 2 + Math.random() * (base / 2);
+  }
+
+  // randomUUID needs a secure context (https or localhost); a page opened
+  // over plain http on another address still gets a random v4 UUID.
+  function newKey() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  }
+
+  let announceTimer = 0;
+  function announce(msg) {
+    const el = $('announce');
+    el.textContent = '';
+    clearTimeout(announceTimer);
+    // A fresh text node after a tick makes screen readers repeat an equal message.
+    announceTimer = setTimeout(() => { el.textContent = msg; }, 50);
+  }
+
+  function fmtTime(s) {
+    if (!s) return '—';
+    const d = new Date(s);
+    return Number.isNaN(d.getTime()) ? s : d.toLocaleString();
+  }
+
+  function setTime(el, s) {
+    el.textContent = fmtTime(s);
+    if (s) el.setAttribute('datetime', s); else el.removeAttribute('datetime');
+  }
+
+  function fmtSize(n) {
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+    return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  }
+
+  function describe(job) {
+    const p = job.params || {};
+    return `Case ${p.case_id} · revision ${p.revision} · ${p.pages ?? 10} pages`;
+  }
+
+  function stateWords(job) {
+    switch (job.state) {
+      case 'queued': return 'queued';
+      case 'running': return job.retry_at ? 'retrying' : 'rendering';
+      case 'succeeded': return 'ready';
+      default: return job.state;
+    }
+  }
+
+  // ---------------------------------------------------------------- API
+
+  async function api(path, init = {}) {
+    if (!session) throw new AuthError('signed out');
+    const headers = new Headers(init.headers || {});
+    headers.set('Authorization', `Bearer ${session.token}`);
+    const resp = await fetch(path, { ...init, headers, cache: 'no-store', credentials: 'omit' });
+    if (resp.status === 401) {
+      expire('Your sign-in has expired or was rejected. Sign in again; nothing you requested is lost.');
+      throw new AuthError('unauthorized');
+    }
+    return resp;
+  }
+
+  async function problemOf(resp) {
+    try {
+      return await resp.json();
+    } catch {
+      return { title: `HTTP ${resp.status}`, status: resp.status };
+    }
+  }
+
+  // ---------------------------------------------------------------- session
+
+  function parseToken(token) {
+    const parts = token.split('.');
+    if (parts.length !== 3) return null;
+    try {
+      let b64 = parts[1].replace(/-/g, '+').replace(/_/g, '/');
+      while (b64.length % 4) b64 += '=';
+      const c = JSON.parse(atob(b64));
+      if (typeof c.tenant !== 'string' || typeof c.sub !== 'string') return null;
+      return { token, tenant: c.tenant, sub: c.sub, admin: !!c.admin, exp: typeof c.exp === 'number' ? c.exp * 1000 : Infinity };
+    } catch {
+      return null;
+    }
+  }
+
+  function scopeKey(prefix) {
+    return `${prefix}${session.tenant}/${session.sub}`;
+  }
+
+  function showSignin(message) {
+    $('app').hidden = true;
+    $('whoami').hidden = true;
+    $('signin').hidden = false;
+    $('dev-form').hidden = document.body.dataset.dev !== 'true';
+    $('signin-error').textContent = message || '';
+    $('token').value = '';
+  }
+
+  // A token is accepted once the server accepts it: the list of the
+  // reviewer's jobs is the first thing the page needs anyway.
+  async function signIn(token) {
+    const s = parseToken(token.trim());
+    if (!s) {
+      $('signin-error').textContent = 'That is not a jobgate token (a JWT with tenant and sub claims).';
+      return;
+    }
+    if (s.exp <= Date.now()) {
+      $('signin-error').textContent = 'That token has expired.';
+      return;
+    }
+    session = s;
+    let ok = false;
+    try {
+      ok = await loadJobs();
+    } catch (e) {
+      if (e instanceof AuthError) return; // expire() already said why
+      $('signin-error').textContent = 'The server could not be reached. Try again.';
+    }
+    if (!ok) {
+      session = null;
+      return;
+    }
+    sessionStorage.setItem(TOKEN_KEY, s.token);
+    enter(true);
+  }
+
+  // enter shows the signed-in page: requests that never got an answer are
+  // sent again (same keys), and the list and the live view come back.
+  async function enter(listed) {
+    $('signin').hidden = true;
+    $('app').hidden = false;
+    $('whoami').hidden = false;
+    $('who').textContent = `${session.sub} · tenant ${session.tenant}` +
+      (Number.isFinite(session.exp) ? ` · until ${new Date(session.exp).toLocaleTimeString()}` : '');
+    clearTimeout(expiryTimer);
+    if (Number.isFinite(session.exp)) {
+      expiryTimer = setTimeout(() => expire('Your sign-in has expired. Sign in again; nothing you requested is lost.'),
+        Math.min(session.exp - Date.now(), 2 ** 31 - 1));
+    }
+    updateRequestButton();
+    $('case').focus();
+    resumePending();
+    if (!listed && !(await loadJobsRetrying())) return;
+    restoreView();
+  }
+
+  async function loadJobsRetrying() {
+    for (let attempt = 0; session; attempt++) {
+      try {
+        if (await loadJobs()) return true;
+      } catch (e) {
+        if (e instanceof AuthError) return false;
+        $('jobs-error').textContent = 'The server could not be reached; trying again…';
+      }
+      await sleep(backoff(attempt));
+    }
+    return false;
+  }
+
+  function expire(message) {
+    stopWatching();
+    clearTimeout(expiryTimer);
+    clearTimeout(listTimer);
+    session = null;
+    jobs.clear();
+    order = [];
+    selected = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    renderList();
+    renderDetail();
+    showSignin(message);
+    announce(message);
+  }
+
+  // ---------------------------------------------------------------- pending requests
+
+  function loadPending() {
+    try {
+      const list = JSON.parse(localStorage.getItem(scopeKey(PENDING_PREFIX)) || '[]');
+      return Array.isArray(list) ? list.filter((e) => e && typeof e.key === 'string' && e.body) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  function savePending(list) {
+    const k = scopeKey(PENDING_PREFIX);
+    if (list.length) localStorage.setItem(k, JSON.stringify(list)); else localStorage.removeItem(k);
+  }
+
+  function removePending(key) {
+    savePending(loadPending().filter((e) => e.key !== key));
+  }
+
+  function updateRequestButton() {
+    $('request').disabled = !!sending;
+    $('request').setAttribute('aria-busy', sending ? 'true' : 'false');
+  }
+
+  function requestStatus(msg, retrying) {
+    $('request-status').textContent = msg;
+    $('give-up').hidden = !retrying;
+  }
+
+  // One click of "Request report" is one logical request: its key is made
+  // here, once, and written to localStorage before anything is sent.
+  function onRequest(ev) {
+    ev.preventDefault();
+    if (sending) return; // a second click or Enter while sending reuses the request in flight
+    const form = $('request-form');
+    clearFieldErrors();
+    if (!form.reportValidity()) return;
+    const entry = {
+      key: newKey(),
+      body: {
+        type: 'permit_report',
+        params: {
+          case_id: Number($('case').value),
+          revision: Number($('revision').value),
+          pages: Number($('pages').value),
+        },
+      },
+      created: Date.now(),
+    };
+    savePending([...loadPending(), entry]);
+    send(entry);
+  }
+
+  async function resumePending() {
+    const now = Date.now();
+    const list = loadPending();
+    const fresh = list.filter((e) => now - e.created < PENDING_MAX_AGE_MS);
+    if (fresh.length !== list.length) savePending(fresh);
+    for (const entry of fresh) {
+      if (!session) return;
+      const p = entry.body.params || {};
+      $('case').value = p.case_id ?? '';
+      $('revision').value = p.revision ?? '';
+      $('pages').value = p.pages ?? 10;
+      await send(entry);
+    }
+  }
+
+  // send delivers one pending request, retrying with the same key after a
+  // network error, a 429 or a 5xx until the server answers it.
+  async function send(entry) {
+    if (sending) return;
+    sending = entry;
+    giveUp = false;
+    updateRequestButton();
+    requestStatus('Sending the request…', false);
+    let attempt = 0;
+    try {
+      for (;;) {
+        if (!session) return; // kept in localStorage; sent again after the next sign-in
+        if (giveUp) {
+          removePending(entry.key);
+          requestStatus('Stopped retrying. If the server received the request, the report appears in your list.', false);
+          await loadJobs().catch(() => {});
+          return;
+        }
+        let resp;
+        try {
+          resp = await api('/v1/jobs', {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json', 'Idempotency-Key': entry.key },
+            body: JSON.stringify(entry.body),
+          });
+        } catch (e) {
+          if (e instanceof AuthError) return;
+          const wait = backoff(attempt++);
+          requestStatus(`The server could not be reached; trying again in ${Math.ceil(wait / 1000)} s with the same request.`, true);
+          await sleep(wait);
+          continue;
+        }
+        if (resp.status === 202 || resp.status === 200) {
+          const job = await resp.json();
+          removePending(entry.key);
+          upsertJob(job, true);
+          select(job.id);
+          const replayed = resp.headers.get('Idempotent-Replayed') === 'true';
+          requestStatus(replayed ? 'The server already had this request; showing its report.' : 'Report requested.', false);
+          announce(`Report requested: ${describe(job)}, ${stateWords(job)}.`);
+          return;
+        }
+        if (resp.status === 429 || resp.status >= 500) {
+          const wait = retryAfterMs(resp, backoff(attempt));
+          attempt++;
+          const why = resp.status === 429 ? 'Too many requests' : 'The server is busy';
+          requestStatus(`${why}; trying again in ${Math.ceil(wait / 1000)} s with the same request.`, true);
+          await sleep(wait);
+          continue;
+        }
+        // The request itself was refused: this click is over.
+        removePending(entry.key);
+        showRequestProblem(await problemOf(resp));
+        return;
+      }
+    } finally {
+      if (sending === entry) sending = null;
+      updateRequestButton();
+    }
+  }
+
+  const FIELDS = { case_id: 'case', revision: 'revision', pages: 'pages' };
+
+  function clearFieldErrors() {
+    for (const id of Object.values(FIELDS)) {
+      $(`${id}-error`).textContent = '';
+      $(id).removeAttribute('aria-invalid');
+    }
+  }
+
+  function showRequestProblem(p) {
+    let shown = false;
+    for (const fe of p.errors || []) {
+      const name = String(fe.field || '').split('.').pop();
+      const id = FIELDS[name];
+      if (id) {
+        $(`${id}-error`).textContent = fe.message;
+        $(id).setAttribute('aria-invalid', 'true');
+        shown = true;
+      }
+    }
+    const msg = `Not accepted: ${p.detail || p.title || 'the server refused the request'}.`;
+    requestStatus(msg, false);
+    announce(msg);
+    if (shown) {
+      const first = Object.values(FIELDS).find((id) => $(id).getAttribute('aria-invalid') === 'true');
+      if (first) $(first).focus();
+    }
+  }
+
+  // ---------------------------------------------------------------- job list
+
+  function upsertJob(job, front) {
+    const prev = jobs.get(job.id);
+    jobs.set(job.id, job);
+    if (!prev) {
+      if (front) order.unshift(job.id); else order.push(job.id);
+    }
+    renderRow(job);
+    if (job.id === selected) renderDetail(prev);
+  }
+
+  async function loadJobs() {
+    clearTimeout(listTimer);
+    const resp = await api('/v1/jobs?limit=20');
+    if (!resp.ok) {
+      const p = await problemOf(resp);
+      const msg = `Could not load your reports: ${p.detail || p.title}.`;
+      if (session && !$('app').hidden) $('jobs-error').textContent = msg; else $('signin-error').textContent = msg;
+      return false;
+    }
+    const page = await resp.json();
+    $('jobs-error').textContent = '';
+    const fresh = new Map(page.jobs.map((j) => [j.id, j]));
+    // The live view may know a newer state than the list read; keep it.
+    if (selected && jobs.has(selected) && fresh.has(selected)) {
+      const mine = jobs.get(selected);
+      if (Date.parse(mine.updated_at) > Date.parse(fresh.get(selected).updated_at)) fresh.set(selected, mine);
+    }
+    jobs.clear();
+    for (const [id, j] of fresh) jobs.set(id, j);
+    order = page.jobs.map((j) => j.id);
+    renderList();
+    if (page.jobs.some((j) => !TERMINAL.has(j.state) && j.id !== selected)) scheduleList(LIST_REFRESH_MS);
+    return true;
+  }
+
+  // Jobs other than the watched one are refreshed with the list, slowly,
+  // and only while the tab is visible.
+  function scheduleList(ms) {
+    clearTimeout(listTimer);
+    if (document.hidden || !session) return;
+    listTimer = setTimeout(() => {
+      loadJobs().then((ok) => { if (!ok) scheduleList(LIST_REFRESH_MS); }, () => scheduleList(LIST_REFRESH_MS));
+    }, ms);
+  }
+
+  function renderList() {
+    const ul = $('jobs');
+    ul.replaceChildren();
+    for (const id of order) {
+      const li = document.createElement('li');
+      li.id = `row-${id}`;
+      ul.append(li);
+      renderRow(jobs.get(id));
+    }
+    $('jobs-empty').hidden = order.length > 0;
+  }
+
+  function renderRow(job) {
+    const li = $(`row-${job.id}`);
+    if (!li) {
+      if (order.includes(job.id)) renderList();
+      return;
+    }
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'job-row';
+    b.dataset.id = job.id;
+    if (job.id === selected) b.setAttribute('aria-current', 'true');
+    const badge = document.createElement('span');
+    badge.className = `badge state-${job.state}`;
+    badge.textContent = stateWords(job);
+    const what = document.createElement('span');
+    what.className = 'what';
+    what.textContent = describe(job);
+    const when = document.createElement('time');
+    when.dateTime = job.created_at;
+    when.textContent = fmtTime(job.created_at);
+    b.append(badge, what, when);
+    b.setAttribute('aria-label', `${describe(job)}, ${stateWords(job)}, requested ${fmtTime(job.created_at)}`);
+    const hadFocus = li.contains(document.activeElement);
+    li.replaceChildren(b);
+    if (hadFocus) b.focus();
+  }
+
+  // ---------------------------------------------------------------- live view
+
+  function select(id) {
+    if (selected === id && watcher) return;
+    const prev = selected;
+    selected = id;
+    if (session) localStorage.setItem(scopeKey(VIEW_PREFIX), id);
+    if (prev && jobs.has(prev)) renderRow(jobs.get(prev));
+    if (jobs.has(id)) renderRow(jobs.get(id));
+    renderDetail();
+    stopWatching();
+    const job = jobs.get(id);
+    if (job && !TERMINAL.has(job.state)) {
+      watcher = new Watcher(id);
+      watcher.start();
+    }
+  }
+
+  // After a reload or reopen: the job that was in view, else the newest one
+  // still running, else the newest one.
+  async function restoreView() {
+    const saved = localStorage.getItem(scopeKey(VIEW_PREFIX));
+    if (saved && !jobs.has(saved)) {
+      // Older than the first page of the list: read it directly.
+      try {
+        const resp = await api(`/v1/jobs/${encodeURIComponent(saved)}`);
+        if (resp.ok) upsertJob(await resp.json(), false);
+      } catch (e) {
+        if (e instanceof AuthError) return;
+      }
+    }
+    if (saved && jobs.has(saved)) return select(saved);
+    const running = order.find((id) => !TERMINAL.has(jobs.get(id).state));
+    const pick = running || order[0];
+    if (pick) select(pick); else renderDetail();
+  }
+
+  function stopWatching() {
+    if (watcher) watcher.stop();
+    watcher = null;
+  }
+
+  function liveStatus(msg) {
+    $('job-live').textContent = msg;
+  }
+
+  // renderDetail shows the selected job; prev is its earlier version, used
+  // to announce a change of state once.
+  function renderDetail(prev) {
+    const job = selected ? jobs.get(selected) : null;
+    $('job').hidden = !job;
+    $('job-none').hidden = !!job;
+    if (!job) return;
+    const view = $('view');
+    view.dataset.jobId = job.id;
+    view.dataset.state = job.state;
+    const badge = $('job-state');
+    badge.className = `badge state-${job.state}`;
+    badge.textContent = stateWords(job);
+    $('job-title').textContent = describe(job);
+    $('job-id').textContent = job.id;
+
+    const bar = $('job-progress');
+    const total = job.progress ? job.progress.total : (job.params && job.params.pages) || 0;
+    let done = job.progress ? job.progress.done : 0;
+    if (job.state === 'succeeded') done = total;
+    bar.max = Math.max(total, 1);
+    if (job.state === 'running' && !job.progress) {
+      bar.removeAttribute('value'); // indeterminate
+    } else {
+      bar.value = done;
+    }
+    const unit = (job.progress && job.progress.unit) || 'pages';
+    $('job-progress-text').textContent = total ? `${done} of ${total} ${unit}` : '';
+    bar.setAttribute('aria-valuetext', total ? `${done} of ${total} ${unit}` : stateWords(job));
+
+    setTime($('job-created'), job.created_at);
+    setTime($('job-started'), job.started_at);
+    setTime($('job-finished'), job.finished_at);
+    setTime($('job-updated'), job.updated_at);
+    $('job-attempt').textContent = job.attempt ? String(job.attempt) +
+      (job.retry_at && job.state === 'running' ? ` (next attempt at ${fmtTime(job.retry_at)})` : '') : '—';
+
+    const failed = job.state === 'failed' && job.error;
+    $('job-error').hidden = !failed;
+    if (failed) {
+      $('job-error-category').textContent = job.error.category;
+      $('job-error-message').textContent = job.error.message + (job.error.retryable ? ' You can request it again.' : '');
+    }
+    if (job.state === 'canceled') {
+      $('job-error').hidden = false;
+      $('job-error-category').textContent = 'canceled';
+      $('job-error-message').textContent = 'This report was canceled before it finished.';
+    }
+
+    const ready = job.state === 'succeeded' && job.result;
+    $('download').disabled = !ready;
+    $('job-size').textContent = ready ? `${fmtSize(job.result.size)} · ${job.result.content_type}` : '';
+    if (TERMINAL.has(job.state)) liveStatus('');
+
+    if (prev && prev.state !== job.state) {
+      if (job.state === 'succeeded') announce(`Report ready: ${describe(job)}. Download it with the Download PDF button.`);
+      else if (job.state === 'failed') announce(`Report failed (${job.error ? job.error.category : 'unknown'}): ${describe(job)}.`);
+      else announce(`Report ${stateWords(job)}: ${describe(job)}.`);
+    }
+  }
+
+  // Watcher keeps one job's view current: Server-Sent Events read with
+  // fetch (EventSource cannot send the Authorization header, and the token
+  // must never go into a URL), paused while the tab is hidden and resumed
+  // with Last-Event-ID; polling with ETag and Retry-After when the stream
+  // keeps failing.
+  class Watcher {
+    constructor(id) {
+      this.id = id;
+      this.lastEventId = '';
+      this.etag = '';
+      this.mode = 'stream';
+      this.failures = 0;
+      this.stopped = false;
+      this.running = false;
+      this.ctrl = null;
+    }
+
+    start() {
+      if (this.stopped || this.running || document.hidden) return;
+      this.running = true;
+      this.loop().catch(() => {}).finally(() => { this.running = false; });
+    }
+
+    pause() {
+      if (this.ctrl) this.ctrl.abort();
+      if (!this.stopped) liveStatus('Live updates paused while this tab is hidden.');
+    }
+
+    stop() {
+      this.stopped = true;
+      if (this.ctrl) this.ctrl.abort();
+    }
+
+    done() {
+      const job = jobs.get(this.id);
+      return this.stopped || !job || TERMINAL.has(job.state);
+    }
+
+    async loop() {
+      while (!this.done() && !document.hidden) {
+        this.ctrl = new AbortController();
+        const signal = this.ctrl.signal;
+        let delay;
+        try {
+          delay = this.mode === 'stream' ? await this.stream(signal) : await this.poll(signal);
+        } catch (e) {
+          if (e instanceof AuthError) return;
+          if (signal.aborted) continue; // paused or stopped: the loop condition decides
+          this.failures++;
+          if (this.mode === 'stream' && this.failures >= 3) {
+            this.mode = 'poll';
+            this.failures = 0;
+          }
+          delay = backoff(this.failures);
+          liveStatus(`Connection lost; trying again in ${Math.ceil(delay / 1000)} s.`);
+        }
+        if (this.done()) break;
+        if (delay > 0) await sleep(delay, signal);
+      }
+      if (this.done() && !this.stopped) {
+        liveStatus('');
+        loadJobs().catch(() => {}); // other rows may have moved on too
+      }
+    }
+
+    // stream reads the event stream until it ends; it returns how long to
+    // wait before the next connection.
+    async stream(signal) {
+      const headers = { Accept: 'text/event-stream' };
+      if (this.lastEventId) headers['Last-Event-ID'] = this.lastEventId;
+      const resp = await api(`/v1/jobs/${encodeURIComponent(this.id)}/events`, { headers, signal });
+      if (resp.status === 404) return this.gone();
+      if (resp.status === 429 || resp.status === 503) return retryAfterMs(resp, 2000);
+      const ct = resp.headers.get('Content-Type') || '';
+      if (!resp.ok || !ct.startsWith('text/event-stream') || !resp.body) {
+        throw new Error(`no event stream (HTTP ${resp.status})`);
+      }
+      liveStatus('Live updates on.');
+      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      let data = [];
+      let event = '';
+      let id = null;
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          for (;;) {
+            const m = /\r\n|\r|\n/.exec(buf);
+            if (!m) break;
+            if (m[0] === '\r' && m.index === buf.length - 1) break; // maybe half of \r\n
+            const line = buf.slice(0, m.index);
+            buf = buf.slice(m.index + m[0].length);
+            if (line === '') {
+              if (data.length) this.dispatch(event || 'message', data.join('\n'), id);
+              data = [];
+              event = '';
+              continue;
+            }
+            if (line.startsWith(':')) continue; // keep-alive comment
+            const c = line.indexOf(':');
+            const field = c < 0 ? line : line.slice(0, c);
+            let val = c < 0 ? '' : line.slice(c + 1);
+            if (val.startsWith(' ')) val = val.slice(1);
+            if (field === 'data') data.push(val);
+            else if (field === 'event') event = val;
+            else if (field === 'id') id = val;
+          }
+        }
+      } finally {
+        reader.cancel().catch(() => {});
+      }
+      // The server ends the stream after a terminal state; any other end
+      // (a restart, a proxy) is resumed from the last event id.
+      return this.done() ? 0 : 1000;
+    }
+
+    dispatch(event, data, id) {
+      if (event === 'error') throw new Error(`event stream error: ${data}`);
+      if (event !== 'job') return;
+      const job = JSON.parse(data);
+      if (job.id !== this.id) return;
+      if (id !== null) this.lastEventId = id;
+      this.failures = 0;
+      upsertJob(job, false);
+    }
+
+    async poll(signal) {
+      const headers = {};
+      if (this.etag) headers['If-None-Match'] = this.etag;
+      const resp = await api(`/v1/jobs/${encodeURIComponent(this.id)}`, { headers, signal });
+      if (resp.status === 404) return this.gone();
+      if (resp.status === 304) {
+        const wait = retryAfterMs(resp, 2000);
+        liveStatus(`Checking for changes every ${Math.ceil(wait / 1000)} s.`);
+        return wait;
+      }
+      if (resp.status === 429 || resp.status >= 500) return retryAfterMs(resp, 2000);
+      if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+      this.etag = resp.headers.get('ETag') || '';
+      upsertJob(await resp.json(), false);
+      this.failures = 0;
+      const wait = retryAfterMs(resp, 2000);
+      if (!this.done()) liveStatus(`Checking for changes every ${Math.ceil(wait / 1000)} s.`);
+      return wait;
+    }
+
+    gone() {
+      this.stopped = true;
+      liveStatus('This report is no longer visible to you.');
+      return 0;
+    }
+  }
+
+  // ---------------------------------------------------------------- download
+
+  // The download uses the result's short-lived signed link from a fresh
+  // read of the job; the bearer token itself never leaves the headers.
+  async function download() {
+    const id = selected;
+    $('download-error').textContent = '';
+    $('download').disabled = true;
+    try {
+      const resp = await api(`/v1/jobs/${encodeURIComponent(id)}`);
+      if (!resp.ok) {
+        const p = await problemOf(resp);
+        throw new Error(p.detail || p.title);
+      }
+      const job = await resp.json();
+      upsertJob(job, false);
+      if (!job.result || !job.result.href) throw new Error('the report has no file');
+      const a = document.createElement('a');
+      a.href = job.result.href;
+      a.download = `${job.id}.pdf`;
+      a.rel = 'noopener';
+      a.hidden = true;
+      document.body.append(a);
+      a.click();
+      a.remove();
+      announce('Download started.');
+    } catch (e) {
+      if (e instanceof AuthError) return;
+      $('download-error').textContent = `Could not download: ${e.message}.`;
+    } finally {
+      const job = jobs.get(id);
+      $('download').disabled = !(job && job.state === 'succeeded' && job.result);
+    }
+  }
+
+  // ---------------------------------------------------------------- wiring
+
+  function onVisibility() {
+    if (!session) return;
+    if (document.hidden) {
+      clearTimeout(listTimer);
+      if (watcher) watcher.pause();
+    } else {
+      if (watcher) watcher.start();
+      loadJobs().catch(() => {});
+    }
+  }
+
+  async function onDevSignin(ev) {
+    ev.preventDefault();
+    const form = $('dev-form');
+    if (!form.reportValidity()) return;
+    $('signin-error').textContent = '';
+    $('dev-signin').disabled = true;
+    try {
+      const resp = await fetch('/dev/token', {
+        method: 'POST',
+        body: new URLSearchParams(new FormData(form)),
+        cache: 'no-store',
+        credentials: 'omit',
+      });
+      if (!resp.ok) {
+        const p = await problemOf(resp);
+        $('signin-error').textContent = `Development sign-in refused: ${p.detail || p.title}.`;
+        return;
+      }
+      const t = await resp.json();
+      await signIn(t.token);
+    } catch {
+      $('signin-error').textContent = 'The server could not be reached. Try again.';
+    } finally {
+      $('dev-signin').disabled = false;
+    }
+  }
+
+  function init() {
+    $('token-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      $('signin-error').textContent = '';
+      signIn($('token').value);
+    });
+    $('dev-form').addEventListener('submit', onDevSignin);
+    $('request-form').addEventListener('submit', onRequest);
+    // The second click of a double click (detail 2, 3, ...) repeats the
+    // first one's intent: it must not become a second request, even when the
+    // first was answered between the two clicks and the button is enabled again.
+    $('request').addEventListener('click', (ev) => { if (ev.detail > 1) ev.preventDefault(); });
+    $('give-up').addEventListener('click', () => { giveUp = true; });
+    $('refresh').addEventListener('click', () => loadJobs().catch(() => {}));
+    $('download').addEventListener('click', download);
+    $('signout').addEventListener('click', () => expire('Signed out.'));
+    $('jobs').addEventListener('click', (ev) => {
+      const b = ev.target.closest('button.job-row');
+      if (b) select(b.dataset.id);
+    });
+    document.addEventListener('visibilitychange', onVisibility);
+
+    const stored = sessionStorage.getItem(TOKEN_KEY);
+    const s = stored && parseToken(stored);
+    if (s && s.exp > Date.now()) {
+      session = s;
+      enter(false);
+    } else {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showSignin('');
+    }
+  }
+
+  init();
+})();
