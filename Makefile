@@ -17,9 +17,14 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-## bench: Go benchmarks (fingerprint, signer, admission path)
-bench:
+## bench: every package's Go benchmarks, then `jobgate bench`: the system measured
+##        against the raw JetStream floor in one run (one table + bench.json; see
+##        docs/performance.md). BENCH_FLAGS sets its flags, e.g.
+##        make bench BENCH_FLAGS='--sections floor,admission --duration 10s'
+BENCH_FLAGS ?= --duration 5s --watch-window 20s --footprint-jobs 50000
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(BIN) bench $(BENCH_FLAGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -13,5 +13,6 @@ func (m *Main) extraCommands() map[string]func(context.Context, []string) error 
 		"watch":     m.runWatch,
 		"jobs":      m.runJobs,
 		"fetch":     m.runFetch,
+		"bench":     m.runBench,
 	}
 }

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/bench"
+	"github.com/jobgate/jobgate/pkg/config"
+)
+
+// runBench is `jobgate bench`: it starts the system under test as a second
+// process of this same binary (`bench --target`, wired exactly like serve),
+// drives it, prints one table and writes bench.json. See docs/performance.md.
+func (m *Main) runBench(ctx context.Context, args []string) error {
+	fs := newFlagSet("bench", m)
+	out := fs.String("out", "bench.json", "where to write the JSON report")
+	o := bench.Options{}
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "duration of each throughput figure")
+	fs.IntVar(&o.Clients, "clients", 32, "concurrent HTTP clients")
+	fs.StringVar(&o.Fsync, "fsync", "both", "durability settings to measure: both, default or always")
+	sections := fs.String("sections", strings.Join(bench.AllSections, ","), "comma-separated sections to run")
+	fs.IntVar(&o.E2EJobs, "e2e-jobs", 100, "1-page reports timed end to end")
+	fs.IntVar(&o.RenderJobs, "render-jobs", 40, "63-page reports per renderer count")
+	fs.IntVar(&o.Watchers, "watchers", 83, "reviewers watching their own job")
+	fs.DurationVar(&o.WatchWindow, "watch-window", 60*time.Second, "how long each watching mode runs")
+	fs.DurationVar(&o.ChangeInterval, "change-interval", 10*time.Second, "how often each watched job changes")
+	fs.IntVar(&o.SSEStreams, "sse-streams", 1000, "event streams held open for the footprint")
+	fs.IntVar(&o.FootprintJobs, "footprint-jobs", 100_000, "jobs admitted before the last memory reading")
+	fs.StringVar(&o.URL, "url", "", "benchmark a running gateway instead of starting one (needs its auth secret)")
+	secret := fs.String("auth-secret", "", "with --url: the gateway's token secret (default JOBGATE_AUTH_SECRET)")
+	fs.StringVar(&o.WorkDir, "work-dir", "", "where targets keep their data (default: a temp dir, removed)")
+	fs.StringVar(&o.ProfileDir, "profile-dir", "", "write a CPU profile of the target per figure into this dir")
+	// The target process (internal: started by the bench itself).
+	target := fs.Bool("target", false, "internal: run as the measured process, controlled over stdin/stdout")
+	dataDir := fs.String("data-dir", "", "internal (--target): data dir")
+	components := fs.String("components", "gateway", "internal (--target): components to run")
+	syncAlways := fs.Bool("sync-always", false, "internal (--target): fsync every write")
+	renderers := fs.Int("renderers", 0, "internal (--target): renderer concurrency")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *target {
+		return m.runBenchTarget(ctx, *dataDir, strings.Split(*components, ","), *syncAlways, *renderers)
+	}
+	o.Sections = strings.Split(*sections, ",")
+	o.Log = m.Stderr
+	if o.URL != "" {
+		s := *secret
+		if s == "" {
+			s = m.Getenv("JOBGATE_AUTH_SECRET")
+		}
+		o.AuthSecret = []byte(s)
+	} else {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.Launch = func(spec bench.TargetSpec) *exec.Cmd {
+			cmd := exec.Command(exe, "bench", "--target", "--data-dir", spec.DataDir,
+				"--components", strings.Join(spec.Components, ","), "--sync-always="+strconv.FormatBool(spec.SyncAlways),
+				"--renderers", strconv.Itoa(spec.RendererConcurrency))
+			cmd.Env = append(os.Environ(), "JOBGATE_AUTH_SECRET="+spec.AuthSecret)
+			cmd.Stderr = m.Stderr
+			return cmd
+		}
+	}
+	rep, err := bench.Run(ctx, o)
+	if rep != nil {
+		if werr := rep.WriteTable(m.Stdout); werr != nil {
+			return werr
+		}
+		if werr := rep.WriteJSON(*out); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(m.Stderr, "bench: wrote %s\n", *out)
+	}
+	return err
+}
+
+// runBenchTarget is the measured process: the named components wired like
+// `serve` on an embedded server in dataDir, plus the bench's control loop on
+// stdin/stdout. Rate limits are lifted (the bench is one tenant's flood);
+// logs go to dataDir/jobgate.log at the default level, as serve would log.
+func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []string, syncAlways bool, renderers int) error {
+	if dataDir == "" {
+		return &usageError{"bench --target: --data-dir is required"}
+	}
+	cfg := config.Default()
+	if err := cfg.LoadEnv(m.Getenv); err != nil {
+		return err
+	}
+	cfg.DataDir = dataDir
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.NATS.URL, cfg.NATS.Listen = "", ""
+	cfg.NATS.SyncAlways = syncAlways
+	if renderers > 0 {
+		cfg.Renderer.Concurrency = renderers
+	}
+	cfg.Gateway.ReadRate, cfg.Gateway.ReadBurst = 1e9, 1<<30
+	cfg.Gateway.SubmitRate, cfg.Gateway.SubmitBurst = 1e9, 1<<30
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(dataDir, "jobgate.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	rt, err := openRuntime(ctx, &cfg, "serve", logFile)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	var started []service
+	defer func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}()
+	env := bench.TargetEnv{Res: rt.res, Log: rt.log}
+	for _, name := range names {
+		svc, err := newService(rt, name, false)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if svc == nil {
+			continue
+		}
+		if err := svc.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		started = append(started, svc)
+		if gw, ok := svc.(interface {
+			Addr() string
+			SSEStreams() int64
+		}); ok {
+			env.URL, env.SSEStreams = "http://"+gw.Addr(), gw.SSEStreams
+		}
+	}
+	return bench.ServeTarget(ctx, env, m.Stdin, m.Stdout)
+}

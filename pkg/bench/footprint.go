@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// footprintSuite measures the target's memory idle, with SSEStreams open
+// event streams, and after FootprintJobs admissions, and the bytes on disk
+// per admitted job.
+func (r *runner) footprintSuite(ctx context.Context) error {
+	p, err := r.start([]string{"gateway"}, false, 0)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	a, err := r.apiFor(p, "footprint")
+	if err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second) // let start-up settle
+	idle := r.rep.add(Row{Section: SecFootprint, Name: "target RSS idle", Fsync: "default", Value: mib(p.rss()), Unit: "MiB"})
+	if m, err := p.mem(); err == nil {
+		idle.Note = memNote(m)
+	}
+
+	// One job per stream, admitted by the usual clients.
+	n := r.o.SSEStreams
+	r.logf("footprint: %d event streams", n)
+	ids := make([][]string, r.o.Clients)
+	body := permitBody(47, 29, 63)
+	s := closedLoop(ctx, r.o.Clients, 0, int64(n), func(w, i int) error {
+		st, id, err := a.submit(a.token("sse-"+strconv.Itoa(w)), "sse-"+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
+		if err := expect(st, http.StatusAccepted, err); err != nil {
+			return err
+		}
+		ids[w] = append(ids[w], id)
+		return nil
+	})
+	if s.Errors > 0 {
+		return fmt.Errorf("bench: footprint jobs: %s", s.FirstError)
+	}
+	sctx, closeStreams := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var streamErr error
+	for w, list := range ids {
+		tok := a.token("sse-" + strconv.Itoa(w))
+		for _, id := range list {
+			wg.Go(func() {
+				err := a.follow(sctx, tok, id, "", nil, func(string, string) bool { return false })
+				if err != nil && sctx.Err() == nil {
+					mu.Lock()
+					streamErr = errors.Join(streamErr, err)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	open := int64(0)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := p.mem()
+		if err != nil {
+			closeStreams()
+			wg.Wait()
+			return err
+		}
+		if open = m.SSEStreams; open >= int64(n) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	row := r.rep.add(Row{Section: SecFootprint, Name: fmt.Sprintf("target RSS with %d SSE streams open", n), Fsync: "default",
+		Value: mib(p.rss()), Unit: "MiB"})
+	relate(row, idle, "idle")
+	goal(row, "≤ 100 MiB", open >= int64(n) && row.Value <= 100)
+	if m, err := p.mem(); err == nil {
+		row.Note = fmt.Sprintf("%d streams open; %s", m.SSEStreams, memNote(m))
+	}
+	closeStreams()
+	wg.Wait()
+	if streamErr != nil {
+		row.Note += "; stream errors: " + streamErr.Error()
+	}
+
+	// Many admitted jobs: memory and disk.
+	jobs := r.o.FootprintJobs
+	r.logf("footprint: admitting %d jobs", jobs)
+	store := filepath.Join(p.spec.DataDir, "nats")
+	before, beforeAlloc := dirBytes(store)
+	body = permitBody(47, 29, 1)
+	var adm Summary
+	u := r.measure(p, "footprint-admit", func() {
+		adm = closedLoop(ctx, r.o.Clients, 0, int64(jobs), func(w, i int) error {
+			st, _, err := a.submit(a.token("bulk-"+strconv.Itoa(w)), "bulk-"+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
+			return expect(st, http.StatusAccepted, err)
+		})
+	})
+	time.Sleep(time.Second)
+	after, afterAlloc := dirBytes(store)
+	rss := r.rep.add(Row{Section: SecFootprint, Name: fmt.Sprintf("target RSS after %d more admitted jobs", adm.Ops), Fsync: "default",
+		Value: mib(p.rss()), Unit: "MiB",
+		Note: noteErrors(&adm, fmt.Sprintf("admitted at %.0f jobs/s", adm.Rate))}).use(u)
+	relate(rss, idle, "idle")
+	if m, err := p.mem(); err == nil {
+		rss.Note += "; " + memNote(m)
+	}
+	if adm.Ops > 0 {
+		per := float64(after-before) / float64(adm.Ops)
+		r.rep.add(Row{Section: SecFootprint, Name: "bytes on disk per admitted job (record + work message)", Fsync: "default",
+			Value: per, Unit: "B", Note: fmt.Sprintf("file sizes; allocated blocks: %.0f B/job", float64(afterAlloc-beforeAlloc)/float64(adm.Ops))})
+	}
+	return nil
+}
+
+func memNote(m *MemInfo) string {
+	return fmt.Sprintf("Go heap in use %.1f MiB, runtime total %.1f MiB, %d goroutines", mib(int64(m.HeapInuse)), mib(int64(m.Sys)), m.Goroutines)
+}

@@ -1,0 +1,53 @@
+package bench
+
+import "time"
+
+// The bench talks to its target process over the target's standard input
+// and output, one JSON object per line: the target first writes a Ready, then
+// answers each Request with one Response.
+
+// Ready is the target's first line.
+type Ready struct {
+	URL string `json:"url"` // gateway base URL, e.g. http://127.0.0.1:40123
+	PID int    `json:"pid"`
+}
+
+// Request ops.
+const (
+	opFloor        = "floor"         // run the raw JetStream floor in-process
+	opDrive        = "drive"         // start advancing jobs like a renderer would
+	opDriveStop    = "drive-stop"    // stop the driver, report its changes
+	opMem          = "mem"           // memory and stream counts
+	opProfileStart = "profile-start" // start a CPU profile into Path
+	opProfileStop  = "profile-stop"
+)
+
+// Request is one command to the target.
+type Request struct {
+	Op       string        `json:"op"`
+	Clients  int           `json:"clients,omitempty"`
+	Duration time.Duration `json:"duration,omitempty"`
+	Tenant   string        `json:"tenant,omitempty"`
+	Keys     []string      `json:"keys,omitempty"`
+	Interval time.Duration `json:"interval,omitempty"`
+	Pages    int           `json:"pages,omitempty"`
+	Path     string        `json:"path,omitempty"`
+}
+
+// Response answers one Request.
+type Response struct {
+	Err     string   `json:"err,omitempty"`
+	Floor   *Samples `json:"floor,omitempty"`
+	Mem     *MemInfo `json:"mem,omitempty"`
+	Changes int64    `json:"changes,omitempty"`
+}
+
+// MemInfo is the target's memory as its Go runtime sees it.
+type MemInfo struct {
+	HeapInuse  uint64 `json:"heap_inuse"`
+	HeapSys    uint64 `json:"heap_sys"`
+	Sys        uint64 `json:"sys"`
+	NumGC      uint32 `json:"num_gc"`
+	Goroutines int    `json:"goroutines"`
+	SSEStreams int64  `json:"sse_streams"`
+}
