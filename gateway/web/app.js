@@ -30,6 +30,7 @@
   let watcher = null; // the live view's Watcher
   let sending = null; // the pending entry being sent, if any
   let giveUp = false;
+  let sendPause = null; // aborts the wait between two attempts when the reviewer stops retrying
   let expiryTimer = 0;
   let listTimer = 0;
 
@@ -316,6 +317,7 @@
     if (sending) return;
     sending = entry;
     giveUp = false;
+    sendPause = new AbortController();
     updateRequestButton();
     requestStatus('Sending the request…', false);
     let attempt = 0;
@@ -339,7 +341,7 @@
           if (e instanceof AuthError) return;
           const wait = backoff(attempt++);
           requestStatus(`The server could not be reached; trying again in ${Math.ceil(wait / 1000)} s with the same request.`, true);
-          await sleep(wait);
+          await sleep(wait, sendPause.signal);
           continue;
         }
         if (resp.status === 202 || resp.status === 200) {
@@ -357,7 +359,7 @@
           attempt++;
           const why = resp.status === 429 ? 'Too many requests' : 'The server is busy';
           requestStatus(`${why}; trying again in ${Math.ceil(wait / 1000)} s with the same request.`, true);
-          await sleep(wait);
+          await sleep(wait, sendPause.signal);
           continue;
         }
         // The request itself was refused: this click is over.
@@ -835,7 +837,10 @@
     // first one's intent: it must not become a second request, even when the
     // first was answered between the two clicks and the button is enabled again.
     $('request').addEventListener('click', (ev) => { if (ev.detail > 1) ev.preventDefault(); });
-    $('give-up').addEventListener('click', () => { giveUp = true; });
+    $('give-up').addEventListener('click', () => {
+      giveUp = true;
+      if (sendPause) sendPause.abort();
+    });
     $('refresh').addEventListener('click', () => loadJobs().catch(() => {}));
     $('download').addEventListener('click', download);
     $('signout').addEventListener('click', () => expire('Signed out.'));

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/chromedp"
+	"github.com/jobgate/jobgate/dispatcher"
+	"github.com/jobgate/jobgate/gateway"
+	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/renderer"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// system is jobgate as `jobgate serve --dev` runs it, built in-process from
+// the public packages: embedded JetStream, dispatcher, renderer and a
+// gateway in development mode on a free port.
+type system struct {
+	url    string
+	gw     *gateway.Gateway
+	res    *wiring.Resources
+	secret []byte
+	gate   *renderGate
+	logs   *logBuffer
+}
+
+// renderGate holds every render at its start until the test opens it, so a
+// test can act while a job is running (reload the page mid-render) without
+// sleeping or depending on how fast a PDF renders. The renderer keeps the
+// job's heartbeat going meanwhile, as it does during a long render.
+type renderGate struct {
+	started chan string
+	release chan struct{}
+	once    sync.Once
+}
+
+func newRenderGate(open bool) *renderGate {
+	g := &renderGate{started: make(chan string, 16), release: make(chan struct{})}
+	if open {
+		g.open()
+	}
+	return g
+}
+
+func (g *renderGate) hold(r *job.Record) {
+	select {
+	case g.started <- r.ID:
+	default:
+	}
+	select {
+	case <-g.release:
+	case <-time.After(2 * time.Minute): // a failed test must not wedge the renderer for ever
+	}
+}
+
+func (g *renderGate) open() { g.once.Do(func() { close(g.release) }) }
+
+// logBuffer keeps the system's logs; they are printed only when a test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	return len(p), nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
+}
+
+// startSystem starts the whole system in a temp dir. With heldRenders, every
+// render waits at its start until sys.gate.open(); tune adjusts the
+// renderer's settings.
+func startSystem(t *testing.T, heldRenders bool, tune ...func(*renderer.Config)) *system {
+	t.Helper()
+	chromiumPath(t) // every system here is driven by a browser: skip before starting anything
+	sys := &system{secret: []byte("e2e-secret"), gate: newRenderGate(!heldRenders), logs: &logBuffer{}}
+	log := slog.New(slog.NewTextHandler(sys.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The services run until cleanup: their Start ties their loops to this one.
+	run, stopRun := context.WithCancel(context.Background())
+
+	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: filepath.Join(t.TempDir(), "nats")})
+	require.NoError(t, err)
+	nc, err := emb.Connect("e2e")
+	require.NoError(t, err)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	sys.res, err = wiring.Provision(ctx, js, wiring.DefaultLayout())
+	require.NoError(t, err)
+
+	disp, err := dispatcher.New(dispatcher.Config{}, sys.res, log.With("component", "dispatcher"))
+	require.NoError(t, err)
+	require.NoError(t, disp.Start(run))
+	rcfg := renderer.Config{OnRender: sys.gate.hold, DrainTimeout: time.Second}
+	for _, f := range tune {
+		f(&rcfg)
+	}
+	rend, err := renderer.New(rcfg, sys.res, log.With("component", "renderer"))
+	require.NoError(t, err)
+	require.NoError(t, rend.Start(run))
+	sys.gw, err = gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: sys.secret, Dev: true},
+		sys.res, log.With("component", "gateway"))
+	require.NoError(t, err)
+	require.NoError(t, sys.gw.Start(run))
+	sys.url = "http://" + sys.gw.Addr()
+
+	t.Cleanup(func() {
+		sys.gate.open()
+		sys.gw.Stop()
+		rend.Stop()
+		disp.Stop()
+		stopRun()
+		nc.Close()
+		emb.Shutdown()
+		if t.Failed() {
+			t.Logf("system logs:\n%s", sys.logs.String())
+		}
+	})
+	return sys
+}
+
+// token mints a bearer token the way `jobgate token` does.
+func (s *system) token(t *testing.T, tenant, subject string) string {
+	t.Helper()
+	tok, err := auth.Mint(s.secret, auth.Identity{Tenant: tenant, Requester: subject}, time.Hour, time.Now())
+	require.NoError(t, err)
+	return tok
+}
+
+// listJobs is GET /v1/jobs as the given requester: what the server holds
+// for them.
+func (s *system) listJobs(t *testing.T, tok string) []job.Resource {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.url+"/v1/jobs?limit=100", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET /v1/jobs: %s", body)
+	var page struct {
+		Jobs []job.Resource `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(body, &page))
+	return page.Jobs
+}
+
+// chromiumPath finds Debian's chromium (or another Chrome) for the test.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("JOBGATE_SKIP_BROWSER") == "1" {
+		t.Skip("JOBGATE_SKIP_BROWSER=1: skipping the browser test of the reviewer's page")
+	}
+	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("the browser test needs Chromium: install it (apt-get install -y chromium; .ci/run does this) " +
+		"or set JOBGATE_SKIP_BROWSER=1 to skip it")
+	return ""
+}
+
+// page is one browser tab on the system, with downloads going to a temp dir.
+type page struct {
+	ctx       context.Context // run actions with this one: it carries the test's deadline
+	downloads string
+	net       *netLog // set by recordNetwork
+}
+
+// openBrowser starts a fresh headless Chromium (new empty profile) and
+// returns its first tab.
+func openBrowser(t *testing.T) *page {
+	t.Helper()
+	exe := chromiumPath(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+	})
+	// The first run starts the browser; it must not carry a deadline.
+	require.NoError(t, chromedp.Do(browserCtx), "start chromium")
+	dir := t.TempDir()
+	_, err := chromedp.CallBrowser(browserCtx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior:      browser.SetDownloadBehaviorBehaviorAllowAndName,
+		DownloadPath:  dir,
+		EventsEnabled: new(true),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(browserCtx, 3*time.Minute)
+	t.Cleanup(cancel)
+	return &page{ctx: ctx, downloads: dir}
+}
