@@ -139,8 +139,11 @@ func (r *Record) Marshal() ([]byte, error) {
 // UnmarshalRecord decodes a stored record and attaches its revision.
 func UnmarshalRecord(data []byte, revision uint64) (*Record, error) {
 	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, err
+	if !r.fastUnmarshal(data) { // records this version wrote take the fast path
+		r = Record{}
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, err
+		}
 	}
 	r.Revision = revision
 	return &r, nil

@@ -1,0 +1,104 @@
+package job
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// checkFastUnmarshal: whatever the fast path accepts, encoding/json accepts
+// with the very same record.
+func checkFastUnmarshal(t *testing.T, data []byte) bool {
+	var fast Record
+	if !fast.fastUnmarshal(data) {
+		return false
+	}
+	var want Record
+	require.NoError(t, json.Unmarshal(data, &want), "fast path accepted what encoding/json refuses: %q", data)
+	require.Equal(t, want, fast, "%q", data)
+	return true
+}
+
+func sampleRecords() []*Record {
+	now := time.Date(2026, 11, 29, 23, 4, 5, 123456789, time.UTC)
+	later := now.Add(90 * time.Second)
+	return []*Record{
+		{ID: "job_a", Tenant: "4", Requester: "reviewer-47", KeyHash: "0011", Fingerprint: "ff",
+			Type: "permit_report", Params: json.RawMessage(`{"case_id":47,"pages":63,"revision":29}`),
+			State: StateQueued, CreatedAt: now, UpdatedAt: now},
+		{ID: "job_b", Tenant: "t", Requester: "r", Type: "permit_report", Params: json.RawMessage(`{"a":[1,-2.5e3,true,null,{"b":"c"}]}`),
+			State: StateRunning, Attempt: 2, CreatedAt: now, UpdatedAt: later, StartedAt: &now, RetryAt: &later, HeartbeatAt: &later,
+			Worker: "host-1-abc", Progress: &Progress{Done: 12, Total: 63, Unit: "pages"}},
+		{ID: "job_c", State: StateFailed, CreatedAt: now, UpdatedAt: now, FinishedAt: &now, Attempt: 3,
+			Error: &Failure{Category: CategoryTimeout, Message: "render took longer than 2m0s", Retryable: true}},
+		{ID: "job_d", State: StateSucceeded, Params: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now, StartedAt: &now, FinishedAt: &later,
+			Output: &Output{Object: "job_d", ContentType: "application/pdf", Size: 156261, SHA256: "abc"}},
+		{},
+	}
+}
+
+func TestUnmarshalRecordFastPathMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for i, r := range sampleRecords() {
+		data, err := r.Marshal()
+		require.NoError(t, err)
+		require.True(t, checkFastUnmarshal(t, data), "record %d written by Marshal takes the fast path", i)
+		got, err := UnmarshalRecord(data, 7)
+		require.NoError(t, err)
+		require.Equal(t, uint64(7), got.Revision)
+		again, err := got.Marshal()
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(again), "record %d round trip", i)
+	}
+	// Shapes the fast path leaves to encoding/json, which still decodes them.
+	for _, s := range []string{
+		`{"id":"job_\u0061"}`, `{"ID":"x"}`, `{"id":"é"}`, `{"progress":null}`, `{"attempt":1.0}`,
+		`{"attempt":01}`, `{"id":"a","id":"b"}`, `{"unknown":1}`, `{"created_at":"yesterday"}`,
+		`{"progress":{"done":1,"done":2}}`, `{"error":{"retryable":"yes"}}`, `{"id":"a"} x`, `{"attempt":12345678901234567}`,
+	} {
+		require.False(t, checkFastUnmarshal(t, []byte(s)), "fast path should leave %q to encoding/json", s)
+		var want Record
+		wantErr := json.Unmarshal([]byte(s), &want)
+		got, err := UnmarshalRecord([]byte(s), 1)
+		if wantErr != nil {
+			require.Error(t, err, s)
+			continue
+		}
+		require.NoError(t, err, s)
+		want.Revision = 1
+		require.Equal(t, &want, got, s)
+	}
+}
+
+// FuzzUnmarshalRecord: the fast path never decodes differently from
+// encoding/json.
+func FuzzUnmarshalRecord(f *testing.F) {
+	for _, r := range sampleRecords() {
+		data, _ := r.Marshal()
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkFastUnmarshal(t, data) })
+}
+
+func BenchmarkUnmarshalRecord(b *testing.B) {
+	data, _ := sampleRecords()[1].Marshal()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := UnmarshalRecord(data, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUnmarshalRecordEncodingJSON(b *testing.B) {
+	data, _ := sampleRecords()[1].Marshal()
+	b.ReportAllocs()
+	for b.Loop() {
+		var r Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
