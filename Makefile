@@ -12,8 +12,10 @@ build:
 run: build
 	$(BIN) serve --dev $(ARGS)
 
-## test: the whole suite with the race detector, real embedded JetStream
+## test: the whole suite with the race detector, real embedded JetStream,
+## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it)
 test:
+	@scripts/ensure-chromium.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
