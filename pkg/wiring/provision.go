@@ -120,6 +120,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		if err == nil {
 			err = waitLeader(ctx, js, r.stream)
 		}
+		if err == nil && r.bucket && r.want.replicas > 1 && have.AllowDirect {
+			err = leaderReads(ctx, js, have)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("provision %s: %w", r.name, err)
 		}
@@ -134,7 +137,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		bucket string
 		dst    *jetstream.KeyValue
 	}{{BucketJobs, &jobs}, {BucketMeta, &res.Meta}, {BucketNotices, &res.Notices}} {
-		err := retryTransient(ctx, func() (err error) {
+		err := retryTransient(ctx, func(ctx context.Context) (err error) {
 			*o.dst, err = js.KeyValue(ctx, o.bucket)
 			return err
 		})
@@ -142,7 +145,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 			return nil, fmt.Errorf("provision %s: %w", o.bucket, err)
 		}
 	}
-	err := retryTransient(ctx, func() (err error) {
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
 		res.Results, err = js.ObjectStore(ctx, BucketResults)
 		return err
 	})
@@ -158,6 +161,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 type resource struct {
 	name   string // as users know it (bucket or stream name)
 	stream string // the backing stream
+	bucket bool   // a KV bucket or object store (read by direct gets)
 	create func(context.Context, jetstream.JetStream) error
 	want   expect
 }
@@ -228,11 +232,11 @@ func (l Layout) resources() []resource {
 		return func(ctx context.Context, js jetstream.JetStream) error { _, err := js.CreateStream(ctx, c); return err }
 	}
 	return []resource{
-		{name: BucketJobs, stream: "KV_" + BucketJobs, create: kv(jobsKV), want: expect{
+		{name: BucketJobs, bucket: true, stream: "KV_" + BucketJobs, create: kv(jobsKV), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1, markerTTL: time.Minute}},
-		{name: BucketMeta, stream: "KV_" + BucketMeta, create: kv(metaKV), want: expect{
+		{name: BucketMeta, bucket: true, stream: "KV_" + BucketMeta, create: kv(metaKV), want: expect{
 			replicas: l.Replicas, history: 1}},
-		{name: BucketNotices, stream: "KV_" + BucketNotices, create: kv(noticesKV), want: expect{
+		{name: BucketNotices, bucket: true, stream: "KV_" + BucketNotices, create: kv(noticesKV), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1}},
 		{name: StreamWork, stream: StreamWork, create: stream(work), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
@@ -240,7 +244,7 @@ func (l Layout) resources() []resource {
 		{name: StreamEvents, stream: StreamEvents, create: stream(events), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
 			retention: &limits, subjects: events.Subjects}},
-		{name: BucketResults, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
+		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)
 			return err
 		}, want: expect{replicas: l.Replicas, maxAge: l.ResultTTL, ageSetting: SettingResultTTL}},
@@ -254,14 +258,14 @@ func ensure(ctx context.Context, js jetstream.JetStream, r resource) (jetstream.
 	var cfg jetstream.StreamConfig
 	for range 5 {
 		var s jetstream.Stream
-		err := retryTransient(ctx, func() (err error) { s, err = js.Stream(ctx, r.stream); return err })
+		err := retryTransient(ctx, func(ctx context.Context) (err error) { s, err = js.Stream(ctx, r.stream); return err })
 		if err == nil {
 			return s.CachedInfo().Config, nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return cfg, mapErr(err)
 		}
-		err = retryTransient(ctx, func() error { return r.create(ctx, js) })
+		err = retryTransient(ctx, func(ctx context.Context) error { return r.create(ctx, js) })
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !errors.Is(err, jetstream.ErrBucketExists) {
 			return cfg, explainCreate(err, r)
 		}
@@ -277,7 +281,7 @@ func waitLeader(ctx context.Context, js jetstream.JetStream, name string) error 
 	wait := 25 * time.Millisecond
 	for {
 		var s jetstream.Stream
-		err := retryTransient(ctx, func() (err error) { s, err = js.Stream(ctx, name); return err })
+		err := retryTransient(ctx, func(ctx context.Context) (err error) { s, err = js.Stream(ctx, name); return err })
 		if err != nil {
 			return mapErr(err)
 		}
@@ -291,6 +295,23 @@ func waitLeader(ctx context.Context, js jetstream.JetStream, name string) error 
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 	}
+}
+
+// leaderReads turns direct gets off on a replicated bucket's stream, so that
+// every read is answered by the stream leader. With direct gets any replica
+// answers, and a follower that has not yet applied the latest write returns
+// "not found" for a record just created or an older revision of one just
+// changed (see nats-server issue 4710). jobgate decides on what it reads — a
+// renderer acknowledges work whose record it does not find, a gateway
+// replays what it reads — so it reads what was acknowledged. With one
+// replica there is no follower, and direct gets stay on.
+func leaderReads(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig) error {
+	cfg := have
+	cfg.AllowDirect = false
+	return retryTransient(ctx, func(ctx context.Context) error {
+		_, err := js.UpdateStream(ctx, cfg)
+		return err
+	})
 }
 
 // explainCreate adds what an operator needs to a create error that is not
@@ -350,14 +371,18 @@ func durationOrNone(d time.Duration) string {
 	return d.String()
 }
 
-// retryTransient runs op until it succeeds, fails for good, or ctx ends. A
-// cluster that has just started answers "temporarily unavailable" or finds
-// too few peers until its servers have met and elected their leaders.
-func retryTransient(ctx context.Context, op func() error) error {
+// retryTransient runs op until it succeeds, fails for good, or ctx ends.
+// A cluster that has just started answers "temporarily unavailable" or finds
+// too few peers until its servers have met and elected their leaders, and
+// while several processes create the same streams at once an API request
+// now and then goes unanswered: each try gets its own short deadline.
+func retryTransient(ctx context.Context, op func(ctx context.Context) error) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := op()
-		if err == nil || !transientCluster(err) || ctx.Err() != nil {
+		tctx, cancel := context.WithTimeout(ctx, provisionTry)
+		err := op(tctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !transientCluster(err) {
 			return err
 		}
 		select {
@@ -369,14 +394,17 @@ func retryTransient(ctx context.Context, op func() error) error {
 	}
 }
 
+// provisionTry bounds one JetStream API request of Provision.
+const provisionTry = 3 * time.Second
+
 // transientCluster reports errors that a forming or recovering cluster
 // outgrows: everything Unavailable covers plus "no suitable peers" and
 // "insufficient resources" while servers are still joining.
 func transientCluster(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false // the caller's budget is spent; its own loop decides
+	if errors.Is(err, context.Canceled) {
+		return false
 	}
-	if Unavailable(err) {
+	if Unavailable(err) { // a try's own deadline included
 		return true
 	}
 	var api *jetstream.APIError
