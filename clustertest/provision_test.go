@@ -38,7 +38,8 @@ func TestProvisionOnCluster(t *testing.T) {
 	r1 := wiring.DefaultLayout()
 	_, err := provisionOnce(js, r1)
 	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
-	require.ErrorContains(t, err, "JOBGATE_JOBS exists with replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) 3, but this process is configured for 1")
+	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 3 on JOBGATE_JOBS, "+
+		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_RESULTS, but this process is configured for 1")
 
 	ttl := layout
 	ttl.JobTTL = time.Hour

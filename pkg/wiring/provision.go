@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
@@ -84,14 +85,48 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("%s exists with %s %s, but this process is configured for %s; "+
-		"every process of a deployment must use the same setting (change the resource deliberately, "+
-		"e.g. with `nats stream edit`, never by starting a process with another value)",
-		e.Resource, e.Setting, e.Have, e.Want)
+	return fmt.Sprintf("%s is %s on %s, but this process is configured for %s", e.Setting, e.Have, e.Resource, e.Want)
 }
 
 // Is makes a *MismatchError match ErrLayoutMismatch.
 func (e *MismatchError) Is(target error) bool { return target == ErrLayoutMismatch }
+
+// mismatchErrors is every difference Provision found, said once per
+// setting with the resources it concerns, and what to do about it.
+type mismatchErrors []*MismatchError
+
+func (m mismatchErrors) Error() string {
+	type diff struct{ setting, have, want string }
+	var order []diff
+	names := map[diff][]string{}
+	for _, e := range m {
+		d := diff{e.Setting, e.Have, e.Want}
+		if _, ok := names[d]; !ok {
+			order = append(order, d)
+		}
+		names[d] = append(names[d], e.Resource)
+	}
+	var b strings.Builder
+	b.WriteString("the deployment's JetStream resources differ from this process's settings: ")
+	for i, d := range order {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s is %s on %s, but this process is configured for %s", d.setting, d.have, strings.Join(names[d], ", "), d.want)
+	}
+	b.WriteString(". Every process of a deployment must use the same settings: fix this process's, or change the " +
+		"deployment deliberately (e.g. `nats stream edit`), never by starting a process with other values")
+	return b.String()
+}
+
+// Unwrap exposes each *MismatchError (errors.As) and so ErrLayoutMismatch.
+func (m mismatchErrors) Unwrap() []error {
+	out := make([]error, len(m))
+	for i, e := range m {
+		out[i] = e
+	}
+	return out
+}
 
 // Resources are the provisioned handles every service works with.
 type Resources struct {
@@ -114,7 +149,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 	if err := l.validate(); err != nil {
 		return nil, fmt.Errorf("provision: %w", err)
 	}
-	var mismatches []error
+	var mismatches []*MismatchError
 	for _, r := range l.resources() {
 		have, err := ensure(ctx, js, r)
 		if err == nil {
@@ -129,7 +164,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		mismatches = append(mismatches, r.compare(have)...)
 	}
 	if len(mismatches) > 0 {
-		return nil, fmt.Errorf("provision: %w", errors.Join(mismatches...))
+		return nil, fmt.Errorf("provision: %w", mismatchErrors(mismatches))
 	}
 	res := &Resources{JS: js, Layout: l}
 	var jobs jetstream.KeyValue
@@ -327,8 +362,8 @@ func explainCreate(err error, r resource) error {
 
 // compare reports every setting of the existing backing stream that differs
 // from the layout.
-func (r resource) compare(have jetstream.StreamConfig) []error {
-	var out []error
+func (r resource) compare(have jetstream.StreamConfig) []*MismatchError {
+	var out []*MismatchError
 	differ := func(setting, h, w string) {
 		out = append(out, &MismatchError{Resource: r.name, Setting: setting, Have: h, Want: w})
 	}

@@ -83,9 +83,7 @@ func TestProvisionMismatchNamesSettingAndChangesNothing(t *testing.T) {
 	other.JobTTL = 24 * time.Hour
 	_, err = provision(js, other)
 	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
-	require.ErrorContains(t, err, "JOBGATE_JOBS exists with job TTL")
-	require.ErrorContains(t, err, "JOBGATE_JOB_TTL")
-	require.ErrorContains(t, err, "720h0m0s, but this process is configured for 24h0m0s")
+	require.ErrorContains(t, err, "job TTL (job_ttl, JOBGATE_JOB_TTL, --job-ttl) is 720h0m0s on JOBGATE_JOBS, JOBGATE_NOTICES, JOBGATE_WORK, but this process is configured for 24h0m0s")
 	var mm *wiring.MismatchError
 	require.True(t, errors.As(err, &mm))
 	require.Equal(t, wiring.SettingJobTTL, mm.Setting)
@@ -96,7 +94,7 @@ func TestProvisionMismatchNamesSettingAndChangesNothing(t *testing.T) {
 	results.ResultTTL = time.Hour
 	_, err = provision(js, results)
 	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
-	require.ErrorContains(t, err, "JOBGATE_RESULTS exists with result TTL")
+	require.ErrorContains(t, err, "result TTL (result_ttl, JOBGATE_RESULT_TTL, --result-ttl) is 168h0m0s on JOBGATE_RESULTS, but this process is configured for 1h0m0s")
 	require.Equal(t, 168*time.Hour, streamConfig(t, js, "OBJ_"+wiring.BucketResults).MaxAge)
 
 	_, err = provision(js, wiring.DefaultLayout())
@@ -115,10 +113,11 @@ func TestProvisionReplicaMismatch(t *testing.T) {
 	r3.Replicas = 3
 	_, err = provision(js, r3)
 	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
-	require.ErrorContains(t, err, "JOBGATE_JOBS exists with replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) 1, but this process is configured for 3")
-	for _, name := range []string{wiring.BucketMeta, wiring.BucketNotices, wiring.StreamWork, wiring.StreamEvents, wiring.BucketResults} {
-		require.ErrorContains(t, err, name+" exists with replicas")
-	}
+	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 1 on JOBGATE_JOBS, "+
+		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_RESULTS, but this process is configured for 3")
+	var mm *wiring.MismatchError
+	require.ErrorAs(t, err, &mm)
+	require.Equal(t, wiring.SettingReplicas, mm.Setting)
 }
 
 // Replicas 3 on a single server is refused with what to do about it.
