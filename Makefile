@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test bench lint fuzz clean
+.PHONY: build run test bench lint fuzz clean cluster-demo
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -27,6 +27,12 @@ BENCH_FLAGS ?= --duration 5s --watch-window 20s --footprint-jobs 50000
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(BIN) bench $(BENCH_FLAGS)
+
+## cluster-demo: three real nats-server nodes (configs/cluster/, nats-server installed
+##        into bin/ when missing) and 2 gateways, 2 renderers, 1 dispatcher, 1 notifier
+##        as separate processes on loopback; submits a job, shows it succeed, cleans up
+cluster-demo: build
+	scripts/cluster-demo.sh
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
