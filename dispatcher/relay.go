@@ -10,6 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// relayPullExpiry is how long one pull request of the relay lasts.
+const relayPullExpiry = 5 * time.Second
+
 // relayRetry is how long a record change that could not be relayed waits
 // before it is delivered again.
 const relayRetry = time.Second
@@ -25,7 +28,9 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.RelayBatch))
+	// A short pull expiry (heartbeats at half of it) notices within seconds
+	// that a pull died with a cluster node, instead of after the default 30s.
+	it, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.RelayBatch), jetstream.PullExpiry(relayPullExpiry))
 	if err != nil {
 		return nil, err
 	}
