@@ -24,9 +24,9 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "duration of each throughput figure")
 	fs.IntVar(&o.Clients, "clients", 32, "concurrent HTTP clients")
 	fs.StringVar(&o.Fsync, "fsync", "both", "durability settings to measure: both, default or always")
-	sections := fs.String("sections", strings.Join(bench.AllSections, ","), "comma-separated sections to run")
+	sections := fs.String("sections", strings.Join(bench.AllSections, ","), "comma-separated sections to run (add "+bench.SecLevers+" to measure GOGC and log-level levers)")
 	fs.IntVar(&o.E2EJobs, "e2e-jobs", 100, "1-page reports timed end to end")
-	fs.IntVar(&o.RenderJobs, "render-jobs", 40, "63-page reports per renderer count")
+	fs.IntVar(&o.RenderJobs, "render-jobs", 150, "63-page reports per renderer count")
 	fs.IntVar(&o.Watchers, "watchers", 83, "reviewers watching their own job")
 	fs.DurationVar(&o.WatchWindow, "watch-window", 60*time.Second, "how long each watching mode runs")
 	fs.DurationVar(&o.ChangeInterval, "change-interval", 10*time.Second, "how often each watched job changes")
@@ -65,7 +65,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 			cmd := exec.Command(exe, "bench", "--target", "--data-dir", spec.DataDir,
 				"--components", strings.Join(spec.Components, ","), "--sync-always="+strconv.FormatBool(spec.SyncAlways),
 				"--renderers", strconv.Itoa(spec.RendererConcurrency))
-			cmd.Env = append(os.Environ(), "JOBGATE_AUTH_SECRET="+spec.AuthSecret)
+			cmd.Env = append(append(os.Environ(), "JOBGATE_AUTH_SECRET="+spec.AuthSecret), spec.Env...)
 			cmd.Stderr = m.Stderr
 			return cmd
 		}

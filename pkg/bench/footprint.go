@@ -90,6 +90,13 @@ func (r *runner) footprintSuite(ctx context.Context) error {
 	if streamErr != nil {
 		row.Note += "; stream errors: " + streamErr.Error()
 	}
+	// A stream notices its client left at its next write (a keep-alive
+	// every 15s); wait for them to end so they do not count below.
+	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if m, err := p.mem(); err != nil || m.SSEStreams == 0 {
+			break
+		}
+	}
 
 	// Many admitted jobs: memory and disk.
 	jobs := r.o.FootprintJobs
@@ -112,6 +119,12 @@ func (r *runner) footprintSuite(ctx context.Context) error {
 	relate(rss, idle, "idle")
 	if m, err := p.mem(); err == nil {
 		rss.Note += "; " + memNote(m)
+	}
+	if r.o.ProfileDir != "" {
+		path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "footprint-heap.pprof"))
+		if _, err := p.call(Request{Op: opHeapProfile, Path: path}); err != nil {
+			r.logf("heap profile: %v", err)
+		}
 	}
 	if adm.Ops > 0 {
 		per := float64(after-before) / float64(adm.Ops)

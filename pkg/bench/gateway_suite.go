@@ -5,12 +5,23 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
+// figure is one throughput measurement of the gateway suite.
+type figure struct {
+	section, name, unit string
+	run                 func(d time.Duration, round int) (Samples, error)
+	samples             Samples
+	cpu                 usage
+}
+
 // gatewaySuite measures sections 1–5 against a target running the gateway
-// alone on its embedded server: the raw floor, admission (saturated and at
-// half that rate), replay, conflict and status reads.
+// alone on its embedded server: the raw floor, admission (saturated, then at
+// half that rate), replay, conflict and status reads. The saturated figures
+// run in interleaved rounds, so a change in what else the machine runs hits
+// them all alike and their ratios hold.
 func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 	fs := fsyncName(always)
 	p, err := r.start([]string{"gateway"}, always, 0)
@@ -24,157 +35,142 @@ func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 	if err != nil {
 		return err
 	}
-	n, d := r.o.Clients, r.o.Duration
-
+	n := r.o.Clients
 	tokens := make([]string, n)
 	for w := range tokens {
 		tokens[w] = a.token("client-" + strconv.Itoa(w))
 	}
-	body := permitBody(47, 29, 1)
+	body, changed := permitBody(47, 29, 1), permitBody(47, 30, 1)
 	keyPrefix := "adm-" + fs + "-"
 
-	// The floor and admission run in interleaved rounds, so a change in
-	// what else the machine runs hits both alike and the ratio holds.
-	doFloor, doAdm := r.any(SecFloor) && p != nil, r.any(SecAdmission)
-	rounds := 1
-	if doFloor && doAdm {
-		rounds = 3
-	}
-	var floorS, admS Samples
-	var floorU, admU usage
-	for round := range rounds {
-		rd := d / time.Duration(rounds)
-		if doFloor {
-			r.logf("raw floor, %d clients, %s, fsync %s (round %d/%d)", n, rd, fs, round+1, rounds)
-			var resp Response
-			var ferr error
-			floorU.add(r.measure(p, fmt.Sprintf("floor-%s-%d", fs, round), func() {
-				resp, ferr = p.call(Request{Op: opFloor, Clients: n, Duration: rd, Tenant: "floor" + strconv.Itoa(round)})
-			}))
-			if ferr != nil {
-				return ferr
-			}
-			floorS.Add(*resp.Floor)
-		}
-		if doAdm {
-			r.logf("admission, %d clients, %s, fsync %s (round %d/%d)", n, rd, fs, round+1, rounds)
-			prefix := keyPrefix + strconv.Itoa(round) + "-"
-			admU.add(r.measure(p, fmt.Sprintf("admission-%s-%d", fs, round), func() {
-				admS.Add(closedLoopSamples(ctx, n, rd, 0, func(w, i int) error {
-					st, _, err := a.submit(tokens[w], prefix+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
-					return expect(st, http.StatusAccepted, err)
-				}))
-			}))
-		}
-	}
-	var floor, adm *Row
-	if doFloor {
-		fsum := floorS.Summary()
-		floor = r.rep.add(Row{Section: SecFloor, Name: fmt.Sprintf("kv create + work publish, %d clients", n), Fsync: fs,
-			Value: fsum.Rate, Unit: "jobs/s", Summary: &fsum,
-			Note: noteErrors(&fsum, fmt.Sprintf("in-process, same server and connection as the gateway; %d rounds interleaved with admission", rounds))}).use(floorU)
-	}
-	if doAdm {
-		s := admS.Summary()
-		adm = r.rep.add(Row{Section: SecAdmission, Name: fmt.Sprintf("new keys, %d clients, saturated", n), Fsync: fs,
-			Value: s.Rate, Unit: "jobs/s", Summary: &s, Note: noteErrors(&s, "")}).use(admU)
-		relate(adm, floor, "floor")
-		if !always {
-			goal(adm, "≥ 0.60× floor", floor != nil && adm.Ratio >= 0.6)
-		}
-
-		half := s.Rate / 2
-		if half >= 1 {
-			r.logf("admission at half the saturated rate (%.0f/s), fsync %s", half, fs)
-			var ps Summary
-			u := r.measure(p, "admission-half-"+fs, func() {
-				ps = pacedLoop(ctx, n*4, half, d, func(w, i int) error {
-					st, _, err := a.submit(tokens[w%n], keyPrefix+"half-"+strconv.Itoa(i), body)
-					return expect(st, http.StatusAccepted, err)
-				})
-			})
-			row := r.rep.add(Row{Section: SecAdmission, Name: fmt.Sprintf("new keys at half rate (%.0f/s offered), p99", half), Fsync: fs,
-				Value: ps.P99, Unit: "ms", Summary: &ps,
-				Note: noteErrors(&ps, "open loop; latency from each request's scheduled start")}).use(u)
-			if !always {
-				goal(row, "p99 ≤ 10 ms", ps.Errors == 0 && ps.P99 <= 10)
-			}
-		}
-	}
-
 	// Replay, conflict and status reads work on one job per client.
-	ids := make([]string, n)
+	ids, etags := make([]string, n), make([]string, n)
+	sameKey := func(w int) string { return "same-" + fs + "-" + strconv.Itoa(w) }
 	if r.any(SecReplay, SecConflict, SecStatus) {
 		for w := range n {
-			st, id, err := a.submit(tokens[w], "same-"+fs+"-"+strconv.Itoa(w), body)
+			st, id, err := a.submit(tokens[w], sameKey(w), body)
 			if err != nil || (st != http.StatusAccepted && st != http.StatusOK) {
-				return fmt.Errorf("bench: seeding replay jobs: status %d: %v", st, err)
+				return fmt.Errorf("bench: seeding jobs: status %d: %v", st, err)
 			}
-			ids[w] = id
+			g, err := a.get(tokens[w], "/v1/jobs/"+id, "")
+			if err != nil || g.status != http.StatusOK {
+				return fmt.Errorf("bench: seeding jobs: read %d: %v", g.status, err)
+			}
+			ids[w], etags[w] = id, g.etag
 		}
+	}
+	loop := func(fn func(w int, i int) error) func(time.Duration, int) (Samples, error) {
+		return func(d time.Duration, _ int) (Samples, error) { return closedLoopSamples(ctx, n, d, 0, fn), nil }
+	}
+	var figs []*figure
+	if r.any(SecFloor) && p != nil {
+		figs = append(figs, &figure{section: SecFloor, name: fmt.Sprintf("kv create + work publish, %d clients", n), unit: "jobs/s",
+			run: func(d time.Duration, round int) (Samples, error) {
+				resp, err := p.call(Request{Op: opFloor, Clients: n, Duration: d, Tenant: "floor" + strconv.Itoa(round)})
+				if err != nil {
+					return Samples{}, err
+				}
+				return *resp.Floor, nil
+			}})
+	}
+	if r.any(SecAdmission) {
+		figs = append(figs, &figure{section: SecAdmission, name: fmt.Sprintf("new keys, %d clients, saturated", n), unit: "jobs/s",
+			run: func(d time.Duration, round int) (Samples, error) {
+				prefix := keyPrefix + strconv.Itoa(round) + "-"
+				return closedLoopSamples(ctx, n, d, 0, func(w, i int) error {
+					st, _, err := a.submit(tokens[w], prefix+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
+					return expect(st, http.StatusAccepted, err)
+				}), nil
+			}})
 	}
 	if r.any(SecReplay) {
-		r.logf("replay, %d clients, %s, fsync %s", n, d, fs)
-		var s Summary
-		u := r.measure(p, "replay-"+fs, func() {
-			s = closedLoop(ctx, n, d, 0, func(w, _ int) error {
-				st, _, err := a.submit(tokens[w], "same-"+fs+"-"+strconv.Itoa(w), body)
+		figs = append(figs, &figure{section: SecReplay, name: fmt.Sprintf("same key re-posted, %d clients", n), unit: "req/s",
+			run: loop(func(w, _ int) error {
+				st, _, err := a.submit(tokens[w], sameKey(w), body)
 				return expect(st, http.StatusOK, err)
-			})
-		})
-		row := r.rep.add(Row{Section: SecReplay, Name: fmt.Sprintf("same key re-posted, %d clients", n), Fsync: fs,
-			Value: s.Rate, Unit: "req/s", Summary: &s, Note: noteErrors(&s, "")}).use(u)
-		relate(row, adm, "admission")
-		if !always {
-			goal(row, "≥ 1.5× admission", adm != nil && row.Ratio >= 1.5)
-		}
+			})})
 	}
-	if always {
-		return nil // the read paths write nothing: fsync does not matter
-	}
-	if r.any(SecConflict) {
-		r.logf("conflict, %d clients, %s", n, d)
-		changed := permitBody(47, 30, 1)
-		var s Summary
-		u := r.measure(p, "conflict-"+fs, func() {
-			s = closedLoop(ctx, n, d, 0, func(w, _ int) error {
-				st, _, err := a.submit(tokens[w], "same-"+fs+"-"+strconv.Itoa(w), changed)
+	if r.any(SecConflict) && !always { // the read paths write nothing: fsync does not matter
+		figs = append(figs, &figure{section: SecConflict, name: fmt.Sprintf("same key, changed payload, %d clients", n), unit: "req/s",
+			run: loop(func(w, _ int) error {
+				st, _, err := a.submit(tokens[w], sameKey(w), changed)
 				return expect(st, http.StatusConflict, err)
-			})
-		})
-		row := r.rep.add(Row{Section: SecConflict, Name: fmt.Sprintf("same key, changed payload, %d clients", n), Fsync: fs,
-			Value: s.Rate, Unit: "req/s", Summary: &s, Note: noteErrors(&s, "")}).use(u)
-		relate(row, adm, "admission")
+			})})
 	}
-	if r.any(SecStatus) {
-		r.logf("status reads, %d clients, %s", n, d)
-		etags := make([]string, n)
-		for w := range n {
-			g, err := a.get(tokens[w], "/v1/jobs/"+ids[w], "")
-			if err != nil || g.status != http.StatusOK {
-				return fmt.Errorf("bench: status seed read: %d %v", g.status, err)
+	if r.any(SecStatus) && !always {
+		figs = append(figs,
+			&figure{section: SecStatus, name: fmt.Sprintf("GET by id, %d clients", n), unit: "req/s",
+				run: loop(func(w, _ int) error {
+					g, err := a.get(tokens[w], "/v1/jobs/"+ids[w], "")
+					return expect(g.status, http.StatusOK, err)
+				})},
+			&figure{section: SecStatus, name: fmt.Sprintf("GET by id with If-None-Match (304), %d clients", n), unit: "req/s",
+				run: loop(func(w, _ int) error {
+					g, err := a.get(tokens[w], "/v1/jobs/"+ids[w], etags[w])
+					return expect(g.status, http.StatusNotModified, err)
+				})})
+	}
+	rounds := 3
+	if len(figs) == 1 {
+		rounds = 1
+	}
+	rd := r.o.Duration / time.Duration(rounds)
+	for round := range rounds {
+		for fi, f := range figs {
+			r.logf("%s: %s, %s, fsync %s (round %d/%d)", f.section, f.name, rd, fs, round+1, rounds)
+			var s Samples
+			var err error
+			f.cpu.add(r.measure(p, fmt.Sprintf("%s-%d-%s-%d", f.section, fi, fs, round), func() { s, err = f.run(rd, round) }))
+			if err != nil {
+				return err
 			}
-			etags[w] = g.etag
+			f.samples.Add(s)
 		}
-		var full, cached Summary
-		u := r.measure(p, "status-"+fs, func() {
-			full = closedLoop(ctx, n, d, 0, func(w, _ int) error {
-				g, err := a.get(tokens[w], "/v1/jobs/"+ids[w], "")
-				return expect(g.status, http.StatusOK, err)
+	}
+	rows := map[string]*Row{}
+	for _, f := range figs {
+		sum := f.samples.Summary()
+		note := ""
+		if f.section == SecFloor {
+			note = "in-process, on the gateway's own server and NATS connection"
+		}
+		if rounds > 1 {
+			note = strings.TrimPrefix(note+fmt.Sprintf("; %d rounds interleaved with the other figures", rounds), "; ")
+		}
+		row := r.rep.add(Row{Section: f.section, Name: f.name, Fsync: fs, Value: sum.Rate, Unit: f.unit, Summary: &sum,
+			Note: noteErrors(&sum, note)}).use(f.cpu)
+		if rows[f.section] == nil {
+			rows[f.section] = row
+		}
+		if f.section == SecStatus && row != rows[SecStatus] {
+			relate(row, rows[SecStatus], "GET 200")
+		}
+	}
+	floor, adm := rows[SecFloor], rows[SecAdmission]
+	relate(adm, floor, "floor")
+	relate(rows[SecReplay], adm, "admission")
+	relate(rows[SecConflict], adm, "admission")
+	if !always {
+		goal(adm, "≥ 0.60× floor", floor != nil && adm != nil && adm.Ratio >= 0.6)
+		goal(rows[SecReplay], "≥ 1.5× admission", adm != nil && rows[SecReplay] != nil && rows[SecReplay].Ratio >= 1.5)
+	}
+
+	if adm != nil && adm.Value/2 >= 1 {
+		half := adm.Value / 2
+		r.logf("admission at half the saturated rate (%.0f/s), fsync %s", half, fs)
+		var ps Summary
+		u := r.measure(p, "admission-half-"+fs, func() {
+			ps = pacedLoop(ctx, n*4, half, r.o.Duration, func(w, i int) error {
+				st, _, err := a.submit(tokens[w%n], keyPrefix+"half-"+strconv.Itoa(i), body)
+				return expect(st, http.StatusAccepted, err)
 			})
 		})
-		fullRow := r.rep.add(Row{Section: SecStatus, Name: fmt.Sprintf("GET by id, %d clients", n), Fsync: fs,
-			Value: full.Rate, Unit: "req/s", Summary: &full, Note: noteErrors(&full, "")}).use(u)
-		relate(fullRow, adm, "admission")
-		u = r.measure(p, "status-304-"+fs, func() {
-			cached = closedLoop(ctx, n, d, 0, func(w, _ int) error {
-				g, err := a.get(tokens[w], "/v1/jobs/"+ids[w], etags[w])
-				return expect(g.status, http.StatusNotModified, err)
-			})
-		})
-		row := r.rep.add(Row{Section: SecStatus, Name: fmt.Sprintf("GET by id with If-None-Match (304), %d clients", n), Fsync: fs,
-			Value: cached.Rate, Unit: "req/s", Summary: &cached, Note: noteErrors(&cached, "")}).use(u)
-		relate(row, fullRow, "GET 200")
+		row := r.rep.add(Row{Section: SecAdmission, Name: fmt.Sprintf("new keys at half rate (%.0f/s offered), p99", half), Fsync: fs,
+			Value: ps.P99, Unit: "ms", Summary: &ps,
+			Note: noteErrors(&ps, "open loop; latency from each request's scheduled start")}).use(u)
+		if !always {
+			goal(row, "p99 ≤ 10 ms", ps.Errors == 0 && ps.P99 <= 10)
+		}
 	}
 	if p != nil {
 		r.rep.add(Row{Section: SecFootprint, Name: "target RSS after the gateway figures", Fsync: fs, Value: mib(p.rss()), Unit: "MiB"})
@@ -195,3 +191,80 @@ func noteErrors(s *Summary, extra string) string {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// Levers are settings of the target that the calibration notes name as
+// ways to a faster admission; the levers section measures each against its
+// own floor (opt in: --sections levers).
+var levers = []struct {
+	name string
+	env  []string
+}{
+	{"GOGC=400", []string{"GOGC=400"}},
+	{"admission log at warn (no per-job info line)", []string{"JOBGATE_LOG_LEVEL=warn"}},
+	{"GOGC=400 and log at warn", []string{"GOGC=400", "JOBGATE_LOG_LEVEL=warn"}},
+}
+
+// leversSuite measures floor and admission with each lever applied to the
+// target process, default fsync.
+func (r *runner) leversSuite(ctx context.Context) error {
+	for _, lv := range levers {
+		p, err := r.startEnv([]string{"gateway"}, false, 0, lv.env)
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer p.stop()
+			a, err := r.apiFor(p, "bench")
+			if err != nil {
+				return err
+			}
+			tokens := make([]string, r.o.Clients)
+			for w := range tokens {
+				tokens[w] = a.token("client-" + strconv.Itoa(w))
+			}
+			floorS, admS, floorU, admU, err := r.floorVsAdmission(ctx, p, a, tokens)
+			if err != nil {
+				return err
+			}
+			fsum, s := floorS.Summary(), admS.Summary()
+			floor := &Row{Section: SecLevers, Value: fsum.Rate, Summary: &fsum}
+			floor.use(floorU)
+			row := r.rep.add(Row{Section: SecLevers, Name: "admission with " + lv.name, Fsync: "default",
+				Value: s.Rate, Unit: "jobs/s", Summary: &s,
+				Note: noteErrors(&s, fmt.Sprintf("its own floor: %.0f jobs/s at %.0f µs target CPU per job", fsum.Rate, floor.ServerCPUPerOp))}).use(admU)
+			relate(row, floor, "floor")
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floorVsAdmission measures the raw floor and admission in three
+// interleaved rounds.
+func (r *runner) floorVsAdmission(ctx context.Context, p *proc, a *api, tokens []string) (floorS, admS Samples, floorU, admU usage, err error) {
+	n := len(tokens)
+	body := permitBody(47, 29, 1)
+	rd := r.o.Duration / 3
+	for round := range 3 {
+		var resp Response
+		var ferr error
+		floorU.add(r.measure(p, fmt.Sprintf("lever-floor-%d", round), func() {
+			resp, ferr = p.call(Request{Op: opFloor, Clients: n, Duration: rd, Tenant: "floor" + strconv.Itoa(round)})
+		}))
+		if ferr != nil {
+			return floorS, admS, floorU, admU, ferr
+		}
+		floorS.Add(*resp.Floor)
+		prefix := "lever-" + strconv.Itoa(round) + "-"
+		admU.add(r.measure(p, fmt.Sprintf("lever-admission-%d", round), func() {
+			admS.Add(closedLoopSamples(ctx, n, rd, 0, func(w, i int) error {
+				st, _, err := a.submit(tokens[w], prefix+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
+				return expect(st, http.StatusAccepted, err)
+			}))
+		}))
+	}
+	return floorS, admS, floorU, admU, nil
+}

@@ -25,6 +25,8 @@ type TargetSpec struct {
 	RendererConcurrency int
 	// AuthSecret is the bearer token secret the bench mints tokens with.
 	AuthSecret string
+	// Env are extra environment variables (NAME=value) for the target.
+	Env []string
 }
 
 // Launcher builds the command that runs the target process for spec; the

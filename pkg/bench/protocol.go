@@ -20,6 +20,7 @@ const (
 	opMem          = "mem"           // memory and stream counts
 	opProfileStart = "profile-start" // start a CPU profile into Path
 	opProfileStop  = "profile-stop"
+	opHeapProfile  = "heap-profile" // write the heap profile to Path
 )
 
 // Request is one command to the target.

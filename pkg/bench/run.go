@@ -25,6 +25,7 @@ const (
 	SecE2E       = "e2e"
 	SecWatch     = "watch"
 	SecFootprint = "footprint"
+	SecLevers    = "levers" // opt in: not part of AllSections
 )
 
 // AllSections lists every section.
@@ -52,7 +53,7 @@ type Options struct {
 	// Sections to run (default all).
 	Sections []string
 	// E2EJobs is the number of 1-page jobs timed end to end (default 100);
-	// RenderJobs the number of 63-page jobs per renderer count (default 40).
+	// RenderJobs the number of 63-page jobs per renderer count (default 150).
 	E2EJobs    int
 	RenderJobs int
 	// Watchers (default 83) watch their own job for WatchWindow (default
@@ -89,15 +90,15 @@ func (o *Options) withDefaults() error {
 		o.Sections = AllSections
 	}
 	for _, s := range o.Sections {
-		if !slices.Contains(AllSections, s) {
-			return fmt.Errorf("bench: unknown section %q (have %s)", s, strings.Join(AllSections, ", "))
+		if !slices.Contains(AllSections, s) && s != SecLevers {
+			return fmt.Errorf("bench: unknown section %q (have %s, %s)", s, strings.Join(AllSections, ", "), SecLevers)
 		}
 	}
 	if o.E2EJobs <= 0 {
 		o.E2EJobs = 100
 	}
 	if o.RenderJobs <= 0 {
-		o.RenderJobs = 40
+		o.RenderJobs = 150
 	}
 	if o.Watchers <= 0 {
 		o.Watchers = 83
@@ -193,6 +194,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			errs = append(errs, err)
 		}
 	}
+	if r.any(SecLevers) && o.URL == "" {
+		if err := r.leversSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	r.rep.Seconds = time.Since(r.rep.Started).Seconds()
 	r.rep.note("load average at the end: %s; cpu srv/gen/other = cores used by the target, by the load generator and by the rest of the machine", loadAvg())
 	return r.rep, errors.Join(errs...)
@@ -231,15 +237,20 @@ func (r *runner) logf(format string, args ...any) {
 // start launches a target with the given components, or returns nil in URL
 // mode.
 func (r *runner) start(components []string, always bool, renderers int) (*proc, error) {
+	return r.startEnv(components, always, renderers, nil)
+}
+
+// startEnv is start with extra environment variables for the target.
+func (r *runner) startEnv(components []string, always bool, renderers int, env []string) (*proc, error) {
 	if r.o.URL != "" {
 		return nil, nil
 	}
 	r.seq++
 	spec := TargetSpec{
 		DataDir:    filepath.Join(r.o.WorkDir, fmt.Sprintf("target-%d", r.seq)),
-		Components: components, SyncAlways: always, RendererConcurrency: renderers, AuthSecret: r.secret,
+		Components: components, SyncAlways: always, RendererConcurrency: renderers, AuthSecret: r.secret, Env: env,
 	}
-	r.logf("starting target %d: %s (fsync %s)", r.seq, strings.Join(components, "+"), fsyncName(always))
+	r.logf("starting target %d: %s (fsync %s) %s", r.seq, strings.Join(components, "+"), fsyncName(always), strings.Join(env, " "))
 	return startTarget(r.o.Launch, spec)
 }
 

@@ -129,6 +129,8 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 		// Allocations are cumulative: a snapshot now is the base of the one
 		// at the stop (go tool pprof -base x.allocs.base x.allocs).
 		return writeProfile("allocs", req.Path+".allocs.base")
+	case opHeapProfile:
+		return writeProfile("heap", req.Path)
 	case opProfileStop:
 		if t.prof == nil {
 			return nil
