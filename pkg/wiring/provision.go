@@ -155,13 +155,15 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		if err == nil {
 			err = waitLeader(ctx, js, r.stream)
 		}
-		if err == nil && r.bucket && r.want.replicas > 1 && have.AllowDirect {
+		differ := r.compare(have)
+		// Only a resource that matches is touched: a mismatch changes nothing.
+		if err == nil && len(differ) == 0 && r.bucket && have.Replicas > 1 && have.AllowDirect {
 			err = leaderReads(ctx, js, have)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("provision %s: %w", r.name, err)
 		}
-		mismatches = append(mismatches, r.compare(have)...)
+		mismatches = append(mismatches, differ...)
 	}
 	if len(mismatches) > 0 {
 		return nil, fmt.Errorf("provision: %w", mismatchErrors(mismatches))
@@ -289,9 +291,13 @@ func (l Layout) resources() []resource {
 // ensure returns the config of the resource's backing stream, creating the
 // resource first when it does not exist. A create that loses a race against
 // another process (or finds a different config) reads what exists instead.
+// On a cluster the server that answers a read may learn of a stream a moment
+// after its creation was confirmed: reads are repeated, with a growing pause,
+// until the stream shows up or ctx ends.
 func ensure(ctx context.Context, js jetstream.JetStream, r resource) (jetstream.StreamConfig, error) {
 	var cfg jetstream.StreamConfig
-	for range 5 {
+	wait := 25 * time.Millisecond
+	for {
 		var s jetstream.Stream
 		err := retryTransient(ctx, func(ctx context.Context) (err error) { s, err = js.Stream(ctx, r.stream); return err })
 		if err == nil {
@@ -300,13 +306,19 @@ func ensure(ctx context.Context, js jetstream.JetStream, r resource) (jetstream.
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return cfg, mapErr(err)
 		}
+		// Creating an identical stream again is a no-op, so a create whose
+		// result is not visible yet may safely be repeated.
 		err = retryTransient(ctx, func(ctx context.Context) error { return r.create(ctx, js) })
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !errors.Is(err, jetstream.ErrBucketExists) {
 			return cfg, explainCreate(err, r)
 		}
+		select {
+		case <-ctx.Done():
+			return cfg, fmt.Errorf("%w: %s created but not readable: %w", job.ErrUnavailable, r.stream, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
 	}
-	// Created, yet gone again at every read: someone deletes it concurrently.
-	return cfg, fmt.Errorf("%w: %s was neither found nor created", job.ErrUnavailable, r.stream)
 }
 
 // waitLeader polls until the stream has a leader. On a cluster a stream

@@ -118,6 +118,9 @@ func TestProvisionReplicaMismatch(t *testing.T) {
 	var mm *wiring.MismatchError
 	require.ErrorAs(t, err, &mm)
 	require.Equal(t, wiring.SettingReplicas, mm.Setting)
+	jobs := streamConfig(t, js, "KV_"+wiring.BucketJobs)
+	require.Equal(t, 1, jobs.Replicas, "nothing was changed")
+	require.True(t, jobs.AllowDirect, "one replica keeps direct gets")
 }
 
 // Replicas 3 on a single server is refused with what to do about it.
