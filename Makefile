@@ -23,7 +23,7 @@ test:
 ##        against the raw JetStream floor in one run (one table + bench.json; see
 ##        docs/performance.md). BENCH_FLAGS sets its flags, e.g.
 ##        make bench BENCH_FLAGS='--sections floor,admission --duration 10s'
-BENCH_FLAGS ?= --duration 5s --watch-window 20s --footprint-jobs 50000
+BENCH_FLAGS ?= --duration 5s --watch-window 30s --footprint-jobs 50000
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(BIN) bench $(BENCH_FLAGS)

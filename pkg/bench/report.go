@@ -126,7 +126,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "settings: %s\n\n", strings.Join(set, " "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "section\tfigure\tfsync\tvalue\tp50 ms\tp99 ms\tp99.9 ms\tratio\ttarget\tcpu srv/gen\t")
+	fmt.Fprintln(tw, "section\tfigure\tfsync\tvalue\tp50 ms\tp99 ms\tp99.9 ms\tratio\ttarget\tcpu srv/gen/other\tsrv µs/op\t")
 	for _, x := range r.Rows {
 		p50, p99, p999 := "", "", ""
 		if s := x.Summary; s != nil && s.Ops > 0 && s.P50 > 0 {

@@ -99,6 +99,7 @@ func TestReportRatiosTargetsTableAndJSON(t *testing.T) {
 	require.Contains(t, text, "≥ 0.60× floor ok")
 	require.Contains(t, text, "≥ 1.5× admission MISSED")
 	require.Contains(t, text, "1.40/0.30/0.10")
+	require.Contains(t, text, "cpu srv/gen/other")
 	require.Contains(t, text, "[replay / replay] a note")
 	require.Equal(t, 1+1, strings.Count(text, "MISSED")+strings.Count(text, " ok|"))
 
