@@ -34,13 +34,15 @@ type Node struct {
 	RoutePort  int
 	StoreDir   string
 	routes     string
+	configure  []func(*server.Options)
 
 	mu  sync.Mutex
 	srv *server.Server
 }
 
-// Start runs an n-node cluster that lives as long as the test.
-func Start(t testing.TB, n int) *Cluster {
+// Start runs an n-node cluster that lives as long as the test. configure,
+// if given, adjusts every node's server options (e.g. SyncAlways).
+func Start(t testing.TB, n int, configure ...func(*server.Options)) *Cluster {
 	t.Helper()
 	ports := freePorts(t, 2*n)
 	c := &Cluster{t: t}
@@ -55,6 +57,7 @@ func Start(t testing.TB, n int) *Cluster {
 			RoutePort:  ports[n+i],
 			StoreDir:   t.TempDir(),
 			routes:     strings.Join(routes, ","),
+			configure:  configure,
 		})
 	}
 	t.Cleanup(func() {
@@ -104,7 +107,7 @@ func (c *Cluster) waitMeta() {
 // options are a node's server settings; a fresh copy per start, because the
 // server keeps and changes the one it is given.
 func (nd *Node) options() *server.Options {
-	return &server.Options{
+	o := &server.Options{
 		ServerName: nd.Name,
 		Host:       "127.0.0.1",
 		Port:       nd.ClientPort,
@@ -122,6 +125,10 @@ func (nd *Node) options() *server.Options {
 		NoSigs:             true,
 		NoLog:              true,
 	}
+	for _, f := range nd.configure {
+		f(o)
+	}
+	return o
 }
 
 func (nd *Node) start() error {
