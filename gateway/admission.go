@@ -126,6 +126,9 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 			// The commit is what counts. If this publish is lost the
 			// dispatcher's relay publishes the same message from the change
 			// log, so the client still gets its 202.
+			if g.cfg.LeaveWorkToRelay {
+				return rec, true, nil
+			}
 			if err := wiring.PublishWork(ctx, g.res.JS, rec, 0); err != nil {
 				g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
 			}

@@ -257,3 +257,18 @@ func TestLostCreateAckIsRecognized(t *testing.T) {
 	require.NoError(t, err)
 	var _ jetstream.KeyValueEntry
 }
+
+// With LeaveWorkToRelay the admission is the commit alone: nothing lands on
+// the work stream until the relay (not running here) publishes it.
+func TestLeaveWorkToRelayCommitsOnly(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.LeaveWorkToRelay = true })
+	tok := b.token(t, "4", "reviewer-47", false)
+	require.Equal(t, http.StatusAccepted, b.submit(t, tok, "k", permit).status)
+	require.Equal(t, 1, b.countJobs(t))
+	stream, err := b.res.JS.Stream(context.Background(), wiring.StreamWork)
+	require.NoError(t, err)
+	info, err := stream.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 0, info.State.Msgs)
+}

@@ -26,6 +26,9 @@ type Config struct {
 	// SubmitRate/SubmitBurst limit submissions per requester (default 50/100).
 	SubmitRate  float64
 	SubmitBurst int
+	// LeaveWorkToRelay: commit only; the dispatcher's relay publishes the
+	// work message from the record change log (see pkg/config).
+	LeaveWorkToRelay bool
 	// Dev enables the /dev/token login used by the page in development.
 	Dev bool
 	// Registry lists the accepted job types (default job.DefaultRegistry()).

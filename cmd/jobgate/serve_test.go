@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -164,4 +165,30 @@ func TestServeExportsMetricsOfEveryComponent(t *testing.T) {
 		}
 		return true
 	}, 20*time.Second, 100*time.Millisecond)
+}
+
+// With gateway.leave_work_to_relay the gateway only commits; the
+// dispatcher's relay puts the work on the queue and the job still runs.
+func TestServeWithWorkLeftToRelay(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := dir + "/jobgate.yaml"
+	require.NoError(t, os.WriteFile(cfg, []byte("gateway:\n  leave_work_to_relay: true\n"), 0o600))
+	addr := freeAddr(t)
+	runServe(t, dir, addr, "--config", cfg)
+	tok := mintToken(t, dir, "4", "reviewer-47")
+	status, j := postJob(t, addr, tok, "relay-1", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":3}}`)
+	require.Equal(t, http.StatusAccepted, status)
+	require.Eventually(t, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/jobs/"+j["id"].(string), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var got map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&got)
+		return got["state"] == "succeeded"
+	}, 30*time.Second, 20*time.Millisecond)
 }

@@ -13,15 +13,16 @@ func newGateway(rt *runtime, serve bool) (service, error) {
 		return nil, err
 	}
 	return gateway.New(gateway.Config{
-		Addr:        rt.cfg.HTTPAddr,
-		AuthSecret:  secret,
-		LinkTTL:     rt.cfg.ResultLinkTTL,
-		ReadRate:    rt.cfg.Gateway.ReadRate,
-		ReadBurst:   rt.cfg.Gateway.ReadBurst,
-		SubmitRate:  rt.cfg.Gateway.SubmitRate,
-		SubmitBurst: rt.cfg.Gateway.SubmitBurst,
-		Dev:         serve && rt.cfg.Dev,
-		Failpoints:  rt.fp,
-		Metrics:     rt.metrics,
+		Addr:             rt.cfg.HTTPAddr,
+		AuthSecret:       secret,
+		LinkTTL:          rt.cfg.ResultLinkTTL,
+		ReadRate:         rt.cfg.Gateway.ReadRate,
+		ReadBurst:        rt.cfg.Gateway.ReadBurst,
+		SubmitRate:       rt.cfg.Gateway.SubmitRate,
+		SubmitBurst:      rt.cfg.Gateway.SubmitBurst,
+		LeaveWorkToRelay: rt.cfg.Gateway.LeaveWorkToRelay,
+		Dev:              serve && rt.cfg.Dev,
+		Failpoints:       rt.fp,
+		Metrics:          rt.metrics,
 	}, rt.res, rt.log.With("component", "gateway"))
 }

@@ -88,6 +88,12 @@ type Gateway struct {
 	// SubmitRate and SubmitBurst limit submissions per requester.
 	SubmitRate  float64 `yaml:"submit_rate"`
 	SubmitBurst int     `yaml:"submit_burst"`
+	// LeaveWorkToRelay skips the gateway's own work publish after the
+	// commit: admission is then one JetStream write and the dispatcher's
+	// relay publishes the work message from the change log (the same message,
+	// a few milliseconds later). Faster admission, slightly later first
+	// render; it needs a dispatcher running. Default false.
+	LeaveWorkToRelay bool `yaml:"leave_work_to_relay"`
 }
 
 // Notifier configures completion notices.
