@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"github.com/jobgate/jobgate/pkg/jobtest"
 	"io"
 	"log/slog"
 	"net"
@@ -42,19 +43,8 @@ const waitTimeout = 20 * time.Second
 // that need more instances call b.start again.
 func setup(t testing.TB, cfg Config) (*Notifier, *testBundle) {
 	t.Helper()
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("notifier-test")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
-	require.NoError(t, err)
-	b := &testBundle{emb: emb, res: res}
+	env := jobtest.Start(t)
+	b := &testBundle{emb: env.Emb, res: env.Connect(t, "notifier-test").Res}
 	return b.start(t, cfg), b
 }
 

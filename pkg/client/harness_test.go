@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/jobgate/jobgate/pkg/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -38,18 +39,7 @@ type testBundle struct {
 // the gateway on a free port. Everything stops when the test ends.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("client-test")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
-	require.NoError(t, err)
+	res := jobtest.Start(t).Connect(t, "client-test").Res
 	secret := []byte("client-test-secret-0123456789abcdef")
 	gw, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, res, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
