@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,9 @@ func main() {
 	defer stop()
 	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	if err := m.Run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h printed the flags; asking for help is not a failure
+		}
 		fmt.Fprintln(os.Stderr, "jobgate:", err)
 		os.Exit(ExitCode(err))
 	}
@@ -39,6 +43,9 @@ func (e *usageError) Error() string { return e.msg }
 // ExitCode maps an error to the process exit code: 2 for usage mistakes, 1
 // for everything else. Client commands refine this in their own files.
 func ExitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2

@@ -115,6 +115,9 @@ func TestUsageErrors(t *testing.T) {
 	require.Equal(t, 2, ExitCode(err), fmt.Sprint(err))
 	err = m.Run(context.Background(), []string{"serve", "--job-ttl", "soon"})
 	require.Equal(t, 2, ExitCode(err), fmt.Sprint(err))
+	err = m.Run(context.Background(), []string{"serve", "-h"})
+	require.Equal(t, 0, ExitCode(err), "asking for help is not a failure")
+	require.Contains(t, out.String(), "-data-dir")
 }
 
 func TestServeExportsMetricsOfEveryComponent(t *testing.T) {
