@@ -213,7 +213,7 @@ func (d *deployment) waitNotices(t *testing.T, want int, timeout time.Duration) 
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		n := d.sink.notices()
+		n := d.sink.MessageIDs()
 		if len(n) >= want || time.Now().After(deadline) {
 			if len(n) < want {
 				t.Errorf("%d of %d notices arrived within %s", len(n), want, timeout)

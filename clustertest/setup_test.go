@@ -6,11 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/pkg/jobtest"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/mail"
 	"os"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/notifier"
@@ -48,7 +46,7 @@ type deployment struct {
 	urls     []string          // gateway base URLs
 	obs      *wiring.Resources // the test's own view, on every node's URL
 	renders  *renderLog
-	sink     *smtpSink
+	sink     *jobtest.SMTPSink
 	token    string
 	// placement lists the components connected to each node.
 	placement map[int][]string
@@ -69,7 +67,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	c := Start(t, 3)
 	layout := wiring.DefaultLayout()
 	layout.Replicas = 3
-	d := &deployment{cluster: c, renders: &renderLog{n: map[string]int{}}, sink: newSMTPSink(t), placement: map[int][]string{}}
+	d := &deployment{cluster: c, renders: &renderLog{n: map[string]int{}}, sink: jobtest.NewSMTPSink(t), placement: map[int][]string{}}
 	_, d.obs = c.Provision("observer", c.URLs(), layout)
 
 	connect := func(name string, node int) *wiring.Resources {
@@ -102,7 +100,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	t.Cleanup(disp.Stop)
 	n, err := notifier.New(connect("notifier", 2), notifier.Config{
 		Mail: notifier.Mail{
-			Host: d.sink.host, Port: d.sink.port, From: "jobgate@example.test",
+			Host: d.sink.Host, Port: d.sink.Port, From: "jobgate@example.test",
 			Addresses: map[string]string{tenant + "/" + requester: mailAddr},
 		},
 		Instance: "notifier-1",
@@ -330,64 +328,6 @@ func (d *deployment) resultObjects(t *testing.T) int {
 	}
 	require.NoError(t, err)
 	return len(infos)
-}
-
-// smtpSink is a real SMTP server on loopback that keeps what it accepts.
-type smtpSink struct {
-	host string
-	port int
-	mu   sync.Mutex
-	ids  []string // Message-ID of every accepted mail, duplicates kept
-}
-
-func newSMTPSink(t *testing.T) *smtpSink {
-	t.Helper()
-	s := &smtpSink{}
-	srv := smtp.NewServer(sinkBackend{s})
-	srv.Domain = "localhost"
-	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().(*net.TCPAddr)
-	s.host, s.port = addr.IP.String(), addr.Port
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close(); <-done })
-	return s
-}
-
-// notices returns how many mails arrived per Message-ID (job.state).
-func (s *smtpSink) notices() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for _, id := range s.ids {
-		out[id]++
-	}
-	return out
-}
-
-type sinkBackend struct{ s *smtpSink }
-
-func (b sinkBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return &sinkSession{s: b.s}, nil }
-
-type sinkSession struct{ s *smtpSink }
-
-func (ss *sinkSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (ss *sinkSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
-func (ss *sinkSession) Reset()                               {}
-func (ss *sinkSession) Logout() error                        { return nil }
-
-func (ss *sinkSession) Data(r io.Reader) error {
-	m, err := mail.ReadMessage(r)
-	if err != nil {
-		return err
-	}
-	id := strings.Trim(m.Header.Get("Message-Id"), "<>")
-	ss.s.mu.Lock()
-	ss.s.ids = append(ss.s.ids, id)
-	ss.s.mu.Unlock()
-	return nil
 }
 
 // testLogger sends the components' warnings and errors (or what

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"github.com/jobgate/jobgate/pkg/jobtest"
 	"net/http"
 	"strconv"
 	"testing"
@@ -30,7 +31,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 // BenchmarkMailDelivery measures terminal events turned into one SMTP mail
 // each, claims included, through a loopback SMTP sink.
 func BenchmarkMailDelivery(b *testing.B) {
-	sink := newSMTPSink(b)
+	sink := jobtest.NewSMTPSink(b)
 	n, bundle := setup(b, smtpConfig(sink, "bench"))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -38,7 +39,7 @@ func BenchmarkMailDelivery(b *testing.B) {
 	}
 	waitB(b, func() bool { return n.Stats().Events == int64(b.N) })
 	b.StopTimer()
-	if got := len(sink.received()); got != b.N {
+	if got := len(sink.Received()); got != b.N {
 		b.Fatalf("%d mails for %d jobs", got, b.N)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "mails/s")

@@ -2,6 +2,7 @@ package notifier
 
 import (
 	"context"
+	"github.com/jobgate/jobgate/pkg/jobtest"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -15,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func smtpConfig(s *smtpSink, instance string) Config {
+func smtpConfig(s *jobtest.SMTPSink, instance string) Config {
 	return Config{
-		Mail: Mail{Host: s.host, Port: s.port, From: "jobgate@example.test",
+		Mail: Mail{Host: s.Host, Port: s.Port, From: "jobgate@example.test",
 			Addresses: map[string]string{"4/reviewer-47": "reviewer47@example.test", "4/reviewer-48": "reviewer48@example.test"}},
 		Retries:  []time.Duration{20 * time.Millisecond, 20 * time.Millisecond},
 		Instance: instance,
@@ -25,11 +26,11 @@ func smtpConfig(s *smtpSink, instance string) Config {
 }
 
 // mailsByJob counts the sink's mails per job id (from the Message-ID).
-func mailsByJob(t *testing.T, s *smtpSink) map[string]int {
+func mailsByJob(t *testing.T, s *jobtest.SMTPSink) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, m := range s.received() {
-		msg, err := mail.ReadMessage(strings.NewReader(m.data))
+	for _, m := range s.Received() {
+		msg, err := mail.ReadMessage(strings.NewReader(m.Data))
 		require.NoError(t, err)
 		id := strings.Trim(msg.Header.Get("Message-Id"), "<>")
 		out[strings.SplitN(id, ".", 2)[0]]++
@@ -39,7 +40,7 @@ func mailsByJob(t *testing.T, s *smtpSink) map[string]int {
 
 func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 	t.Parallel()
-	sink := newSMTPSink(t)
+	sink := jobtest.NewSMTPSink(t)
 	first, b := setup(t, smtpConfig(sink, "first"))
 	second := b.start(t, smtpConfig(sink, "second"))
 
@@ -61,8 +62,8 @@ func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 	for id, n := range got {
 		require.Equal(t, 1, n, "mails for %s", id)
 	}
-	for _, m := range sink.received() {
-		require.Equal(t, []string{"reviewer47@example.test"}, m.to)
+	for _, m := range sink.Received() {
+		require.Equal(t, []string{"reviewer47@example.test"}, m.To)
 	}
 	s1, s2 := first.Stats(), second.Stats()
 	require.Equal(t, int64(jobs), s1.MailsSent+s2.MailsSent)
@@ -77,14 +78,14 @@ func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 	require.NoError(t, b.res.JS.DeleteConsumer(ctx, wiring.StreamEvents, wiring.ConsumerNotifier))
 	third := b.start(t, smtpConfig(sink, "third"))
 	require.Eventually(t, func() bool { return third.Stats().Events == events }, waitTimeout, 10*time.Millisecond)
-	require.Len(t, sink.received(), jobs, "no second mail for any job")
+	require.Len(t, sink.Received(), jobs, "no second mail for any job")
 	require.Equal(t, int64(2*jobs), third.Stats().MailsDuplicate)
 	require.Zero(t, third.Stats().MailsSent)
 }
 
 func TestMailContent(t *testing.T) {
 	t.Parallel()
-	sink := newSMTPSink(t)
+	sink := jobtest.NewSMTPSink(t)
 	cfg := smtpConfig(sink, "content")
 	cfg.BaseURL = "http://jobs.example.test/"
 	n, b := setup(t, cfg)
@@ -92,15 +93,15 @@ func TestMailContent(t *testing.T) {
 	b.publish(t, record("4", "reviewer-48", "job_content_bad", job.StateFailed))
 	b.publish(t, record("4", "no-address", "job_content_none", job.StateSucceeded))
 	require.Eventually(t, func() bool { return n.Stats().Events == 3 }, waitTimeout, 10*time.Millisecond)
-	mails := sink.received()
+	mails := sink.Received()
 	require.Len(t, mails, 2, "a requester without an address gets no mail")
 	bodies := map[string]string{}
 	for _, m := range mails {
-		require.Equal(t, "jobgate@example.test", m.from)
-		require.Equal(t, []string{"reviewer48@example.test"}, m.to)
-		msg, err := mail.ReadMessage(strings.NewReader(m.data))
+		require.Equal(t, "jobgate@example.test", m.From)
+		require.Equal(t, []string{"reviewer48@example.test"}, m.To)
+		msg, err := mail.ReadMessage(strings.NewReader(m.Data))
 		require.NoError(t, err)
-		bodies[msg.Header.Get("Subject")] = m.data
+		bodies[msg.Header.Get("Subject")] = m.Data
 	}
 	ok := bodies["Your permit_report job job_content_ok is ready"]
 	require.Contains(t, ok, "http://jobs.example.test/v1/jobs/job_content_ok/result")
@@ -111,12 +112,12 @@ func TestMailContent(t *testing.T) {
 
 func TestMailRetriedWhenServerDefers(t *testing.T) {
 	t.Parallel()
-	sink := newSMTPSink(t)
-	sink.rejectMail.Store(2) // 451 twice: provably not accepted, so retry
+	sink := jobtest.NewSMTPSink(t)
+	sink.RejectMail.Store(2) // 451 twice: provably not accepted, so retry
 	n, b := setup(t, smtpConfig(sink, "retry"))
 	b.publish(t, record("4", "reviewer-47", "job_deferred", job.StateSucceeded))
 	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
-	require.Len(t, sink.received(), 1)
+	require.Len(t, sink.Received(), 1)
 	s := n.Stats()
 	require.Equal(t, int64(2), s.MailRetries)
 	require.Equal(t, int64(1), s.MailsSent)
@@ -124,7 +125,7 @@ func TestMailRetriedWhenServerDefers(t *testing.T) {
 
 func TestMailGivesUpWhenServerUnreachable(t *testing.T) {
 	t.Parallel()
-	sink := newSMTPSink(t)
+	sink := jobtest.NewSMTPSink(t)
 	cfg := smtpConfig(sink, "down")
 	cfg.Mail.Port = 1 // nothing listens there
 	n, b := setup(t, cfg)
@@ -162,7 +163,7 @@ func TestMailOutboxWithoutSMTP(t *testing.T) {
 
 func TestMailClaimLeftByCrashedSenderIsNotResent(t *testing.T) {
 	t.Parallel()
-	sink := newSMTPSink(t)
+	sink := jobtest.NewSMTPSink(t)
 	cfg := smtpConfig(sink, "survivor")
 	n, b := setup(t, cfg)
 	// An instance claimed the mail and died mid-conversation long ago.
@@ -172,7 +173,7 @@ func TestMailClaimLeftByCrashedSenderIsNotResent(t *testing.T) {
 	require.NoError(t, err)
 	b.publish(t, r)
 	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
-	require.Empty(t, sink.received(), "at most one mail: an unfinished claim is never sent again")
+	require.Empty(t, sink.Received(), "at most one mail: an unfinished claim is never sent again")
 	require.Equal(t, int64(1), n.Stats().MailsUncertain, "and the doubt is counted")
 	st, err := loadState(context.Background(), b.res.Notices, "mail.4.reviewer-47."+r.ID+".succeeded")
 	require.NoError(t, err)

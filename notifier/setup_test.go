@@ -6,18 +6,15 @@ import (
 	"github.com/jobgate/jobgate/pkg/jobtest"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/wiring"
 	"github.com/nats-io/nats.go"
@@ -176,82 +173,6 @@ func (r *receiver) deliveries() []delivery {
 }
 
 func (r *receiver) count() int { return len(r.deliveries()) }
-
-// smtpSink is a real SMTP server on loopback that keeps what it accepts.
-type smtpSink struct {
-	host string
-	port int
-	// rejectMail answers this many MAIL FROM commands with 451 first.
-	rejectMail atomic.Int32
-	mu         sync.Mutex
-	mails      []sunkMail
-}
-
-type sunkMail struct {
-	from string
-	to   []string
-	data string
-}
-
-func newSMTPSink(t testing.TB) *smtpSink {
-	t.Helper()
-	s := &smtpSink{}
-	srv := smtp.NewServer(sinkBackend{s})
-	srv.Domain = "localhost"
-	srv.AllowInsecureAuth = true
-	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().(*net.TCPAddr)
-	s.host, s.port = addr.IP.String(), addr.Port
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close(); <-done })
-	return s
-}
-
-func (s *smtpSink) received() []sunkMail {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]sunkMail(nil), s.mails...)
-}
-
-type sinkBackend struct{ s *smtpSink }
-
-func (b sinkBackend) NewSession(*smtp.Conn) (smtp.Session, error) { return &sinkSession{s: b.s}, nil }
-
-type sinkSession struct {
-	s    *smtpSink
-	from string
-	to   []string
-}
-
-func (ss *sinkSession) Mail(from string, _ *smtp.MailOptions) error {
-	if ss.s.rejectMail.Add(-1) >= 0 {
-		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}
-	}
-	ss.from = from
-	return nil
-}
-
-func (ss *sinkSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	ss.to = append(ss.to, to)
-	return nil
-}
-
-func (ss *sinkSession) Data(r io.Reader) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	ss.s.mu.Lock()
-	ss.s.mails = append(ss.s.mails, sunkMail{from: ss.from, to: ss.to, data: string(data)})
-	ss.s.mu.Unlock()
-	return nil
-}
-
-func (ss *sinkSession) Reset()        { ss.from, ss.to = "", nil }
-func (ss *sinkSession) Logout() error { return nil }
 
 func mustAddr(t testing.TB, s string) netip.Addr {
 	t.Helper()
