@@ -67,6 +67,7 @@ func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Gateway, error) 
 		ErrorHandler:          g.handleError,
 	})
 	g.routes()
+	cfg.Metrics.ObserveSSE(g.SSEStreams)
 	return g, nil
 }
 

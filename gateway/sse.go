@@ -39,9 +39,7 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
 	c.Set("X-Accel-Buffering", "no")
 	g.sseOpen.Add(1)
-	g.cfg.Metrics.SSE(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer g.cfg.Metrics.SSE(-1)
 		defer g.sseOpen.Add(-1)
 		defer g.changes.unwatch(key, ch)
 		g.streamJob(w, key, ch, lastSent)

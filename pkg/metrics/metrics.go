@@ -15,7 +15,6 @@ type Metrics struct {
 
 	Admissions        *prometheus.CounterVec   // outcome: new, replayed, conflict, invalid, unavailable
 	AdmissionDuration prometheus.Histogram     // seconds per admitted or replayed submission
-	SSEConnections    prometheus.Gauge         // open event streams
 	LongPolls         prometheus.Gauge         // waiting long-polls
 	RelayPublished    *prometheus.CounterVec   // kind: work, event
 	RelayBacklog      prometheus.Gauge         // record changes not yet relayed
@@ -36,9 +35,6 @@ func New() *Metrics {
 		AdmissionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "jobgate_admission_duration_seconds", Help: "Time to admit or replay a submission.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 5},
-		}),
-		SSEConnections: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "jobgate_sse_connections", Help: "Open Server-Sent Events streams.",
 		}),
 		LongPolls: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jobgate_long_polls", Help: "Long-poll requests waiting for a change.",
@@ -66,7 +62,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Admissions, m.AdmissionDuration, m.SSEConnections, m.LongPolls, m.RelayPublished,
+		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,
 		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts,
 	)
 	return m
@@ -101,4 +97,15 @@ func (d *deliveries) Collect(ch chan<- prometheus.Metric) {
 	for _, x := range d.read() {
 		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, x.Count, x.Channel, x.Outcome)
 	}
+}
+
+// ObserveSSE exports jobgate_sse_connections from open, read at scrape
+// time, so the gateway's own count is the only one kept.
+func (m *Metrics) ObserveSSE(open func() int64) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jobgate_sse_connections", Help: "Open Server-Sent Events streams.",
+	}, func() float64 { return float64(open()) }))
 }

@@ -14,13 +14,6 @@ func (m *Metrics) Admission(outcome string, took time.Duration) {
 	}
 }
 
-// SSE adds delta open event streams.
-func (m *Metrics) SSE(delta int) {
-	if m != nil {
-		m.SSEConnections.Add(float64(delta))
-	}
-}
-
 // LongPoll adds delta waiting long-polls.
 func (m *Metrics) LongPoll(delta int) {
 	if m != nil {
