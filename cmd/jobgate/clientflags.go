@@ -215,7 +215,7 @@ func parseArgs(fs *flag.FlagSet, args []string, min, max int, what string) ([]st
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
+				return nil, err // main treats -h as success, as for every command
 			}
 			return nil, &usageError{err.Error()}
 		}
@@ -230,18 +230,6 @@ func parseArgs(fs *flag.FlagSet, args []string, min, max int, what string) ([]st
 		return nil, &usageError{fmt.Sprintf("%s: want %s", fs.Name(), what)}
 	}
 	return pos, nil
-}
-
-// errHelp means -h was asked for and the usage printed: the command ends
-// successfully without doing anything.
-var errHelp = errors.New("help shown")
-
-// helpDone maps errHelp to success.
-func helpDone(err error) error {
-	if errors.Is(err, errHelp) {
-		return nil
-	}
-	return err
 }
 
 // clientError gives a client command's failure its exit code.

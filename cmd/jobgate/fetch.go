@@ -19,7 +19,7 @@ func (m *Main) runFetch(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "file to write (default <job id>.pdf; - for stdout)")
 	pos, err := parseArgs(fs, args, 1, 1, "one job id")
 	if err != nil {
-		return helpDone(err)
+		return err
 	}
 	c, err := m.newClient(cf)
 	if err != nil {

@@ -21,7 +21,7 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 	all := fs.Bool("all", false, "follow every page")
 	asJSON := fs.Bool("json", false, "print one JSON job resource per line")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments"); err != nil {
-		return helpDone(err)
+		return err
 	}
 	if *state != "" && !job.State(*state).Valid() {
 		return &usageError{fmt.Sprintf("jobs: --state %q is not a job state", *state)}

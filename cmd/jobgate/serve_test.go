@@ -117,6 +117,9 @@ func TestUsageErrors(t *testing.T) {
 	require.Equal(t, 2, ExitCode(err), fmt.Sprint(err))
 	err = m.Run(context.Background(), []string{"serve", "-h"})
 	require.Equal(t, 0, ExitCode(err), "asking for help is not a failure")
+	for _, cmd := range []string{"token", "submit", "status", "watch", "jobs", "fetch"} {
+		require.Equal(t, 0, ExitCode(m.Run(context.Background(), []string{cmd, "-h"})), cmd)
+	}
 	require.Contains(t, out.String(), "-data-dir")
 }
 

@@ -17,7 +17,7 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print the job resource as JSON")
 	pos, err := parseArgs(fs, args, 1, 1, "one job id")
 	if err != nil {
-		return helpDone(err)
+		return err
 	}
 	c, err := m.newClient(cf)
 	if err != nil {

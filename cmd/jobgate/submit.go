@@ -72,7 +72,7 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	wait := fs.Bool("wait", false, "follow the job with a progress bar and download its result")
 	out := fs.String("out", "", "where --wait saves the result (default <job id>.pdf); implies --wait")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments (use --type and --param)"); err != nil {
-		return helpDone(err)
+		return err
 	}
 	if *key != "" && *fresh {
 		return &usageError{"submit: --key and --new exclude each other"}

@@ -17,7 +17,7 @@ func (m *Main) runWatch(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print each version of the job resource as one JSON line")
 	pos, err := parseArgs(fs, args, 1, 1, "one job id")
 	if err != nil {
-		return helpDone(err)
+		return err
 	}
 	c, err := m.newClient(cf)
 	if err != nil {
