@@ -2,7 +2,6 @@ package wiring
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,10 +41,7 @@ func EventMsgID(r *job.Record) string {
 // PublishEvent publishes the state of r (its resource without result href)
 // on the job's event subject, de-duplicated per state and attempt.
 func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) error {
-	data, err := json.Marshal(r.Resource("", r.UpdatedAt))
-	if err != nil {
-		return fmt.Errorf("encode event %s: %w", r.ID, err)
-	}
+	data := r.Resource("", r.UpdatedAt).AppendJSON(make([]byte, 0, 768))
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
 	if err := publishOnce(ctx, js, msg); err != nil {
