@@ -3,7 +3,7 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
-	"github.com/jobgate/jobgate/pkg/metrics"
+	"github.com/jobgate/jobgate/internal/metrics"
 	"time"
 )
 

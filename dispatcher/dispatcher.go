@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // Dispatcher runs the relay, the sweeper and the exhaustion handler. Any
@@ -18,7 +18,7 @@ import (
 // dispatchers never both act on one job.
 type Dispatcher struct {
 	cfg Config
-	res *wiring.Resources
+	res *natsjs.Resources
 	log *slog.Logger
 
 	running   *tracker
@@ -32,7 +32,7 @@ type Dispatcher struct {
 }
 
 // New builds a dispatcher; Start runs it.
-func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Dispatcher, error) {
+func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 )
 
@@ -18,7 +18,7 @@ const advisoryQueue = "jobgate-dispatchers"
 // runs; the renderers' own attempt count and the sweeper cover that.
 func (d *Dispatcher) startAdvisories(_, runCtx context.Context) (func(), error) {
 	ch := make(chan *nats.Msg, 256)
-	sub, err := d.res.JS.Conn().ChanQueueSubscribe(wiring.MaxDeliveriesAdvisory, advisoryQueue, ch)
+	sub, err := d.res.JS.Conn().ChanQueueSubscribe(natsjs.MaxDeliveriesAdvisory, advisoryQueue, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -45,16 +45,16 @@ func (d *Dispatcher) startAdvisories(_, runCtx context.Context) (func(), error) 
 // finished or its worker is demonstrably alive; the dead message is removed
 // from the work queue.
 func (d *Dispatcher) exhausted(ctx context.Context, m *nats.Msg) {
-	a, err := wiring.ParseMaxDeliveries(m.Data)
+	a, err := natsjs.ParseMaxDeliveries(m.Data)
 	if err != nil {
 		d.log.Warn("advisory ignored", "err", err)
 		return
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	key, err := wiring.WorkAt(octx, d.res.JS, a.StreamSeq)
+	key, err := natsjs.WorkAt(octx, d.res.JS, a.StreamSeq)
 	if err != nil {
-		if !errors.Is(err, wiring.ErrWorkGone) {
+		if !errors.Is(err, natsjs.ErrWorkGone) {
 			d.log.Warn("advisory: work message not readable", "seq", a.StreamSeq, "err", err)
 		}
 		return
@@ -76,7 +76,7 @@ func (d *Dispatcher) exhausted(ctx context.Context, m *nats.Msg) {
 	})
 	switch {
 	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound), err == nil:
-		if err := wiring.DeleteWork(octx, d.res.JS, a.StreamSeq); err != nil {
+		if err := natsjs.DeleteWork(octx, d.res.JS, a.StreamSeq); err != nil {
 			d.log.Warn("could not delete dead work message", "seq", a.StreamSeq, "err", err)
 		}
 	default:

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +19,7 @@ func (b *testBundle) exhaustWork(t *testing.T, ackWait time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := wiring.EnsureWorkConsumer(ctx, b.conn.Res.JS, wiring.WorkConsumer{AckWait: ackWait, MaxDeliver: 1})
+	cons, err := natsjs.EnsureWorkConsumer(ctx, b.conn.Res.JS, natsjs.WorkConsumer{AckWait: ackWait, MaxDeliver: 1})
 	require.NoError(t, err)
 	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func (b *testBundle) exhaustWork(t *testing.T, ackWait time.Duration) {
 func (b *testBundle) waitDeadWork(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		c, err := b.conn.Res.JS.Consumer(context.Background(), wiring.StreamWork, wiring.ConsumerRenderers)
+		c, err := b.conn.Res.JS.Consumer(context.Background(), natsjs.StreamWork, natsjs.ConsumerRenderers)
 		require.NoError(t, err)
 		info, err := c.Info(context.Background())
 		require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestMaxDeliveriesAdvisoryKeepsTheLastAttemptsCause(t *testing.T) {
 		r.RetryAt = &now
 		r.Error = &job.Failure{Category: job.CategoryRenderError, Message: "boom", Retryable: true}
 	})
-	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
 	b.exhaustWork(t, 300*time.Millisecond)
 
 	done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 10*time.Second)
@@ -76,7 +76,7 @@ func TestMaxDeliveriesAdvisoryLeavesAJobWithALiveWorker(t *testing.T) {
 	t.Parallel()
 	d, b := setup(t, func(c *Config) { c.RenderTimeout = time.Hour; c.LiveHeartbeat = time.Hour })
 	rec := b.put(t, "alive", running(1, "renderer-x", time.Now()))
-	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
 	b.exhaustWork(t, 300*time.Millisecond)
 	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
 	after, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
@@ -106,7 +106,7 @@ func TestQueuedJobWhoseWorkVanishedIsPublishedAgain(t *testing.T) {
 	env := jobtest.Start(t)
 	b := &testBundle{env: env, conn: env.Connect(t, "test")}
 	rec := env.Admit(t, b.conn.Res, jobtest.Request{Key: "work-lost"})
-	s, err := b.conn.Res.JS.Stream(context.Background(), wiring.StreamWork)
+	s, err := b.conn.Res.JS.Stream(context.Background(), natsjs.StreamWork)
 	require.NoError(t, err)
 	require.NoError(t, s.Purge(context.Background()))
 

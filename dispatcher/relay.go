@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,7 +24,7 @@ const relayRetry = time.Second
 // Because it follows the durable log, a job committed by a gateway that
 // died before publishing still reaches the queue.
 func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
-	cons, err := wiring.EnsureRelayConsumer(sctx, d.res.JS)
+	cons, err := natsjs.EnsureRelayConsumer(sctx, d.res.JS)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 
 // relay handles one record change.
 func (d *Dispatcher) relay(ctx context.Context, msg jetstream.Msg) {
-	if wiring.KVOperation(msg.Headers()) != "" {
+	if natsjs.KVOperation(msg.Headers()) != "" {
 		_ = msg.Ack() // deletions and purges announce nothing
 		return
 	}
@@ -75,14 +75,14 @@ func (d *Dispatcher) relay(ctx context.Context, msg jetstream.Msg) {
 	octx, cancel := opCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	if rec.State == job.StateQueued {
-		if err := wiring.PublishWork(octx, d.res.JS, rec, 0); err != nil {
+		if err := natsjs.PublishWork(octx, d.res.JS, rec, 0); err != nil {
 			d.log.Warn("relay: work not published, will retry", "job_id", rec.ID, "err", err)
 			_ = msg.NakWithDelay(relayRetry)
 			return
 		}
 		d.cfg.Metrics.Relayed("work")
 	}
-	if err := wiring.PublishEvent(octx, d.res.JS, rec); err != nil {
+	if err := natsjs.PublishEvent(octx, d.res.JS, rec); err != nil {
 		d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
 		_ = msg.NakWithDelay(relayRetry)
 		return

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

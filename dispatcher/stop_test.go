@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -121,7 +121,7 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	}
 	var dead uint64
 	if cur.Attempt < d.cfg.MaxAttempts {
-		ws, err := wiring.PendingWork(octx, d.res.JS, cur.Tenant, cur.Requester, cur.ID)
+		ws, err := natsjs.PendingWork(octx, d.res.JS, cur.Tenant, cur.Requester, cur.ID)
 		if err != nil {
 			d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
 			return
@@ -152,13 +152,13 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	// A compare-and-set against the version judged silent: if anything
 	// wrote the job meanwhile, this sweep leaves it.
 	if err := d.res.Jobs.Update(octx, next); err != nil {
-		if !errors.Is(err, wiring.ErrStale) {
+		if !errors.Is(err, natsjs.ErrStale) {
 			d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
 		}
 		return
 	}
 	if dead != 0 {
-		if err := wiring.DeleteWork(octx, d.res.JS, dead); err != nil {
+		if err := natsjs.DeleteWork(octx, d.res.JS, dead); err != nil {
 			d.log.Warn("could not delete dead work message", "job_id", cur.ID, "err", err)
 		}
 	}
@@ -173,12 +173,12 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 	if rec.State == job.StateFailed {
 		d.cfg.Metrics.StalledJob("failed")
 		d.log.Info("job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
-		if err := wiring.PublishEvent(ctx, d.res.JS, rec); err != nil {
+		if err := natsjs.PublishEvent(ctx, d.res.JS, rec); err != nil {
 			d.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
 		}
 		return
 	}
-	if err := wiring.PublishWork(ctx, d.res.JS, rec, int(rec.Revision)); err != nil {
+	if err := natsjs.PublishWork(ctx, d.res.JS, rec, int(rec.Revision)); err != nil {
 		// The record says a retry is due now; if the work never reaches the
 		// queue the job goes silent again and the next sweep re-dispatches.
 		d.log.Warn("re-dispatch not published", "by", by, "job_id", rec.ID, "err", err)
@@ -194,11 +194,11 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	tenant, requester, id, ok := wiring.ScopeOf(key)
+	tenant, requester, id, ok := natsjs.ScopeOf(key)
 	if !ok {
 		return
 	}
-	ws, err := wiring.PendingWork(octx, d.res.JS, tenant, requester, id)
+	ws, err := natsjs.PendingWork(octx, d.res.JS, tenant, requester, id)
 	if err != nil {
 		d.log.Warn("sweeper: could not look up work", "job_id", id, "err", err)
 		return
@@ -236,7 +236,7 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 		return
 	}
 	if dead {
-		if err := wiring.DeleteWork(octx, d.res.JS, seq); err != nil {
+		if err := natsjs.DeleteWork(octx, d.res.JS, seq); err != nil {
 			d.log.Warn("could not delete dead work message", "job_id", id, "err", err)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,7 +96,7 @@ func TestSweeperLeavesASilentJobWhoseWorkWaitsInTheQueue(t *testing.T) {
 		r.RetryAt = &old
 	})
 	// Its retry is in the queue behind a backlog: no renderer took it yet.
-	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
 	require.Eventually(t, func() bool { return d.running.len() == 1 }, 10*time.Second, 10*time.Millisecond)
 
 	d.sweep(context.Background())

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // admitTimeout bounds the JetStream calls of one admission; past it the
@@ -129,12 +129,12 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 			if g.cfg.LeaveWorkToRelay {
 				return rec, true, nil
 			}
-			if err := wiring.PublishWork(ctx, g.res.JS, rec, 0); err != nil {
+			if err := natsjs.PublishWork(ctx, g.res.JS, rec, 0); err != nil {
 				g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
 			}
 			return rec, true, nil
 		}
-		if !errors.Is(err, wiring.ErrExists) {
+		if !errors.Is(err, natsjs.ErrExists) {
 			return nil, false, err
 		}
 		// Taken: a concurrent duplicate, an earlier attempt, or our own

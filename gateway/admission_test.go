@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -55,7 +55,7 @@ func TestConcurrentDuplicatesMakeOneJob(t *testing.T) {
 	require.Equal(t, 1, b.countJobs(t), "one job in the bucket")
 
 	// Exactly one work message landed in JetStream.
-	stream, err := b.res.JS.Stream(context.Background(), wiring.StreamWork)
+	stream, err := b.res.JS.Stream(context.Background(), natsjs.StreamWork)
 	require.NoError(t, err)
 	info, err := stream.Info(context.Background())
 	require.NoError(t, err)
@@ -266,7 +266,7 @@ func TestLeaveWorkToRelayCommitsOnly(t *testing.T) {
 	tok := b.token(t, "4", "reviewer-47", false)
 	require.Equal(t, http.StatusAccepted, b.submit(t, tok, "k", permit).status)
 	require.Equal(t, 1, b.countJobs(t))
-	stream, err := b.res.JS.Stream(context.Background(), wiring.StreamWork)
+	stream, err := b.res.JS.Stream(context.Background(), natsjs.StreamWork)
 	require.NoError(t, err)
 	info, err := stream.Info(context.Background())
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,7 +19,7 @@ import (
 func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 	b.Helper()
 	bundle := &testBundle{dir: b.TempDir(), secret: []byte("bench"), clock: &testClock{}}
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: bundle.dir})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: bundle.dir})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 		b.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	res, err := wiring.Provision(context.Background(), js, wiring.DefaultLayout())
+	res, err := natsjs.Provision(context.Background(), js, natsjs.DefaultLayout())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func BenchmarkRawFloor(b *testing.B) {
 			if err := bundle.res.Jobs.Create(ctx, rec); err != nil {
 				b.Fatal(err)
 			}
-			msg := &nats.Msg{Subject: wiring.WorkSubject("4", "r", rec.ID), Data: []byte(rec.Key()), Header: nats.Header{}}
+			msg := &nats.Msg{Subject: natsjs.WorkSubject("4", "r", rec.ID), Data: []byte(rec.Key()), Header: nats.Header{}}
 			msg.Header.Set(jetstream.MsgIDHeader, rec.ID)
 			if _, err := bundle.res.JS.PublishMsg(ctx, msg); err != nil {
 				b.Fatal(err)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/metrics"
+	"github.com/jobgate/jobgate/internal/metrics"
 )
 
 // Config configures a gateway. Zero fields take the defaults noted.
@@ -27,7 +27,7 @@ type Config struct {
 	SubmitRate  float64
 	SubmitBurst int
 	// LeaveWorkToRelay: commit only; the dispatcher's relay publishes the
-	// work message from the record change log (see pkg/config).
+	// work message from the record change log (see internal/config).
 	LeaveWorkToRelay bool
 	// Dev enables the /dev/token login used by the page in development.
 	Dev bool

@@ -3,5 +3,5 @@
 // exactly once with one create-only write of the job record, publishes the
 // work message, and serves the job's status, changes (long-poll, SSE), result
 // links and the API description. It reaches the workers only through JetStream
-// via package wiring.
+// via package natsjs.
 package gateway

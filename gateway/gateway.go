@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // Gateway is the HTTP API service.
 type Gateway struct {
 	cfg      Config
-	res      *wiring.Resources
+	res      *natsjs.Resources
 	log      *slog.Logger
 	app      *fiber.App
 	verifier *auth.Verifier
@@ -38,7 +38,7 @@ type Gateway struct {
 }
 
 // New builds a gateway on provisioned resources.
-func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Gateway, error) {
+func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Gateway, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
@@ -106,11 +106,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 // in-memory tests that use App() without listening call Init.
 func (g *Gateway) init(ctx context.Context) error {
 	var err error
-	if g.idSecret, err = wiring.Secret(ctx, g.res.Meta, wiring.SecretJobID); err != nil {
+	if g.idSecret, err = natsjs.Secret(ctx, g.res.Meta, natsjs.SecretJobID); err != nil {
 		return err
 	}
 	g.ids = job.NewIDDeriver(g.idSecret)
-	linkKey, err := wiring.Secret(ctx, g.res.Meta, wiring.SecretLinks)
+	linkKey, err := natsjs.Secret(ctx, g.res.Meta, natsjs.SecretLinks)
 	if err != nil {
 		return err
 	}

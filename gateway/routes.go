@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -27,8 +27,8 @@ import (
 // JetStream behind the gateway, its base URL and helpers to call it.
 type testBundle struct {
 	dir    string
-	emb    *wiring.Embedded
-	res    *wiring.Resources
+	emb    *natsjs.Embedded
+	res    *natsjs.Resources
 	url    string
 	secret []byte
 	http   *http.Client
@@ -64,7 +64,7 @@ func setup(t *testing.T, opts ...func(*Config)) (*Gateway, *testBundle) {
 
 func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	t.Helper()
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: b.dir})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: b.dir})
 	require.NoError(t, err)
 	nc, err := emb.Connect("gateway-test")
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
+	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 	cfg := Config{Addr: "127.0.0.1:0", AuthSecret: b.secret, Now: b.clock.now, ReadRate: 1000, ReadBurst: 1000}
 	for _, o := range opts {

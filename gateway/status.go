@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 const readTimeout = 5 * time.Second
@@ -195,7 +195,7 @@ func (g *Gateway) cancelJob(c *fiber.Ctx) error {
 		return r.Transition(job.StateCanceled, now)
 	})
 	if err != nil {
-		if errors.Is(err, wiring.ErrStale) {
+		if errors.Is(err, natsjs.ErrStale) {
 			err = fmt.Errorf("%w: %w", job.ErrUnavailable, err)
 		}
 		return writeProblem(c, err)

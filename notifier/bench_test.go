@@ -1,7 +1,7 @@
 package notifier
 
 import (
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/http"
 	"strconv"
 	"testing"

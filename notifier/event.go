@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,7 +29,7 @@ type event struct {
 }
 
 func decodeEvent(msg jetstream.Msg) (*event, error) {
-	tenant, requester, id, ok := wiring.ScopeOf(msg.Subject())
+	tenant, requester, id, ok := natsjs.ScopeOf(msg.Subject())
 	if !ok {
 		return nil, fmt.Errorf("%w: subject %q", errBadEvent, msg.Subject())
 	}

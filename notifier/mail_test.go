@@ -2,7 +2,7 @@ package notifier
 
 import (
 	"context"
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,7 +53,7 @@ func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 		b.publish(t, r) // same message id: JetStream keeps one
 		// Another copy of the same terminal change under a new message id
 		// (say a republish after the dedup window): a second event.
-		b.publishAs(t, r, wiring.EventMsgID(r)+".copy")
+		b.publishAs(t, r, natsjs.EventMsgID(r)+".copy")
 	}
 	const events = jobs * 4
 	require.Eventually(t, func() bool { return eventsAcked(first, second) == events }, waitTimeout, 10*time.Millisecond)
@@ -75,7 +75,7 @@ func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 	second.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	require.NoError(t, b.res.JS.DeleteConsumer(ctx, wiring.StreamEvents, wiring.ConsumerNotifier))
+	require.NoError(t, b.res.JS.DeleteConsumer(ctx, natsjs.StreamEvents, natsjs.ConsumerNotifier))
 	third := b.start(t, smtpConfig(sink, "third"))
 	require.Eventually(t, func() bool { return third.Stats().Events == events }, waitTimeout, 10*time.Millisecond)
 	require.Len(t, sink.Received(), jobs, "no second mail for any job")

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,7 +38,7 @@ type Notifier struct {
 }
 
 // New checks cfg and builds a notifier on the provisioned resources.
-func New(res *wiring.Resources, cfg Config, log *slog.Logger) (*Notifier, error) {
+func New(res *natsjs.Resources, cfg Config, log *slog.Logger) (*Notifier, error) {
 	if res == nil || res.JS == nil || res.Notices == nil {
 		return nil, errors.New("notifier: resources required")
 	}
@@ -73,8 +73,8 @@ func New(res *wiring.Resources, cfg Config, log *slog.Logger) (*Notifier, error)
 // Start binds to the durable consumer and starts the workers. It returns
 // once events flow; Stop ends them.
 func (n *Notifier) Start(ctx context.Context) error {
-	cons, err := n.js.CreateOrUpdateConsumer(ctx, wiring.StreamEvents, jetstream.ConsumerConfig{
-		Durable:     wiring.ConsumerNotifier,
+	cons, err := n.js.CreateOrUpdateConsumer(ctx, natsjs.StreamEvents, jetstream.ConsumerConfig{
+		Durable:     natsjs.ConsumerNotifier,
 		Description: "jobgate notifier: webhooks and mail",
 		// All: a notifier started after the first jobs still tells about
 		// them; events expire with the stream's max age anyway.
@@ -86,7 +86,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		MaxDeliver: -1,
 		// Events waiting for a retry count as pending: this bounds them.
 		MaxAckPending: n.cfg.MaxPending,
-		FilterSubject: wiring.AllEvents,
+		FilterSubject: natsjs.AllEvents,
 	})
 	if err != nil {
 		return fmt.Errorf("notifier consumer: %w", err)

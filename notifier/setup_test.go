@@ -3,7 +3,7 @@ package notifier
 import (
 	"context"
 	"encoding/json"
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -29,8 +29,8 @@ func TestMain(m *testing.M) {
 
 // testBundle is the real embedded JetStream a notifier test runs on.
 type testBundle struct {
-	emb *wiring.Embedded
-	res *wiring.Resources
+	emb *natsjs.Embedded
+	res *natsjs.Resources
 }
 
 // waitTimeout bounds every wait for asynchronous work in these tests.
@@ -103,7 +103,7 @@ func (b *testBundle) publish(t testing.TB, r *job.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	require.NoError(t, wiring.PublishEvent(ctx, b.res.JS, r))
+	require.NoError(t, natsjs.PublishEvent(ctx, b.res.JS, r))
 }
 
 // publishAs publishes r's event under another message id: a second copy of
@@ -112,7 +112,7 @@ func (b *testBundle) publishAs(t testing.TB, r *job.Record, msgID string) {
 	t.Helper()
 	data, err := json.Marshal(r.Resource("", r.UpdatedAt))
 	require.NoError(t, err)
-	msg := &nats.Msg{Subject: wiring.EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: natsjs.EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, msgID)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

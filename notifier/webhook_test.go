@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,7 +48,7 @@ func TestWebhookFailsTwiceThenSucceeds(t *testing.T) {
 	var lastTS int64
 	for i, d := range got {
 		id, ts := verify(t, d)
-		require.Equal(t, wiring.EventMsgID(r), id, "webhook-id is the event id on every attempt")
+		require.Equal(t, natsjs.EventMsgID(r), id, "webhook-id is the event id on every attempt")
 		require.Greater(t, ts, lastTS, "attempt %d has a later timestamp", i+1)
 		lastTS = ts
 		require.Equal(t, string(got[0].body), string(d.body), "every attempt carries the same body")
@@ -107,7 +107,7 @@ func TestWebhookGivesUpAfterSchedule(t *testing.T) {
 	require.Equal(t, int64(1), s.WebhooksFailed)
 	require.Equal(t, int64(2), s.WebhookRetries)
 	// The final failure is on record for operators, too.
-	st, err := loadState(context.Background(), b.res.Notices, "wh."+endpointKey("4", rcv.srv.URL)+"."+wiring.EventMsgID(r))
+	st, err := loadState(context.Background(), b.res.Notices, "wh."+endpointKey("4", rcv.srv.URL)+"."+natsjs.EventMsgID(r))
 	require.NoError(t, err)
 	require.Equal(t, statusFailed, st.Status)
 	require.Equal(t, 3, st.Attempts)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -61,10 +61,10 @@ func (r *Renderer) handle(msg jetstream.Msg) {
 // workKey is the record key a work message names (its data, or failing
 // that its subject).
 func workKey(msg jetstream.Msg) (string, bool) {
-	if t, q, id, ok := wiring.ScopeOf(string(msg.Data())); ok {
+	if t, q, id, ok := natsjs.ScopeOf(string(msg.Data())); ok {
 		return job.StoreKey(t, q, id), true
 	}
-	if t, q, id, ok := wiring.ScopeOf(msg.Subject()); ok {
+	if t, q, id, ok := natsjs.ScopeOf(msg.Subject()); ok {
 		return job.StoreKey(t, q, id), true
 	}
 	return "", false
@@ -171,7 +171,7 @@ func untilAvailable(ctx context.Context, op func(context.Context) error) error {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		err := op(octx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !(wiring.Unavailable(err) || errors.Is(err, job.ErrUnavailable)) {
+		if err == nil || ctx.Err() != nil || !(natsjs.Unavailable(err) || errors.Is(err, job.ErrUnavailable)) {
 			return err
 		}
 		select {
@@ -306,7 +306,7 @@ func (r *Renderer) giveBack(ctx context.Context, msg jetstream.Msg, md *jetstrea
 		}
 		rec = next
 	}
-	if err := wiring.PublishWork(ctx, r.res.JS, rec, int(rec.Revision)); err != nil {
+	if err := natsjs.PublishWork(ctx, r.res.JS, rec, int(rec.Revision)); err != nil {
 		r.log.Warn("could not requeue job", "job_id", rec.ID, "err", err)
 		_ = msg.NakWithDelay(r.work.NakDelay(delay, md.NumDelivered))
 		return
@@ -357,7 +357,7 @@ func (r *Renderer) deleteResult(ctx context.Context, id string) {
 func (r *Renderer) publishEvent(rec *job.Record) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.hardCtx), opTimeout)
 	defer cancel()
-	if err := wiring.PublishEvent(ctx, r.res.JS, rec); err != nil {
+	if err := natsjs.PublishEvent(ctx, r.res.JS, rec); err != nil {
 		r.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 )
 
 // BenchmarkJob63 is one permit report job end to end through a renderer on

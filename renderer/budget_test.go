@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,7 +49,7 @@ func (b *testBundle) put(t *testing.T, key string, generation int, edit func(r *
 	defer cancel()
 	rec, err := b.conn.Res.Jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error { edit(r); return nil })
 	require.NoError(t, err)
-	require.NoError(t, wiring.PublishWork(ctx, b.conn.Res.JS, rec, generation))
+	require.NoError(t, natsjs.PublishWork(ctx, b.conn.Res.JS, rec, generation))
 	return rec
 }
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -74,7 +74,7 @@ func (r *Renderer) claim(ctx context.Context, key string, md *jetstream.MsgMetad
 		next.RetryAt = nil
 		next.Progress = &job.Progress{Done: 0, Total: total, Unit: "pages"}
 		err = r.res.Jobs.Update(ctx, next)
-		if errors.Is(err, wiring.ErrStale) {
+		if errors.Is(err, natsjs.ErrStale) {
 			continue
 		}
 		if err != nil {

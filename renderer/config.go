@@ -8,9 +8,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/metrics"
+	"github.com/jobgate/jobgate/internal/metrics"
 )
 
 // Config tunes a renderer. Zero fields take the documented defaults.

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -83,7 +83,7 @@ func (l *lease) update(ctx context.Context, fn func(r *job.Record) error) error 
 			l.lastWrite = l.r.cfg.Now()
 			return nil
 		}
-		if !errors.Is(err, wiring.ErrStale) {
+		if !errors.Is(err, natsjs.ErrStale) {
 			return err
 		}
 		gctx, cancel := context.WithTimeout(ctx, l.writeTimeout())
@@ -102,7 +102,7 @@ func (l *lease) update(ctx context.Context, fn func(r *job.Record) error) error 
 		}
 		l.rec = cur
 	}
-	return fmt.Errorf("job %s: %w", l.rec.ID, wiring.ErrStale)
+	return fmt.Errorf("job %s: %w", l.rec.ID, natsjs.ErrStale)
 }
 
 // writeTimeout bounds one record write of the attempt: a heartbeat

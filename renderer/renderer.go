@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,9 +17,9 @@ import (
 // Any number of renderers, in any number of processes, may run at once.
 type Renderer struct {
 	cfg  Config
-	res  *wiring.Resources
+	res  *natsjs.Resources
 	log  *slog.Logger
-	work wiring.WorkConsumer
+	work natsjs.WorkConsumer
 
 	// hardCtx ends every render; only a Stop whose drain ran out cancels it.
 	hardCtx    context.Context
@@ -35,7 +35,7 @@ type Renderer struct {
 }
 
 // New builds a renderer; Start runs it.
-func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Renderer, error) {
+func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Renderer, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("renderer: %w", err)
@@ -49,7 +49,7 @@ func New(cfg Config, res *wiring.Resources, log *slog.Logger) (*Renderer, error)
 	hard, cancel := context.WithCancel(context.Background())
 	return &Renderer{
 		cfg: cfg, res: res, log: log.With("worker", cfg.Worker),
-		work:    wiring.WorkConsumer{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxAttempts},
+		work:    natsjs.WorkConsumer{AckWait: cfg.AckWait, MaxDeliver: cfg.MaxAttempts},
 		hardCtx: hard, hardCancel: cancel, interrupt: make(chan struct{}),
 	}, nil
 }
@@ -62,7 +62,7 @@ func (r *Renderer) Worker() string { return r.cfg.Worker }
 // cut short by it, only by Stop.
 func (r *Renderer) Start(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cons, err := wiring.EnsureWorkConsumer(cctx, r.res.JS, r.work)
+	cons, err := natsjs.EnsureWorkConsumer(cctx, r.res.JS, r.work)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("renderer: %w", err)

@@ -4,14 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -116,7 +116,7 @@ func TestTimeoutIsRetriedWithBackoffThenFailsWithItsCause(t *testing.T) {
 	})
 	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "slow-twice", Pages: 2000})
 	history := jobtest.Watch(t, b.conn.Res, rec.Key())
-	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
 
 	done := b.terminal(t, rec, 30*time.Second)
 	require.Equal(t, job.StateFailed, done.State)

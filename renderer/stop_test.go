@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +19,7 @@ func TestStopGivesBackARenderItCannotFinish(t *testing.T) {
 	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "stopped-mid-render", Pages: 600})
 	history := jobtest.Watch(t, b.conn.Res, rec.Key())
 	b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "warm-up", Pages: 1}) // a job that does finish
-	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
+	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
 	jobtest.WaitFor(t, b.conn.Res, rec.Key(), 30*time.Second, func(r *job.Record) bool {
 		return r.State == job.StateRunning && r.Progress.Done > 0
 	})

@@ -1,3 +1,5 @@
+//go:build bench
+
 package main
 
 import (
@@ -10,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/bench"
-	"github.com/jobgate/jobgate/pkg/config"
+	"github.com/jobgate/jobgate/internal/bench"
+	"github.com/jobgate/jobgate/internal/config"
 )
 
 // runBench is `jobgate bench`: it starts the system under test as a second

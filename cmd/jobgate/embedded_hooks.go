@@ -1,8 +1,8 @@
 package main
 
 import (
-	"github.com/jobgate/jobgate/pkg/config"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -11,11 +11,11 @@ import (
 // tenant subscriber credentials (`jobgate nats-user`), which confine it to
 // its tenant's events; the process's own in-process connections keep full
 // access.
-func serveEmbeddedHooks(cfg *config.Config) []func(*wiring.EmbeddedConfig) {
+func serveEmbeddedHooks(cfg *config.Config) []func(*natsjs.EmbeddedConfig) {
 	if cfg.NATS.Listen == "" {
 		return nil
 	}
-	return []func(*wiring.EmbeddedConfig){func(ec *wiring.EmbeddedConfig) {
+	return []func(*natsjs.EmbeddedConfig){func(ec *natsjs.EmbeddedConfig) {
 		prev := ec.Configure
 		ec.Configure = func(o *server.Options) error {
 			if prev != nil {
@@ -23,11 +23,11 @@ func serveEmbeddedHooks(cfg *config.Config) []func(*wiring.EmbeddedConfig) {
 					return err
 				}
 			}
-			secret, err := wiring.SubscriberSecret(cfg.DataDir)
+			secret, err := natsjs.SubscriberSecret(cfg.DataDir)
 			if err != nil {
 				return err
 			}
-			auth, err := wiring.NewTenantAuth(secret)
+			auth, err := natsjs.NewTenantAuth(secret)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/config"
+	"github.com/jobgate/jobgate/internal/config"
 )
 
 // settingFlags are the flags every service command accepts. They override

@@ -66,7 +66,7 @@ Services:
 Tools:
   token                 print a bearer token (--tenant T --subject S [--ttl 1h] [--admin])
   nats-user             print NATS credentials for a tenant's event subscribers
-  bench                 measure admission, reads, rendering and watching (docs/performance.md)
+  bench                 (bin/jobgate-bench only, make bench) measure the system (docs/performance.md)
 Client:
   submit|status|watch|jobs|fetch
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // runNATSUser prints the NATS credentials of a tenant's event subscribers
@@ -30,13 +30,13 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	}
 	if !cfg.Embedded() {
 		return &usageError{fmt.Sprintf("nats-user: credentials are for jobgate's embedded server; with an external NATS, "+
-			"grant the tenant's users subscribe on %q (and nothing else) in that server's own configuration", wiring.TenantEvents(*tenant))}
+			"grant the tenant's users subscribe on %q (and nothing else) in that server's own configuration", natsjs.TenantEvents(*tenant))}
 	}
-	secret, err := wiring.SubscriberSecret(cfg.DataDir)
+	secret, err := natsjs.SubscriberSecret(cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	user, pass, subject := wiring.TenantUser(*tenant), wiring.TenantPassword(secret, *tenant), wiring.TenantEvents(*tenant)
+	user, pass, subject := natsjs.TenantUser(*tenant), natsjs.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
 	url := ""
 	if cfg.NATS.Listen != "" {
 		url = "nats://" + cfg.NATS.Listen

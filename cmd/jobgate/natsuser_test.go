@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/config"
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -56,7 +56,7 @@ func TestNATSUserCredentialsOnListeningServer(t *testing.T) {
 	for _, tenant := range []string{"4", "5"} {
 		r := &job.Record{ID: "job_t" + tenant, Tenant: tenant, Requester: "r", Type: "permit_report", Params: []byte(`{}`),
 			State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
-		require.NoError(t, wiring.PublishEvent(ctx, rt.res.JS, r))
+		require.NoError(t, natsjs.PublishEvent(ctx, rt.res.JS, r))
 	}
 	msg, err := own.NextMsg(10 * time.Second)
 	require.NoError(t, err)

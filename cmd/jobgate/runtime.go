@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/config"
-	"github.com/jobgate/jobgate/pkg/failpoint"
-	"github.com/jobgate/jobgate/pkg/metrics"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -23,9 +23,9 @@ import (
 type runtime struct {
 	cfg      *config.Config
 	log      *slog.Logger
-	embedded *wiring.Embedded // nil against an external NATS
+	embedded *natsjs.Embedded // nil against an external NATS
 	nc       *nats.Conn
-	res      *wiring.Resources
+	res      *natsjs.Resources
 	fp       *failpoint.Set
 	metrics  *metrics.Metrics
 }
@@ -42,7 +42,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 
 // openRuntime connects (starting the embedded server when no URL is set) and
 // provisions the deployment's streams and buckets.
-func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.Writer, configure ...func(*wiring.EmbeddedConfig)) (*runtime, error) {
+func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.Writer, configure ...func(*natsjs.EmbeddedConfig)) (*runtime, error) {
 	rt := &runtime{cfg: cfg, log: newLogger(cfg, logw), metrics: metrics.New()}
 	if name != "serve" {
 		rt.log = rt.log.With("process", name)
@@ -56,17 +56,17 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		ec := wiring.EmbeddedConfig{StoreDir: cfg.Path("nats"), Listen: cfg.NATS.Listen, SyncAlways: cfg.NATS.SyncAlways}
+		ec := natsjs.EmbeddedConfig{StoreDir: cfg.Path("nats"), Listen: cfg.NATS.Listen, SyncAlways: cfg.NATS.SyncAlways}
 		for _, f := range configure {
 			f(&ec)
 		}
-		rt.embedded, err = wiring.StartEmbedded(ec)
+		rt.embedded, err = natsjs.StartEmbedded(ec)
 		if err != nil {
 			return nil, err
 		}
 		rt.nc, err = rt.embedded.Connect("jobgate-" + name)
 	} else {
-		rt.nc, err = wiring.Connect(wiring.ConnectConfig{
+		rt.nc, err = natsjs.Connect(natsjs.ConnectConfig{
 			URL: cfg.NATS.URL, Name: "jobgate-" + name, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
 			User: cfg.NATS.User, Password: cfg.NATS.Password, TLSCA: cfg.NATS.TLSCA, TLSCert: cfg.NATS.TLSCert, TLSKey: cfg.NATS.TLSKey,
 		})
@@ -80,7 +80,7 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 		rt.close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	layout := wiring.DefaultLayout()
+	layout := natsjs.DefaultLayout()
 	layout.Replicas = cfg.NATS.Replicas
 	layout.JobTTL = cfg.JobTTL
 	layout.ResultTTL = cfg.ResultTTL
@@ -88,9 +88,9 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		rt.res, err = wiring.Provision(pctx, js, layout)
+		rt.res, err = natsjs.Provision(pctx, js, layout)
 		cancel()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil || !wiring.Unavailable(err) {
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil || !natsjs.Unavailable(err) {
 			break
 		}
 		rt.log.Warn("jetstream not ready, retrying provisioning", "err", err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 )
 
 // runServe runs gateway, dispatcher, renderer and notifier in one process on

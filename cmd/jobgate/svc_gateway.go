@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 )
 
 // newGateway builds the HTTP gateway. Only `serve` honours --dev (the

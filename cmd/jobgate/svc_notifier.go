@@ -6,7 +6,7 @@ import (
 
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/metrics"
+	"github.com/jobgate/jobgate/internal/metrics"
 )
 
 // newNotifier builds the notifier from the runtime's settings. Without an

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -151,7 +151,7 @@ func TestWithNotifierLostAcknowledgement(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	defer emb.Shutdown()
 	nc, err := emb.Connect("receiver-test")
@@ -161,7 +161,7 @@ func TestWithNotifierLostAcknowledgement(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
+	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 	n, err := notifier.New(res, notifier.Config{
 		Webhooks:     map[string][]notifier.Webhook{"4": {{URL: srv.URL, Secret: secret}}},
@@ -175,9 +175,9 @@ func TestWithNotifierLostAcknowledgement(t *testing.T) {
 	now := time.Now().UTC()
 	rec := &job.Record{ID: "job_e2e", Tenant: "4", Requester: "reviewer-47", Type: "permit_report",
 		Params: []byte(`{}`), State: job.StateCanceled, CreatedAt: now, UpdatedAt: now}
-	require.NoError(t, wiring.PublishEvent(ctx, js, rec))
+	require.NoError(t, natsjs.PublishEvent(ctx, js, rec))
 	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, int32(2), calls.Load(), "delivered twice")
-	require.Equal(t, []string{wiring.EventMsgID(rec)}, p.list(), "processed once")
+	require.Equal(t, []string{natsjs.EventMsgID(rec)}, p.list(), "processed once")
 	require.Equal(t, int64(1), n.Stats().WebhooksDelivered)
 }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +31,7 @@ type testBundle struct {
 	URL    string
 	Token  string
 	Secret []byte
-	Res    *wiring.Resources
+	Res    *natsjs.Resources
 	GW     *gateway.Gateway
 }
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"

@@ -1,4 +1,4 @@
-package wiring_test
+package natsjs_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +16,7 @@ import (
 // handle on it, nothing provisioned yet.
 func setupProvision(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	nc, err := emb.Connect("provision-test")
@@ -27,10 +27,10 @@ func setupProvision(t *testing.T) jetstream.JetStream {
 	return js
 }
 
-func provision(js jetstream.JetStream, l wiring.Layout) (*wiring.Resources, error) {
+func provision(js jetstream.JetStream, l natsjs.Layout) (*natsjs.Resources, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return wiring.Provision(ctx, js, l)
+	return natsjs.Provision(ctx, js, l)
 }
 
 func streamConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamConfig {
@@ -51,22 +51,22 @@ func TestProvisionConcurrentStartsAgree(t *testing.T) {
 	errs := make([]error, 6)
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = provision(js, wiring.DefaultLayout())
+			_, errs[i] = provision(js, natsjs.DefaultLayout())
 		})
 	}
 	wg.Wait()
 	for i, err := range errs {
 		require.NoError(t, err, "process %d", i)
 	}
-	res, err := provision(js, wiring.DefaultLayout())
+	res, err := provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err, "a later start finds everything in place")
 	require.NotNil(t, res.Jobs)
 	require.NotNil(t, res.Results)
 
-	jobs := streamConfig(t, js, "KV_"+wiring.BucketJobs)
+	jobs := streamConfig(t, js, "KV_"+natsjs.BucketJobs)
 	require.Equal(t, 720*time.Hour, jobs.MaxAge)
 	require.Equal(t, 1, jobs.Replicas)
-	work := streamConfig(t, js, wiring.StreamWork)
+	work := streamConfig(t, js, natsjs.StreamWork)
 	require.Equal(t, jetstream.WorkQueuePolicy, work.Retention)
 	require.Equal(t, 10*time.Minute, work.Duplicates)
 }
@@ -76,28 +76,28 @@ func TestProvisionConcurrentStartsAgree(t *testing.T) {
 func TestProvisionMismatchNamesSettingAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	js := setupProvision(t)
-	_, err := provision(js, wiring.DefaultLayout())
+	_, err := provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 
-	other := wiring.DefaultLayout()
+	other := natsjs.DefaultLayout()
 	other.JobTTL = 24 * time.Hour
 	_, err = provision(js, other)
-	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "job TTL (job_ttl, JOBGATE_JOB_TTL, --job-ttl) is 720h0m0s on JOBGATE_JOBS, JOBGATE_NOTICES, JOBGATE_WORK, but this process is configured for 24h0m0s")
-	var mm *wiring.MismatchError
+	var mm *natsjs.MismatchError
 	require.True(t, errors.As(err, &mm))
-	require.Equal(t, wiring.SettingJobTTL, mm.Setting)
-	require.Equal(t, 720*time.Hour, streamConfig(t, js, "KV_"+wiring.BucketJobs).MaxAge, "the deployment is untouched")
-	require.Equal(t, 720*time.Hour, streamConfig(t, js, wiring.StreamWork).MaxAge)
+	require.Equal(t, natsjs.SettingJobTTL, mm.Setting)
+	require.Equal(t, 720*time.Hour, streamConfig(t, js, "KV_"+natsjs.BucketJobs).MaxAge, "the deployment is untouched")
+	require.Equal(t, 720*time.Hour, streamConfig(t, js, natsjs.StreamWork).MaxAge)
 
-	results := wiring.DefaultLayout()
+	results := natsjs.DefaultLayout()
 	results.ResultTTL = time.Hour
 	_, err = provision(js, results)
-	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "result TTL (result_ttl, JOBGATE_RESULT_TTL, --result-ttl) is 168h0m0s on JOBGATE_RESULTS, but this process is configured for 1h0m0s")
-	require.Equal(t, 168*time.Hour, streamConfig(t, js, "OBJ_"+wiring.BucketResults).MaxAge)
+	require.Equal(t, 168*time.Hour, streamConfig(t, js, "OBJ_"+natsjs.BucketResults).MaxAge)
 
-	_, err = provision(js, wiring.DefaultLayout())
+	_, err = provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err, "the original layout still provisions")
 }
 
@@ -106,19 +106,19 @@ func TestProvisionMismatchNamesSettingAndChangesNothing(t *testing.T) {
 func TestProvisionReplicaMismatch(t *testing.T) {
 	t.Parallel()
 	js := setupProvision(t)
-	_, err := provision(js, wiring.DefaultLayout())
+	_, err := provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 
-	r3 := wiring.DefaultLayout()
+	r3 := natsjs.DefaultLayout()
 	r3.Replicas = 3
 	_, err = provision(js, r3)
-	require.ErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 1 on JOBGATE_JOBS, "+
 		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_RESULTS, but this process is configured for 3")
-	var mm *wiring.MismatchError
+	var mm *natsjs.MismatchError
 	require.ErrorAs(t, err, &mm)
-	require.Equal(t, wiring.SettingReplicas, mm.Setting)
-	jobs := streamConfig(t, js, "KV_"+wiring.BucketJobs)
+	require.Equal(t, natsjs.SettingReplicas, mm.Setting)
+	jobs := streamConfig(t, js, "KV_"+natsjs.BucketJobs)
 	require.Equal(t, 1, jobs.Replicas, "nothing was changed")
 	require.True(t, jobs.AllowDirect, "one replica keeps direct gets")
 }
@@ -127,11 +127,11 @@ func TestProvisionReplicaMismatch(t *testing.T) {
 func TestProvisionReplicasNeedCluster(t *testing.T) {
 	t.Parallel()
 	js := setupProvision(t)
-	r3 := wiring.DefaultLayout()
+	r3 := natsjs.DefaultLayout()
 	r3.Replicas = 3
 	_, err := provision(js, r3)
 	require.Error(t, err)
-	require.NotErrorIs(t, err, wiring.ErrLayoutMismatch)
+	require.NotErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "cluster")
 	require.ErrorContains(t, err, "JOBGATE_NATS_REPLICAS")
 }

@@ -1,4 +1,4 @@
-package wiring_test
+package natsjs_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -16,22 +16,22 @@ import (
 // tenantBundle is an embedded server that listens for outside clients with
 // tenant auth, and the in-process resources of jobgate on it.
 type tenantBundle struct {
-	emb    *wiring.Embedded
-	res    *wiring.Resources
+	emb    *natsjs.Embedded
+	res    *natsjs.Resources
 	secret []byte
 }
 
 func setupTenantAuth(t *testing.T) *tenantBundle {
 	t.Helper()
 	dir := t.TempDir()
-	secret, err := wiring.SubscriberSecret(dir)
+	secret, err := natsjs.SubscriberSecret(dir)
 	require.NoError(t, err)
-	again, err := wiring.SubscriberSecret(dir)
+	again, err := natsjs.SubscriberSecret(dir)
 	require.NoError(t, err)
 	require.Equal(t, secret, again, "the secret is created once and then read back")
-	auth, err := wiring.NewTenantAuth(secret)
+	auth, err := natsjs.NewTenantAuth(secret)
 	require.NoError(t, err)
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: dir + "/nats", Listen: "127.0.0.1:-1", Configure: auth.Configure})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: dir + "/nats", Listen: "127.0.0.1:-1", Configure: auth.Configure})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	require.NotEmpty(t, emb.ClientURL())
@@ -45,7 +45,7 @@ func setupTenantAuth(t *testing.T) *tenantBundle {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
+	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 	return &tenantBundle{emb: emb, res: res, secret: secret}
 }
@@ -56,33 +56,33 @@ func (b *tenantBundle) subscriber(t *testing.T, tenant string) (*nats.Conn, chan
 	t.Helper()
 	errs := make(chan error, 16)
 	nc, err := nats.Connect(b.emb.ClientURL(),
-		nats.UserInfo(wiring.TenantUser(tenant), wiring.TenantPassword(b.secret, tenant)),
+		nats.UserInfo(natsjs.TenantUser(tenant), natsjs.TenantPassword(b.secret, tenant)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc, errs
 }
 
-func publishState(t *testing.T, res *wiring.Resources, tenant, requester, id string) {
+func publishState(t *testing.T, res *natsjs.Resources, tenant, requester, id string) {
 	t.Helper()
 	now := time.Now().UTC()
 	r := &job.Record{ID: id, Tenant: tenant, Requester: requester, Type: "permit_report", Params: []byte(`{}`),
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, wiring.PublishEvent(ctx, res.JS, r))
+	require.NoError(t, natsjs.PublishEvent(ctx, res.JS, r))
 }
 
 func TestTenantSubscriberSeesOnlyItsTenant(t *testing.T) {
 	t.Parallel()
 	b := setupTenantAuth(t)
 	nc5, errs5 := b.subscriber(t, "5")
-	own, err := nc5.SubscribeSync(wiring.TenantEvents("5"))
+	own, err := nc5.SubscribeSync(natsjs.TenantEvents("5"))
 	require.NoError(t, err)
 	require.NoError(t, nc5.Flush())
 
 	// Subscribing to tenant 4's events is refused by the server.
-	foreign, err := nc5.SubscribeSync(wiring.TenantEvents("4"))
+	foreign, err := nc5.SubscribeSync(natsjs.TenantEvents("4"))
 	require.NoError(t, err) // the refusal arrives asynchronously
 	select {
 	case err := <-errs5:
@@ -105,7 +105,7 @@ func TestTenantSubscriberSeesOnlyItsTenant(t *testing.T) {
 	publishState(t, b.res, "5", "reviewer-9", "job_five")
 	msg, err := own.NextMsg(10 * time.Second)
 	require.NoError(t, err)
-	require.Equal(t, wiring.EventSubject("5", "reviewer-9", "job_five"), msg.Subject,
+	require.Equal(t, natsjs.EventSubject("5", "reviewer-9", "job_five"), msg.Subject,
 		"the first event tenant 5 sees is its own, though tenant 4's was published first")
 	_, err = own.NextMsg(200 * time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrTimeout, "tenant 5 receives nothing else")
@@ -114,13 +114,13 @@ func TestTenantSubscriberSeesOnlyItsTenant(t *testing.T) {
 
 	// A tenant-4 subscriber does get tenant 4's events.
 	nc4, _ := b.subscriber(t, "4")
-	sub4, err := nc4.SubscribeSync(wiring.TenantEvents("4"))
+	sub4, err := nc4.SubscribeSync(natsjs.TenantEvents("4"))
 	require.NoError(t, err)
 	require.NoError(t, nc4.Flush())
 	publishState(t, b.res, "4", "reviewer-47", "job_four_b")
 	msg, err = sub4.NextMsg(10 * time.Second)
 	require.NoError(t, err)
-	require.Equal(t, wiring.EventSubject("4", "reviewer-47", "job_four_b"), msg.Subject)
+	require.Equal(t, natsjs.EventSubject("4", "reviewer-47", "job_four_b"), msg.Subject)
 }
 
 func TestTenantSubscriberCannotPublishOrUseJetStream(t *testing.T) {
@@ -129,7 +129,7 @@ func TestTenantSubscriberCannotPublishOrUseJetStream(t *testing.T) {
 	nc, errs := b.subscriber(t, "5")
 
 	// Publishing a fake event of its own tenant is refused.
-	require.NoError(t, nc.Publish(wiring.EventSubject("5", "x", "job_fake"), []byte(`{}`)))
+	require.NoError(t, nc.Publish(natsjs.EventSubject("5", "x", "job_fake"), []byte(`{}`)))
 	select {
 	case err := <-errs:
 		require.ErrorIs(t, err, nats.ErrPermissionViolation)
@@ -141,9 +141,9 @@ func TestTenantSubscriberCannotPublishOrUseJetStream(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = js.KeyValue(ctx, wiring.BucketJobs)
+	_, err = js.KeyValue(ctx, natsjs.BucketJobs)
 	require.Error(t, err)
-	info, _ := b.res.JS.Stream(context.Background(), wiring.StreamEvents)
+	info, _ := b.res.JS.Stream(context.Background(), natsjs.StreamEvents)
 	require.NotNil(t, info, "the in-process connection still reaches JetStream")
 }
 
@@ -152,10 +152,10 @@ func TestOutsideClientsMustAuthenticate(t *testing.T) {
 	b := setupTenantAuth(t)
 	cases := map[string][]nats.Option{
 		"no credentials":       nil,
-		"wrong password":       {nats.UserInfo(wiring.TenantUser("5"), "guess")},
-		"other tenant's pass":  {nats.UserInfo(wiring.TenantUser("5"), wiring.TenantPassword(b.secret, "4"))},
-		"not a tenant user":    {nats.UserInfo("admin", wiring.TenantPassword(b.secret, "admin"))},
-		"invalid tenant id":    {nats.UserInfo(wiring.TenantUser("a.b"), wiring.TenantPassword(b.secret, "a.b"))},
+		"wrong password":       {nats.UserInfo(natsjs.TenantUser("5"), "guess")},
+		"other tenant's pass":  {nats.UserInfo(natsjs.TenantUser("5"), natsjs.TenantPassword(b.secret, "4"))},
+		"not a tenant user":    {nats.UserInfo("admin", natsjs.TenantPassword(b.secret, "admin"))},
+		"invalid tenant id":    {nats.UserInfo(natsjs.TenantUser("a.b"), natsjs.TenantPassword(b.secret, "a.b"))},
 		"internal name by tcp": {nats.UserInfo("jobgate-internal", "")},
 	}
 	for name, opts := range cases {
@@ -171,7 +171,7 @@ func TestOutsideClientsMustAuthenticate(t *testing.T) {
 func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
 	t.Parallel()
 	s := []byte("0123456789abcdef0123456789abcdef")
-	require.Equal(t, wiring.TenantPassword(s, "4"), wiring.TenantPassword(s, "4"))
-	require.NotEqual(t, wiring.TenantPassword(s, "4"), wiring.TenantPassword(s, "5"))
-	require.NotEqual(t, wiring.TenantPassword(s, "4"), wiring.TenantPassword([]byte("another secret, another password"), "4"))
+	require.Equal(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword(s, "4"))
+	require.NotEqual(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword(s, "5"))
+	require.NotEqual(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword([]byte("another secret, another password"), "4"))
 }

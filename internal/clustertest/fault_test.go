@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +25,7 @@ import (
 // no notice is sent twice.
 func TestNodeLossUnderLoad(t *testing.T) {
 	d := setup(t, setupOptions{})
-	jobsStream := "KV_" + wiring.BucketJobs
+	jobsStream := "KV_" + natsjs.BucketJobs
 	victim := d.cluster.Leader(d.obs.JS, jobsStream)
 
 	const total, submitters = 60, 3

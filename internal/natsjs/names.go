@@ -1,4 +1,4 @@
-package wiring
+package natsjs
 
 // Stream, bucket and subject names. Nothing outside this package spells them.
 const (

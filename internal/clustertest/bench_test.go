@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -52,7 +52,7 @@ func BenchmarkAdmissionWrites(b *testing.B) {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					err := res.Jobs.Create(ctx, rec)
 					if err == nil {
-						err = wiring.PublishWork(ctx, res.JS, rec, 0)
+						err = natsjs.PublishWork(ctx, res.JS, rec, 0)
 					}
 					cancel()
 					if err != nil {
@@ -66,11 +66,11 @@ func BenchmarkAdmissionWrites(b *testing.B) {
 	}
 }
 
-func benchResources(b *testing.B, cluster, sync bool) *wiring.Resources {
+func benchResources(b *testing.B, cluster, sync bool) *natsjs.Resources {
 	b.Helper()
-	layout := wiring.DefaultLayout()
+	layout := natsjs.DefaultLayout()
 	if !cluster {
-		emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: b.TempDir(), SyncAlways: sync})
+		emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: b.TempDir(), SyncAlways: sync})
 		require.NoError(b, err)
 		b.Cleanup(emb.Shutdown)
 		nc, err := emb.Connect("bench")
@@ -80,7 +80,7 @@ func benchResources(b *testing.B, cluster, sync bool) *wiring.Resources {
 		require.NoError(b, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		res, err := wiring.Provision(ctx, js, layout)
+		res, err := natsjs.Provision(ctx, js, layout)
 		require.NoError(b, err)
 		return res
 	}

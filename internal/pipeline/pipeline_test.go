@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/dispatcher"
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/jobtest"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"
 )
@@ -108,7 +108,7 @@ func TestJobCommittedByACrashedGatewayRunsToSucceededOnce(t *testing.T) {
 
 	// A late copy of the work (a relay replaying the change log after the
 	// de-duplication window) is dropped without a render.
-	require.NoError(t, wiring.PublishWork(context.Background(), b.conn.Res.JS, rec, 99))
+	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 99))
 	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 20*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, b.rendersOf(rec.ID))
 }

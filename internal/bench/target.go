@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // TargetEnv is what the measured process hands the control loop: the
 // resources its services use (same server, same connection) and the
 // gateway's address and stream counter.
 type TargetEnv struct {
-	Res        *wiring.Resources
+	Res        *natsjs.Resources
 	URL        string
 	SSEStreams func() int64 // nil when no gateway runs
 	Log        *slog.Logger

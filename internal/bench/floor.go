@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,7 +18,7 @@ import (
 // admission needs — the create-only commit of a record of the same size (with
 // the bucket's per-key TTL) and the work publish with its Nats-Msg-Id — from
 // clients goroutines on the same connection the gateway uses, for d.
-func runFloor(ctx context.Context, res *wiring.Resources, tenant string, clients int, d time.Duration) (Samples, error) {
+func runFloor(ctx context.Context, res *natsjs.Resources, tenant string, clients int, d time.Duration) (Samples, error) {
 	if res == nil {
 		return Samples{}, errors.New("floor: no JetStream resources in this process")
 	}
@@ -59,7 +59,7 @@ func runFloor(ctx context.Context, res *wiring.Resources, tenant string, clients
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				_, err := kv.Create(cctx, key, data, ttl)
 				if err == nil {
-					msg := &nats.Msg{Subject: wiring.WorkSubject(tenant, requester, id), Data: []byte(key), Header: nats.Header{}}
+					msg := &nats.Msg{Subject: natsjs.WorkSubject(tenant, requester, id), Data: []byte(key), Header: nats.Header{}}
 					msg.Header.Set(jetstream.MsgIDHeader, id)
 					_, err = res.JS.PublishMsg(cctx, msg)
 				}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -24,14 +24,14 @@ import (
 
 // Env is one embedded JetStream server living as long as its test.
 type Env struct {
-	Emb    *wiring.Embedded
+	Emb    *natsjs.Embedded
 	Secret []byte
 }
 
 // Start runs an embedded JetStream with file storage in a temp dir.
 func Start(t testing.TB) *Env {
 	t.Helper()
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: t.TempDir()})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	return &Env{Emb: emb, Secret: []byte("jobtest-secret")}
@@ -40,7 +40,7 @@ func Start(t testing.TB) *Env {
 // Conn is one client connection with the deployment's resources on it.
 type Conn struct {
 	NC  *nats.Conn
-	Res *wiring.Resources
+	Res *natsjs.Resources
 }
 
 // Connect opens a connection of its own (so a test can cut one component
@@ -54,7 +54,7 @@ func (e *Env) Connect(t testing.TB, name string) *Conn {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := wiring.Provision(ctx, js, wiring.DefaultLayout())
+	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 	return &Conn{NC: nc, Res: res}
 }
@@ -69,7 +69,7 @@ type Request struct {
 // Commit writes the job record the way the gateway's admission does (one
 // create-only write, state queued) without publishing its work: what a
 // gateway that crashed right after its commit leaves behind.
-func (e *Env) Commit(t testing.TB, res *wiring.Resources, r Request) *job.Record {
+func (e *Env) Commit(t testing.TB, res *natsjs.Resources, r Request) *job.Record {
 	t.Helper()
 	return e.CommitAs(t, res, r, nil)
 }
@@ -77,7 +77,7 @@ func (e *Env) Commit(t testing.TB, res *wiring.Resources, r Request) *job.Record
 // CommitAs commits a record that edit has first changed, as if the job had
 // come that far: a test starts from a running or failed job without its
 // queued version ever being stored.
-func (e *Env) CommitAs(t testing.TB, res *wiring.Resources, r Request, edit func(*job.Record)) *job.Record {
+func (e *Env) CommitAs(t testing.TB, res *natsjs.Resources, r Request, edit func(*job.Record)) *job.Record {
 	t.Helper()
 	if r.Tenant == "" {
 		r.Tenant = "4"
@@ -116,18 +116,18 @@ func (e *Env) CommitAs(t testing.TB, res *wiring.Resources, r Request, edit func
 
 // Admit is the gateway's admission: Commit, then the generation-0 work
 // message.
-func (e *Env) Admit(t testing.TB, res *wiring.Resources, r Request) *job.Record {
+func (e *Env) Admit(t testing.TB, res *natsjs.Resources, r Request) *job.Record {
 	t.Helper()
 	rec := e.Commit(t, res, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, wiring.PublishWork(ctx, res.JS, rec, 0))
+	require.NoError(t, natsjs.PublishWork(ctx, res.JS, rec, 0))
 	return rec
 }
 
 // WaitFor polls the job until cond holds and returns it; it fails the test
 // at the deadline with the last record seen.
-func WaitFor(t testing.TB, res *wiring.Resources, key string, timeout time.Duration, cond func(*job.Record) bool) *job.Record {
+func WaitFor(t testing.TB, res *natsjs.Resources, key string, timeout time.Duration, cond func(*job.Record) bool) *job.Record {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last *job.Record
@@ -150,7 +150,7 @@ func WaitFor(t testing.TB, res *wiring.Resources, key string, timeout time.Durat
 }
 
 // Terminal waits for the job to reach a terminal state.
-func Terminal(t testing.TB, res *wiring.Resources, key string, timeout time.Duration) *job.Record {
+func Terminal(t testing.TB, res *natsjs.Resources, key string, timeout time.Duration) *job.Record {
 	t.Helper()
 	return WaitFor(t, res, key, timeout, func(r *job.Record) bool { return r.State.Terminal() })
 }
@@ -162,12 +162,12 @@ type Event struct {
 }
 
 // Events returns what landed on the job's event subject, in stream order.
-func Events(t testing.TB, res *wiring.Resources, rec *job.Record) []Event {
+func Events(t testing.TB, res *natsjs.Resources, rec *job.Record) []Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := res.JS.OrderedConsumer(ctx, wiring.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{wiring.EventSubject(rec.Tenant, rec.Requester, rec.ID)},
+	c, err := res.JS.OrderedConsumer(ctx, natsjs.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID)},
 	})
 	require.NoError(t, err)
 	var out []Event
@@ -199,11 +199,11 @@ func EventIDs(events []Event) []string {
 }
 
 // WorkMessages counts the messages left in the work queue.
-func WorkMessages(t testing.TB, res *wiring.Resources) uint64 {
+func WorkMessages(t testing.TB, res *natsjs.Resources) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := res.JS.Stream(ctx, wiring.StreamWork)
+	s, err := res.JS.Stream(ctx, natsjs.StreamWork)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func WorkMessages(t testing.TB, res *wiring.Resources) uint64 {
 }
 
 // Objects lists the names of the stored result objects.
-func Objects(t testing.TB, res *wiring.Resources) []string {
+func Objects(t testing.TB, res *natsjs.Resources) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -239,7 +239,7 @@ type History struct {
 }
 
 // Watch starts collecting the versions of the record under key.
-func Watch(t testing.TB, res *wiring.Resources, key string) *History {
+func Watch(t testing.TB, res *natsjs.Resources, key string) *History {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := res.Jobs.KV().Watch(ctx, key)
@@ -285,13 +285,13 @@ func (h *History) All() []*job.Record {
 // WorkIDs lists the Nats-Msg-Ids of the work messages stored for rec, in
 // stream order. (A work queue admits no second consumer to look with, so
 // this reads the stream directly.)
-func WorkIDs(t testing.TB, res *wiring.Resources, rec *job.Record) []string {
+func WorkIDs(t testing.TB, res *natsjs.Resources, rec *job.Record) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := res.JS.Stream(ctx, wiring.StreamWork)
+	s, err := res.JS.Stream(ctx, natsjs.StreamWork)
 	require.NoError(t, err)
-	subject := wiring.WorkSubject(rec.Tenant, rec.Requester, rec.ID)
+	subject := natsjs.WorkSubject(rec.Tenant, rec.Requester, rec.ID)
 	var ids []string
 	for seq := uint64(1); ; {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -207,11 +207,11 @@ func (c *Cluster) Index(name string) int {
 }
 
 // Connect opens a client connection the way a jobgate process does
-// (wiring.Connect: reconnects forever), to url (a node's URL or a list),
+// (natsjs.Connect: reconnects forever), to url (a node's URL or a list),
 // closed when the test ends.
 func (c *Cluster) Connect(name, url string) *nats.Conn {
 	c.t.Helper()
-	nc, err := wiring.Connect(wiring.ConnectConfig{URL: url, Name: name})
+	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: url, Name: name})
 	require.NoError(c.t, err)
 	c.t.Cleanup(nc.Close)
 	return nc
@@ -220,7 +220,7 @@ func (c *Cluster) Connect(name, url string) *nats.Conn {
 // Provision connects to url and provisions layout there, retrying while
 // the cluster is still forming (no meta leader, peers not yet known), as
 // jobgate's runtime does at start.
-func (c *Cluster) Provision(name, url string, layout wiring.Layout) (*nats.Conn, *wiring.Resources) {
+func (c *Cluster) Provision(name, url string, layout natsjs.Layout) (*nats.Conn, *natsjs.Resources) {
 	c.t.Helper()
 	nc := c.Connect(name, url)
 	js, err := jetstream.New(nc)
@@ -228,12 +228,12 @@ func (c *Cluster) Provision(name, url string, layout wiring.Layout) (*nats.Conn,
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := wiring.Provision(ctx, js, layout)
+		res, err := natsjs.Provision(ctx, js, layout)
 		cancel()
 		if err == nil {
 			return nc, res
 		}
-		if !wiring.Unavailable(err) || time.Now().After(deadline) {
+		if !natsjs.Unavailable(err) || time.Now().After(deadline) {
 			require.NoError(c.t, err, "provision on the cluster")
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jobgate/jobgate/pkg/jobtest"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,10 +20,10 @@ import (
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/notifier"
-	"github.com/jobgate/jobgate/pkg/auth"
-	"github.com/jobgate/jobgate/pkg/failpoint"
+	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -44,7 +44,7 @@ type deployment struct {
 	cluster  *Cluster
 	gateways []*gateway.Gateway
 	urls     []string          // gateway base URLs
-	obs      *wiring.Resources // the test's own view, on every node's URL
+	obs      *natsjs.Resources // the test's own view, on every node's URL
 	renders  *renderLog
 	sink     *jobtest.SMTPSink
 	token    string
@@ -65,12 +65,12 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	t.Helper()
 	log := testLogger(t)
 	c := Start(t, 3)
-	layout := wiring.DefaultLayout()
+	layout := natsjs.DefaultLayout()
 	layout.Replicas = 3
 	d := &deployment{cluster: c, renders: &renderLog{n: map[string]int{}}, sink: jobtest.NewSMTPSink(t), placement: map[int][]string{}}
 	_, d.obs = c.Provision("observer", c.URLs(), layout)
 
-	connect := func(name string, node int) *wiring.Resources {
+	connect := func(name string, node int) *natsjs.Resources {
 		d.placement[node] = append(d.placement[node], name)
 		_, res := c.Provision(name, c.Node(node).URL(), layout)
 		return res
@@ -262,8 +262,8 @@ func (d *deployment) diagnose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, sc := range []struct{ stream, consumer string }{
-		{wiring.StreamWork, wiring.ConsumerRenderers}, {"KV_" + wiring.BucketJobs, wiring.ConsumerRelay},
-		{wiring.StreamEvents, wiring.ConsumerNotifier},
+		{natsjs.StreamWork, natsjs.ConsumerRenderers}, {"KV_" + natsjs.BucketJobs, natsjs.ConsumerRelay},
+		{natsjs.StreamEvents, natsjs.ConsumerNotifier},
 	} {
 		s, err := d.obs.JS.Stream(ctx, sc.stream)
 		if err != nil {
@@ -297,8 +297,8 @@ func (d *deployment) allRecords(t *testing.T) []*job.Record {
 // and all its replicas are current.
 func (d *deployment) waitAllCurrent(t *testing.T) {
 	t.Helper()
-	for _, s := range []string{"KV_" + wiring.BucketJobs, "KV_" + wiring.BucketMeta, "KV_" + wiring.BucketNotices,
-		wiring.StreamWork, wiring.StreamEvents, "OBJ_" + wiring.BucketResults} {
+	for _, s := range []string{"KV_" + natsjs.BucketJobs, "KV_" + natsjs.BucketMeta, "KV_" + natsjs.BucketNotices,
+		natsjs.StreamWork, natsjs.StreamEvents, "OBJ_" + natsjs.BucketResults} {
 		d.cluster.WaitCurrent(d.obs.JS, s, time.Minute)
 	}
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/pkg/auth"
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/wiring"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -31,7 +31,7 @@ import (
 type system struct {
 	url    string
 	gw     *gateway.Gateway
-	res    *wiring.Resources
+	res    *natsjs.Resources
 	secret []byte
 	gate   *renderGate
 	logs   *logBuffer
@@ -100,13 +100,13 @@ func startSystem(t *testing.T, heldRenders bool, tune ...func(*renderer.Config))
 	// The services run until cleanup: their Start ties their loops to this one.
 	run, stopRun := context.WithCancel(context.Background())
 
-	emb, err := wiring.StartEmbedded(wiring.EmbeddedConfig{StoreDir: filepath.Join(t.TempDir(), "nats")})
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: filepath.Join(t.TempDir(), "nats")})
 	require.NoError(t, err)
 	nc, err := emb.Connect("e2e")
 	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	sys.res, err = wiring.Provision(ctx, js, wiring.DefaultLayout())
+	sys.res, err = natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 
 	disp, err := dispatcher.New(dispatcher.Config{}, sys.res, log.With("component", "dispatcher"))
