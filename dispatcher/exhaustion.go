@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 )
 

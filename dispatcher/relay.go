@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

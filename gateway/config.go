@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Config configures a gateway. Zero fields take the defaults noted.

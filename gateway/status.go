@@ -13,8 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/auth"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 const readTimeout = 5 * time.Second

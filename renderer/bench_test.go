@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // BenchmarkJob63 is one permit report job end to end through a renderer on

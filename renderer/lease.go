@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // runNATSUser prints the NATS credentials of a tenant's event subscribers

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/internal/metrics"
 )
 
 // newNotifier builds the notifier from the runtime's settings. Without an

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

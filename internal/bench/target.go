@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // TargetEnv is what the measured process hands the control loop: the

@@ -19,11 +19,11 @@ import (
 
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/failpoint"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/notifier"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"

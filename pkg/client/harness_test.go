@@ -18,9 +18,9 @@ import (
 
 	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
