@@ -1,0 +1,105 @@
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// TypeDecl is a job type as its workers declare it. It is stored in
+// JetStream (one entry per type name) by every worker process that runs the
+// type, and every gateway accepts the type from the moment it reads it.
+type TypeDecl struct {
+	// Name is the type's name, [a-z][a-z0-9_]{0,63}.
+	Name string `json:"name"`
+	// Description says what the type produces, for people and forms.
+	Description string `json:"description,omitempty"`
+	// Schema is the JSON Schema (2020-12) of the params.
+	Schema json.RawMessage `json:"schema"`
+	// TimeoutSeconds is the time budget of one attempt.
+	TimeoutSeconds int `json:"timeout_seconds"`
+	// Attempts is how many attempts a job of this type gets.
+	Attempts int `json:"attempts"`
+	// MaxResultBytes bounds the size of one result.
+	MaxResultBytes int64 `json:"max_result_bytes"`
+	// ContentType is the media type of the results.
+	ContentType string `json:"content_type"`
+	// DeclaredAt is when this version of the declaration was written.
+	DeclaredAt time.Time `json:"declared_at"`
+}
+
+// Limits of a declaration.
+const (
+	MaxTypeNameLen      = 64
+	MaxSchemaBytes      = 32 << 10
+	MaxDescriptionBytes = 1024
+	MaxTypeAttempts     = 25
+	MaxTypeTimeout      = 24 * time.Hour
+	MaxResultBytesLimit = 4 << 30
+)
+
+// ErrInvalidType: a type declaration breaks the rules above.
+var ErrInvalidType = errors.New("invalid job type declaration")
+
+// ValidTypeName reports whether s is a legal job type name:
+// [a-z][a-z0-9_]{0,63}. Type names appear in NATS subjects and consumer
+// names, so nothing else is ever allowed.
+func ValidTypeName(s string) bool {
+	if len(s) == 0 || len(s) > MaxTypeNameLen || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Timeout is the attempt time budget as a duration.
+func (d *TypeDecl) Timeout() time.Duration { return time.Duration(d.TimeoutSeconds) * time.Second }
+
+// Validate checks the declaration's own fields (not the schema's contents,
+// which the schema compiler checks).
+func (d *TypeDecl) Validate() error {
+	var errs []error
+	if !ValidTypeName(d.Name) {
+		errs = append(errs, fmt.Errorf("name %q must match [a-z][a-z0-9_]{0,63}", d.Name))
+	}
+	if len(d.Description) > MaxDescriptionBytes {
+		errs = append(errs, fmt.Errorf("description is %d bytes, at most %d", len(d.Description), MaxDescriptionBytes))
+	}
+	if len(d.Schema) == 0 || len(d.Schema) > MaxSchemaBytes {
+		errs = append(errs, fmt.Errorf("schema must be 1 to %d bytes, got %d", MaxSchemaBytes, len(d.Schema)))
+	}
+	if d.TimeoutSeconds < 1 || time.Duration(d.TimeoutSeconds)*time.Second > MaxTypeTimeout {
+		errs = append(errs, fmt.Errorf("timeout must be 1s to %s, got %ds", MaxTypeTimeout, d.TimeoutSeconds))
+	}
+	if d.Attempts < 1 || d.Attempts > MaxTypeAttempts {
+		errs = append(errs, fmt.Errorf("attempts must be 1 to %d, got %d", MaxTypeAttempts, d.Attempts))
+	}
+	if d.MaxResultBytes < 1 || d.MaxResultBytes > MaxResultBytesLimit {
+		errs = append(errs, fmt.Errorf("max result bytes must be 1 to %d, got %d", int64(MaxResultBytesLimit), d.MaxResultBytes))
+	}
+	if d.ContentType == "" || len(d.ContentType) > 255 {
+		errs = append(errs, errors.New("content type must be 1 to 255 characters"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidType, err)
+	}
+	return nil
+}
+
+// ParamsSchema is a compiled params schema: it validates params decoded by
+// DecodeStrict and returns them with the schema's defaults applied.
+type ParamsSchema interface {
+	Apply(params any) (any, []FieldError)
+}
+
+// Types is what a decoder needs of the declared types: the compiled schema
+// of a type by name.
+type Types interface {
+	Schema(typeName string) (ParamsSchema, bool)
+}
