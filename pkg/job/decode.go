@@ -51,6 +51,10 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			r.State = State(s)
 		case fAttempt:
 			r.Attempt, ok = p.int()
+		case fMaxAttempts:
+			r.MaxAttempts, ok = p.int()
+		case fTimeoutSeconds:
+			r.TimeoutSeconds, ok = p.int()
 		case fCreatedAt:
 			ok = p.time(&r.CreatedAt)
 		case fUpdatedAt:
@@ -103,6 +107,8 @@ const (
 	fProgress
 	fError
 	fOutput
+	fMaxAttempts
+	fTimeoutSeconds
 )
 
 var recordKeys = map[string]int{
@@ -110,6 +116,7 @@ var recordKeys = map[string]int{
 	"type": fType, "params": fParams, "state": fState, "attempt": fAttempt, "created_at": fCreatedAt,
 	"updated_at": fUpdatedAt, "started_at": fStartedAt, "finished_at": fFinishedAt, "retry_at": fRetryAt,
 	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "progress": fProgress, "error": fError, "output": fOutput,
+	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds,
 }
 
 // key reads a plain string like str, without copying it.

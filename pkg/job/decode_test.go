@@ -29,7 +29,7 @@ func sampleRecords() []*Record {
 			Type: "permit_report", Params: json.RawMessage(`{"case_id":47,"pages":63,"revision":29}`),
 			State: StateQueued, CreatedAt: now, UpdatedAt: now},
 		{ID: "job_b", Tenant: "t", Requester: "r", Type: "permit_report", Params: json.RawMessage(`{"a":[1,-2.5e3,true,null,{"b":"c"}]}`),
-			State: StateRunning, Attempt: 2, CreatedAt: now, UpdatedAt: later, StartedAt: &now, RetryAt: &later, HeartbeatAt: &later,
+			State: StateRunning, Attempt: 2, MaxAttempts: 4, TimeoutSeconds: 7, CreatedAt: now, UpdatedAt: later, StartedAt: &now, RetryAt: &later, HeartbeatAt: &later,
 			Worker: "host-1-abc", Progress: &Progress{Done: 12, Total: 63, Unit: "pages"}},
 		{ID: "job_c", State: StateFailed, CreatedAt: now, UpdatedAt: now, FinishedAt: &now, Attempt: 3,
 			Error: &Failure{Category: CategoryTimeout, Message: "render took longer than 2m0s", Retryable: true}},

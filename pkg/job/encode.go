@@ -35,6 +35,14 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendString(b, string(r.State))
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	if r.MaxAttempts != 0 {
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
+	}
+	if r.TimeoutSeconds != 0 {
+		b = append(b, `,"timeout_seconds":`...)
+		b = strconv.AppendInt(b, int64(r.TimeoutSeconds), 10)
+	}
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, r.CreatedAt)
 	b = append(b, `,"updated_at":`...)

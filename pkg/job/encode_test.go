@@ -20,7 +20,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 			Type: "permit_report", Params: json.RawMessage(`{"case_id":47,"pages":63,"revision":29}`),
 			State: StateQueued, CreatedAt: now, UpdatedAt: now},
 		{ID: "job_b", Tenant: "t", Requester: "r", Type: "permit_report", Params: json.RawMessage(" {\"a\" : [1, 2], \"h\":\"<&>\"} "),
-			State: StateRunning, Attempt: 2, CreatedAt: round, UpdatedAt: now, StartedAt: &now, RetryAt: &round, HeartbeatAt: &now,
+			State: StateRunning, Attempt: 2, MaxAttempts: 5, TimeoutSeconds: 90, CreatedAt: round, UpdatedAt: now, StartedAt: &now, RetryAt: &round, HeartbeatAt: &now,
 			Worker: odd, Progress: &Progress{Done: 12, Total: 63, Unit: "pages"}},
 		{ID: "job_c", State: StateFailed, CreatedAt: now, UpdatedAt: now, FinishedAt: &now,
 			Error: &Failure{Category: CategoryTimeout, Message: odd, Retryable: true}},

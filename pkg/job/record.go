@@ -55,16 +55,22 @@ type Record struct {
 	Params      json.RawMessage `json:"params"`
 	State       State           `json:"state"`
 	Attempt     int             `json:"attempt"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	RetryAt     *time.Time      `json:"retry_at,omitempty"`
-	HeartbeatAt *time.Time      `json:"heartbeat_at,omitempty"`
-	Worker      string          `json:"worker,omitempty"`
-	Progress    *Progress       `json:"progress,omitempty"`
-	Error       *Failure        `json:"error,omitempty"`
-	Output      *Output         `json:"output,omitempty"`
+	// MaxAttempts and TimeoutSeconds are the job type's limits as declared
+	// when the job was admitted: a job keeps the rules it was accepted
+	// under, and every component reads them from the record. Zero (records
+	// written before types were declared) means the deployment's defaults.
+	MaxAttempts    int        `json:"max_attempts,omitempty"`
+	TimeoutSeconds int        `json:"timeout_seconds,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	StartedAt      *time.Time `json:"started_at,omitempty"`
+	FinishedAt     *time.Time `json:"finished_at,omitempty"`
+	RetryAt        *time.Time `json:"retry_at,omitempty"`
+	HeartbeatAt    *time.Time `json:"heartbeat_at,omitempty"`
+	Worker         string     `json:"worker,omitempty"`
+	Progress       *Progress  `json:"progress,omitempty"`
+	Error          *Failure   `json:"error,omitempty"`
+	Output         *Output    `json:"output,omitempty"`
 
 	// Revision is the store's revision of this record; it is not part of the
 	// stored document and is what compare-and-set updates are made against.

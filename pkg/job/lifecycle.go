@@ -1,0 +1,138 @@
+package job
+
+import (
+	"fmt"
+	"time"
+)
+
+// The lifecycle of a job, move by move. Every component that writes a record
+// (the gateway, the workers, the dispatcher's sweeper) changes it only
+// through these methods, each a legal move of the state machine in state.go,
+// and then writes it by compare-and-set; so the rules are read here, once.
+
+// AttemptsOr is the job's attempt limit, or def for a record that carries
+// none.
+func (r *Record) AttemptsOr(def int) int {
+	if r.MaxAttempts > 0 {
+		return r.MaxAttempts
+	}
+	return def
+}
+
+// TimeoutOr is the job's attempt budget, or def for a record that carries
+// none.
+func (r *Record) TimeoutOr(def time.Duration) time.Duration {
+	if r.TimeoutSeconds > 0 {
+		return time.Duration(r.TimeoutSeconds) * time.Second
+	}
+	return def
+}
+
+// LastSign is the last sign of life of a running record's worker.
+func (r *Record) LastSign() time.Time {
+	if r.HeartbeatAt != nil {
+		return *r.HeartbeatAt
+	}
+	return r.UpdatedAt
+}
+
+// Claim starts a new attempt under worker: queued, or running between
+// attempts, or running under a worker the caller judged gone, becomes
+// running with attempt+1. Taking a job over from a vanished worker records
+// that attempt's verdict as worker_lost. Progress starts empty.
+func (r *Record) Claim(worker string, now time.Time) error {
+	if worker == "" {
+		return fmt.Errorf("%w: claim needs a worker", ErrInvalidState)
+	}
+	prevWorker := r.Worker
+	if err := r.Transition(StateRunning, now); err != nil {
+		return err
+	}
+	if prevWorker != "" {
+		r.Error = WorkerLost(r)
+	}
+	now = now.UTC()
+	r.Attempt++
+	r.Worker = worker
+	r.HeartbeatAt = &now
+	r.RetryAt = nil
+	r.Progress = nil
+	return nil
+}
+
+// Release gives a running job back without a verdict (its worker is
+// stopping): the attempt does not count against the job's cause, and the
+// next attempt is due at once.
+func (r *Record) Release(now time.Time) error {
+	if r.State != StateRunning {
+		return &TransitionError{From: r.State, To: StateRunning}
+	}
+	now = now.UTC()
+	r.Worker = ""
+	r.RetryAt = &now
+	r.HeartbeatAt = &now
+	r.UpdatedAt = now
+	return nil
+}
+
+// ScheduleRetry ends a failed attempt that will be tried again at at: the
+// job stays running, without a worker, with the attempt's cause recorded.
+func (r *Record) ScheduleRetry(f *Failure, at, now time.Time) error {
+	if r.State != StateRunning {
+		return &TransitionError{From: r.State, To: StateRunning}
+	}
+	now, at = now.UTC(), at.UTC()
+	r.Worker = ""
+	r.RetryAt = &at
+	r.HeartbeatAt = &now
+	r.UpdatedAt = now
+	r.Error = f
+	return nil
+}
+
+// Heartbeat records that the running attempt is alive.
+func (r *Record) Heartbeat(now time.Time) {
+	now = now.UTC()
+	r.HeartbeatAt = &now
+	r.UpdatedAt = now
+}
+
+// SetProgress records how far the running attempt is; it is a heartbeat too.
+func (r *Record) SetProgress(p Progress, now time.Time) {
+	r.Progress = &p
+	r.Heartbeat(now)
+}
+
+// Succeed finishes the job with its stored result.
+func (r *Record) Succeed(out *Output, now time.Time) error {
+	if err := r.Transition(StateSucceeded, now); err != nil {
+		return err
+	}
+	r.Output = out
+	r.Error = nil
+	r.HeartbeatAt = r.FinishedAt
+	if r.Progress != nil && r.Progress.Total > 0 {
+		r.Progress.Done = r.Progress.Total
+	}
+	return nil
+}
+
+// Fail ends the job with f.
+func (r *Record) Fail(f *Failure, now time.Time) error {
+	if err := r.Transition(StateFailed, now); err != nil {
+		return err
+	}
+	r.Error = f
+	return nil
+}
+
+// Cancel ends a queued or running job at its requester's wish.
+func (r *Record) Cancel(now time.Time) error {
+	if err := r.Transition(StateCanceled, now); err != nil {
+		if r.State.Terminal() {
+			return fmt.Errorf("%w: job is %s", ErrTerminal, r.State)
+		}
+		return err
+	}
+	return nil
+}

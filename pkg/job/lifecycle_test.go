@@ -1,0 +1,138 @@
+package job
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var allStates = []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled}
+
+// TestTransitionTable checks every one of the 25 from/to pairs against the
+// contract's state rules: queued → running → succeeded | failed, canceled
+// from queued or running, never backwards, nothing out of a terminal state.
+func TestTransitionTable(t *testing.T) {
+	t.Parallel()
+	legal := map[[2]State]bool{
+		{StateQueued, StateRunning}:    true,
+		{StateQueued, StateCanceled}:   true,
+		{StateQueued, StateFailed}:     true, // the sweeper fails a job that can never run
+		{StateRunning, StateRunning}:   true, // a new attempt, a checkpoint
+		{StateRunning, StateSucceeded}: true,
+		{StateRunning, StateFailed}:    true,
+		{StateRunning, StateCanceled}:  true,
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, from := range allStates {
+		for _, to := range allStates {
+			want := legal[[2]State{from, to}]
+			require.Equal(t, want, from.CanTransition(to), "%s → %s", from, to)
+			r := &Record{State: from}
+			err := r.Transition(to, now)
+			if want {
+				require.NoError(t, err, "%s → %s", from, to)
+				require.Equal(t, to, r.State)
+				require.Equal(t, now, r.UpdatedAt)
+				require.Equal(t, to.Terminal(), r.FinishedAt != nil, "%s → %s finished_at", from, to)
+				continue
+			}
+			require.ErrorIs(t, err, ErrInvalidState, "%s → %s", from, to)
+			require.Equal(t, from, r.State, "a refused move leaves the record as it was")
+			require.Nil(t, r.FinishedAt)
+		}
+	}
+}
+
+func TestClaim(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t.Run("queued", func(t *testing.T) {
+		r := &Record{ID: "job_a", State: StateQueued}
+		require.NoError(t, r.Claim("w1", now))
+		require.Equal(t, StateRunning, r.State)
+		require.Equal(t, 1, r.Attempt)
+		require.Equal(t, "w1", r.Worker)
+		require.Equal(t, now, *r.StartedAt)
+		require.Nil(t, r.Error)
+	})
+	t.Run("between attempts keeps the previous cause", func(t *testing.T) {
+		retry := now.Add(-time.Second)
+		prev := &Failure{Category: CategoryTimeout, Message: "slow", Retryable: true}
+		r := &Record{State: StateRunning, Attempt: 1, RetryAt: &retry, Error: prev, Progress: &Progress{Done: 3, Total: 9}}
+		require.NoError(t, r.Claim("w2", now))
+		require.Equal(t, 2, r.Attempt)
+		require.Nil(t, r.RetryAt)
+		require.Nil(t, r.Progress)
+		require.Equal(t, prev, r.Error)
+	})
+	t.Run("taken over from a vanished worker", func(t *testing.T) {
+		r := &Record{State: StateRunning, Attempt: 1, Worker: "gone"}
+		require.NoError(t, r.Claim("w2", now))
+		require.Equal(t, CategoryWorkerLost, r.Error.Category)
+		require.Equal(t, "w2", r.Worker)
+	})
+	for _, s := range []State{StateSucceeded, StateFailed, StateCanceled} {
+		r := &Record{State: s, Attempt: 1}
+		require.ErrorIs(t, r.Claim("w", now), ErrInvalidState, "claim of a %s job", s)
+		require.Equal(t, 1, r.Attempt)
+	}
+	require.ErrorIs(t, (&Record{State: StateQueued}).Claim("", now), ErrInvalidState)
+}
+
+func TestReleaseRetryFailSucceedCancel(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	running := func() *Record {
+		r := &Record{State: StateQueued}
+		require.NoError(t, r.Claim("w", now))
+		return r
+	}
+
+	r := running()
+	require.NoError(t, r.Release(now))
+	require.Equal(t, StateRunning, r.State)
+	require.Empty(t, r.Worker)
+	require.Equal(t, now, *r.RetryAt)
+	require.Error(t, (&Record{State: StateQueued}).Release(now))
+
+	r = running()
+	at := now.Add(time.Minute)
+	f := &Failure{Category: CategoryRenderError, Message: "x", Retryable: true}
+	require.NoError(t, r.ScheduleRetry(f, at, now))
+	require.Equal(t, at, *r.RetryAt)
+	require.Equal(t, f, r.Error)
+	require.Empty(t, r.Worker)
+	require.Error(t, (&Record{State: StateSucceeded}).ScheduleRetry(f, at, now))
+
+	r = running()
+	require.NoError(t, r.Fail(f, now))
+	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, f, r.Error)
+	require.ErrorIs(t, r.Fail(f, now), ErrInvalidState, "a failed job cannot fail again")
+
+	r = running()
+	r.SetProgress(Progress{Done: 4, Total: 10, Unit: "rows"}, now)
+	out := &Output{Object: "job_a", Size: 3}
+	require.NoError(t, r.Succeed(out, now))
+	require.Equal(t, StateSucceeded, r.State)
+	require.Equal(t, 10, r.Progress.Done)
+	require.Equal(t, out, r.Output)
+	require.ErrorIs(t, r.Cancel(now), ErrTerminal, "a succeeded job cannot be canceled")
+	require.ErrorIs(t, r.Fail(f, now), ErrInvalidState, "a succeeded job cannot become failed")
+	require.Equal(t, StateSucceeded, r.State)
+
+	r = &Record{State: StateQueued}
+	require.NoError(t, r.Cancel(now))
+	require.Equal(t, StateCanceled, r.State)
+	require.True(t, errors.Is(r.Claim("w", now), ErrInvalidState))
+}
+
+func TestLimitsFallBackToDefaults(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 3, (&Record{}).AttemptsOr(3))
+	require.Equal(t, 5, (&Record{MaxAttempts: 5}).AttemptsOr(3))
+	require.Equal(t, time.Minute, (&Record{}).TimeoutOr(time.Minute))
+	require.Equal(t, 7*time.Second, (&Record{TimeoutSeconds: 7}).TimeoutOr(time.Minute))
+}
