@@ -45,8 +45,7 @@ func (g *Gateway) handleError(c *fiber.Ctx, err error) error {
 		case fiber.StatusNotFound:
 			return writeProblem(c, job.ErrNotFound)
 		case fiber.StatusMethodNotAllowed:
-			c.Status(fe.Code)
-			return c.JSON(Problem{Type: "/problems/method-not-allowed", Title: "Method not allowed", Status: fe.Code})
+			return writeProblem(c, job.ErrMethodNotAllowed)
 		}
 		if fe.Code < 500 {
 			return writeProblem(c, fmt.Errorf("%w: %s", errBadRequest, fe.Message))

@@ -3,7 +3,6 @@ package client
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -13,8 +12,8 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
-// Sentinel errors of the SDK itself (server problems map to the job package's
-// sentinels, see ProblemError.Is).
+// Sentinel errors of the SDK itself (server problems match the job package's
+// sentinels, see job.Problem).
 var (
 	// ErrJournalLocked means another process held the journal file longer
 	// than the lock timeout. Nothing was sent.
@@ -32,101 +31,21 @@ var (
 )
 
 // ProblemError is an RFC 9457 problem the server answered with (or a bare
-// error status, described as well as the response allows).
-type ProblemError struct {
-	Status     int              // HTTP status
-	Type       string           // e.g. "/problems/not-found"
-	Title      string           // short summary
-	Detail     string           // what went wrong with this request
-	Errors     []job.FieldError // field errors of a validation problem
-	JobID      string           // the job a conflict refers to, when named
-	RetryAfter time.Duration    // the Retry-After the server sent, if any
-}
-
-// Slug is the last segment of the problem type ("not-found").
-func (e *ProblemError) Slug() string {
-	if i := strings.LastIndexByte(e.Type, '/'); i >= 0 {
-		return e.Type[i+1:]
-	}
-	return e.Type
-}
-
-func (e *ProblemError) Error() string {
-	msg := e.Detail
-	if msg == "" {
-		msg = e.Title
-	}
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	if slug := e.Slug(); slug != "" {
-		return fmt.Sprintf("%s (%d %s)", msg, e.Status, slug)
-	}
-	return fmt.Sprintf("%s (%d)", msg, e.Status)
-}
-
-// slugErrors maps problem slugs of the contract to the domain's sentinels so
-// callers can write errors.Is(err, job.ErrNotFound).
-var slugErrors = map[string]error{
-	"unauthorized":            job.ErrUnauthorized,
-	"idempotency-key-missing": job.ErrKeyMissing,
-	"idempotency-key-invalid": job.ErrKeyInvalid,
-	"malformed-request":       job.ErrMalformed,
-	"validation":              job.ErrValidation,
-	"payload-too-large":       job.ErrPayloadTooLarge,
-	"idempotency-key-reused":  job.ErrKeyReused,
-	"not-found":               job.ErrNotFound,
-	"job-terminal":            job.ErrTerminal,
-	"result-not-ready":        job.ErrResultNotReady,
-	"job-failed":              job.ErrJobFailed,
-	"job-canceled":            job.ErrJobCanceled,
-	"link-expired":            job.ErrLinkExpired,
-	"link-invalid":            job.ErrLinkInvalid,
-	"rate-limited":            job.ErrRateLimited,
-	"unavailable":             job.ErrUnavailable,
-}
-
-// Is matches the job package sentinel of the problem's slug.
-func (e *ProblemError) Is(target error) bool {
-	s, ok := slugErrors[e.Slug()]
-	return ok && s == target
-}
+// error status, described as well as the response allows). It is the job
+// package's Problem: errors.Is matches the job sentinel of its slug
+// (job.ErrNotFound, job.ErrKeyReused, ...), one catalogue for server and
+// client.
+type ProblemError = job.Problem
 
 // ConflictError is a 409 idempotency-key-reused: the key already belongs to
 // another request. JobID names the job it belongs to when the server says.
-type ConflictError struct {
-	*ProblemError
-}
+// errors.As finds it in a *ProblemError of that slug.
+type ConflictError = job.ConflictError
 
-func (e *ConflictError) Error() string {
-	if e.JobID != "" {
-		return fmt.Sprintf("idempotency key already used for job %s with a different request: %s", e.JobID, e.ProblemError.Error())
-	}
-	return "idempotency key already used for a different request: " + e.ProblemError.Error()
-}
-
-// Unwrap exposes the problem.
-func (e *ConflictError) Unwrap() error { return e.ProblemError }
-
-// ValidationError is a 422: the request's type or params are invalid. The
-// key was not consumed.
-type ValidationError struct {
-	*ProblemError
-}
-
-func (e *ValidationError) Error() string {
-	if len(e.Errors) == 0 {
-		return "invalid request: " + e.ProblemError.Error()
-	}
-	parts := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
-		parts[i] = fe.Field + ": " + fe.Message
-	}
-	return "invalid request: " + strings.Join(parts, "; ")
-}
-
-// Unwrap exposes the problem.
-func (e *ValidationError) Unwrap() error { return e.ProblemError }
+// ValidationError is a 422: the request's type or params are invalid, the
+// key was not consumed. errors.As finds it in a *ProblemError of that
+// status.
+type ValidationError = job.ValidationError
 
 // maxProblemBody bounds how much of an error body is read.
 const maxProblemBody = 64 << 10
@@ -161,12 +80,6 @@ func problemFrom(resp *http.Response, now time.Time) error {
 	}
 	if p.JobID == "" && p.Slug() == "idempotency-key-reused" {
 		p.JobID = jobIDIn(p.Detail)
-	}
-	switch {
-	case resp.StatusCode == http.StatusConflict && p.Slug() == "idempotency-key-reused":
-		return &ConflictError{p}
-	case resp.StatusCode == http.StatusUnprocessableEntity:
-		return &ValidationError{p}
 	}
 	return p
 }

@@ -245,7 +245,7 @@ func localConflict(old *Entry) error {
 		Status: 409, Type: "/problems/idempotency-key-reused", Title: "Idempotency-Key already used for a different request",
 		Detail: "the journal holds this key for a different " + old.Type + " request", JobID: old.JobID,
 	}
-	return &ConflictError{p}
+	return p
 }
 
 // record stores the server's answer to the entry's submission.

@@ -169,7 +169,7 @@ func TestConflictValidationAndAuth(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, sub.Job.ID, ce.JobID)
 	require.ErrorIs(t, err, job.ErrKeyReused)
-	require.Equal(t, 409, ce.Status)
+	require.Equal(t, 409, ce.Problem.Status)
 	require.Contains(t, err.Error(), sub.Job.ID)
 
 	// 422 lists the fields; the key is not consumed and not kept.

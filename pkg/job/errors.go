@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// Sentinel errors. Services wrap them with %w; the gateway's single problem
-// map turns each into one HTTP status and problem type.
+// Sentinel errors. Services wrap them with %w; the problem catalogue
+// (problems.go) turns each into one HTTP status and problem type.
 var (
 	ErrNotFound        = errors.New("job not found")
 	ErrKeyReused       = errors.New("idempotency key reused with a different request")
@@ -37,6 +37,9 @@ type FieldError struct {
 // It matches ErrValidation with errors.Is.
 type ValidationError struct {
 	Errors []FieldError
+	// Problem is the problem document a client read it from; nil on the
+	// server side.
+	Problem *Problem
 }
 
 // ErrValidation is the sentinel a *ValidationError matches.
@@ -57,9 +60,15 @@ func (e *ValidationError) Is(target error) bool { return target == ErrValidation
 // the job it belongs to, so a client can find it.
 type ConflictError struct {
 	JobID string
+	// Problem is the problem document a client read it from; nil on the
+	// server side.
+	Problem *Problem
 }
 
 func (e *ConflictError) Error() string {
+	if e.JobID == "" {
+		return "idempotency key already used for a different request"
+	}
 	return fmt.Sprintf("idempotency key already used for job %s with a different request", e.JobID)
 }
 

@@ -1,0 +1,101 @@
+package job_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/stretchr/testify/require"
+)
+
+// The slugs and statuses the contract names; the catalogue must say exactly
+// these for them.
+var contractProblems = map[string]int{
+	"idempotency-key-reused":  409,
+	"idempotency-key-missing": 400,
+	"idempotency-key-invalid": 400,
+	"malformed-request":       400,
+	"validation":              422,
+	"payload-too-large":       413,
+	"unauthorized":            401,
+	"rate-limited":            429,
+	"unavailable":             503,
+	"not-found":               404,
+	"result-not-ready":        409,
+	"job-failed":              409,
+	"job-canceled":            409,
+	"link-expired":            410,
+	"link-invalid":            403,
+	"unsupported-media-type":  415,
+}
+
+func TestCatalogueCoversTheContract(t *testing.T) {
+	t.Parallel()
+	bySlug := map[string]job.ProblemKind{}
+	for _, k := range job.ProblemKinds() {
+		_, dup := bySlug[k.Slug]
+		require.False(t, dup, "slug %s twice", k.Slug)
+		bySlug[k.Slug] = k
+		require.NotEmpty(t, k.Title, k.Slug)
+		require.NotNil(t, k.Err, k.Slug)
+	}
+	for slug, status := range contractProblems {
+		k, ok := bySlug[slug]
+		require.True(t, ok, "contract slug %s missing", slug)
+		require.Equal(t, status, k.Status, slug)
+	}
+}
+
+// What the server writes for an error, a client reads back as the same
+// sentinel: one catalogue for both sides.
+func TestProblemRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, k := range job.ProblemKinds() {
+		t.Run(k.Slug, func(t *testing.T) {
+			t.Parallel()
+			sent := job.NewProblem(fmt.Errorf("job_x: %w", k.Err))
+			require.Equal(t, "/problems/"+k.Slug, sent.Type)
+			require.Equal(t, k.Status, sent.Status)
+			raw, err := json.Marshal(sent)
+			require.NoError(t, err)
+			var got job.Problem
+			require.NoError(t, json.Unmarshal(raw, &got))
+			require.ErrorIs(t, &got, k.Err)
+			for _, other := range job.ProblemKinds() {
+				if other.Slug != k.Slug && !errors.Is(k.Err, other.Err) {
+					require.NotErrorIs(t, &got, other.Err, "%s read back as %s", k.Slug, other.Slug)
+				}
+			}
+		})
+	}
+}
+
+func TestProblemDetails(t *testing.T) {
+	t.Parallel()
+	p := job.NewProblem(errors.New("disk on fire at /var/secret"))
+	require.Equal(t, 500, p.Status)
+	require.Equal(t, "/problems/internal", p.Type)
+	require.Empty(t, p.Detail, "an internal error's text is not shown")
+
+	p = job.NewProblem(fmt.Errorf("job_other of tenant 4: %w", job.ErrNotFound))
+	require.NotContains(t, p.Detail, "tenant 4", "not-found says the same words for a missing and a foreign job")
+
+	p = job.NewProblem(&job.ValidationError{Errors: []job.FieldError{{Field: "params.pages", Message: "too big"}}})
+	require.Equal(t, 422, p.Status)
+	require.Len(t, p.Errors, 1)
+	var ve *job.ValidationError
+	require.ErrorAs(t, p, &ve)
+	require.Equal(t, "params.pages", ve.Errors[0].Field)
+	require.Same(t, p, ve.Problem)
+
+	p = job.NewProblem(&job.ConflictError{JobID: "job_abc"})
+	require.Equal(t, 409, p.Status)
+	require.Equal(t, "job_abc", p.JobID)
+	var ce *job.ConflictError
+	require.ErrorAs(t, p, &ce)
+	require.Equal(t, "job_abc", ce.JobID)
+	require.ErrorIs(t, ce, job.ErrKeyReused)
+	require.False(t, errors.As(job.NewProblem(job.ErrNotFound), &ce), "only a reused key is a conflict error")
+}
