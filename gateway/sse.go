@@ -12,13 +12,23 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
-// sseHeartbeat keeps proxies from closing an idle stream.
-const sseHeartbeat = 15 * time.Second
+const (
+	// sseHeartbeat keeps proxies from closing an idle stream.
+	sseHeartbeat = 15 * time.Second
+	// sseRetry is the reconnect delay the stream asks an EventSource for
+	// (the `retry:` field); a stream only ends early when the gateway stops
+	// or the store fails, and both take a moment to come back.
+	sseRetry = 3 * time.Second
+)
 
 // jobEvents is GET /v1/jobs/{id}/events: Server-Sent Events, one `job`
 // event per change with the job resource, the first at once, ending after a
 // terminal state. Event ids are record revisions, so Last-Event-ID resumes
 // without repeating what the client already has.
+//
+// A standard EventSource reconnects whenever a stream ends, also after the
+// terminal event; the reconnect carries that event's id and is answered 204
+// No Content, which is what tells an EventSource to stop for good.
 func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
 	rec, err := g.lookup(ctx, identity(c), strings.Clone(c.Params("id")))
@@ -29,6 +39,10 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 	var lastSent uint64
 	if s := c.Get("Last-Event-ID"); s != "" {
 		lastSent, _ = strconv.ParseUint(s, 10, 64)
+	}
+	if rec.State.Terminal() && lastSent >= rec.Revision {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.SendStatus(fiber.StatusNoContent)
 	}
 	key := rec.Key()
 	ch, err := g.changes.watch(key)
@@ -56,8 +70,16 @@ func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan *job.Record, la
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	rec, err := g.res.Jobs.Get(ctx, key)
 	cancel()
+	fmt.Fprintf(w, "retry: %d\n\n", sseRetry.Milliseconds())
+	if ferr := w.Flush(); ferr != nil {
+		return
+	}
 	if err != nil {
-		fmt.Fprintf(w, "event: error\ndata: {\"detail\":%q}\n\n", "job no longer readable")
+		// Named `problem`, never `error`: that name is EventSource's own
+		// connection-failure event. The reconnect then gets a plain 404 or
+		// 503 problem, which ends an EventSource.
+		body, _ := jsonMarshal(Problem{Type: "/problems/unavailable", Title: "Job store unavailable", Status: 503, Detail: "job no longer readable"})
+		fmt.Fprintf(w, "event: problem\ndata: %s\n\n", body)
 		_ = w.Flush()
 		return
 	}

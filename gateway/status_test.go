@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,6 +302,12 @@ func TestSSEStreamsEveryChangeThenEnds(t *testing.T) {
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 
 	events := make(chan job.Resource, 16)
+	var (
+		mu      sync.Mutex
+		lastID  string
+		retries []string
+		names   = map[string]int{}
+	)
 	go func() {
 		defer close(events)
 		sc := bufio.NewScanner(resp.Body)
@@ -308,15 +315,22 @@ func TestSSEStreamsEveryChangeThenEnds(t *testing.T) {
 		var name string
 		for sc.Scan() {
 			line := sc.Text()
+			mu.Lock()
 			switch {
+			case strings.HasPrefix(line, "retry: "):
+				retries = append(retries, strings.TrimPrefix(line, "retry: "))
+			case strings.HasPrefix(line, "id: "):
+				lastID = strings.TrimPrefix(line, "id: ")
 			case strings.HasPrefix(line, "event: "):
 				name = strings.TrimPrefix(line, "event: ")
+				names[name]++
 			case strings.HasPrefix(line, "data: ") && name == "job":
 				var r job.Resource
 				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r) == nil {
 					events <- r
 				}
 			}
+			mu.Unlock()
 		}
 	}()
 	next := func() job.Resource {
@@ -348,10 +362,26 @@ func TestSSEStreamsEveryChangeThenEnds(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return g.changes.watchers() == 0 }, 5*time.Second, 5*time.Millisecond)
 
-	// Resuming with the last id of a finished job sends nothing more and ends.
-	r := b.do(t, http.MethodGet, "/v1/jobs/"+id+"/events", tok, "", fmt.Sprintf("Last-Event-ID: %d", 1<<40))
+	mu.Lock()
+	terminalID := lastID
+	require.Equal(t, map[string]int{"job": 3}, names, "every event is named job; none collides with EventSource's own error event")
+	require.Len(t, retries, 1, "one retry: field tells EventSource how long to wait before a reconnect")
+	require.Regexp(t, `^[1-9][0-9]*$`, retries[0])
+	mu.Unlock()
+
+	// An EventSource reconnects after the stream ended, with the terminal
+	// event's id: 204 No Content tells it to stop for good.
+	for _, last := range []string{terminalID, fmt.Sprint(uint64(1) << 40)} {
+		r := b.do(t, http.MethodGet, "/v1/jobs/"+id+"/events", tok, "", "Last-Event-ID: "+last)
+		require.Equal(t, http.StatusNoContent, r.status, "Last-Event-ID %s", last)
+		require.Empty(t, r.body)
+	}
+	// A client that missed the terminal event gets it, then the stream ends.
+	r := b.do(t, http.MethodGet, "/v1/jobs/"+id+"/events", tok, "", "Last-Event-ID: 1")
 	require.Equal(t, http.StatusOK, r.status)
-	require.NotContains(t, string(r.body), "event: job")
+	require.Equal(t, 1, strings.Count(string(r.body), "event: job\n"))
+	require.Contains(t, string(r.body), "id: "+terminalID+"\n")
+	require.Contains(t, string(r.body), `"state":"succeeded"`)
 }
 
 func TestHealthAndOpenAPI(t *testing.T) {

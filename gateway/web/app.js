@@ -668,6 +668,11 @@
       const resp = await api(`/v1/jobs/${encodeURIComponent(this.id)}/events`, { headers, signal });
       if (resp.status === 404) return this.gone();
       if (resp.status === 429 || resp.status === 503) return retryAfterMs(resp, 2000);
+      if (resp.status === 204) {
+        // Terminal and its terminal event already seen: one read ends it.
+        this.mode = 'poll';
+        return 0;
+      }
       const ct = resp.headers.get('Content-Type') || '';
       if (!resp.ok || !ct.startsWith('text/event-stream') || !resp.body) {
         throw new Error(`no event stream (HTTP ${resp.status})`);
@@ -714,7 +719,7 @@
     }
 
     dispatch(event, data, id) {
-      if (event === 'error') throw new Error(`event stream error: ${data}`);
+      if (event === 'problem') throw new Error(`event stream problem: ${data}`);
       if (event !== 'job') return;
       const job = JSON.parse(data);
       if (job.id !== this.id) return;

@@ -133,6 +133,11 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
+	case http.StatusNoContent:
+		// The job is terminal and its terminal event was already sent (our
+		// Last-Event-ID): nothing more will stream; one read gets the end.
+		resp.Body.Close()
+		return nil, errNoSSE
 	case http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusNotImplemented:
 		resp.Body.Close()
 		return nil, errNoSSE
@@ -165,7 +170,7 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 			if w.deliver(&res) {
 				return true, errTerminal{&res}
 			}
-		case "error":
+		case "problem", "error": // "error" from servers before the rename
 			var p struct {
 				Detail string `json:"detail"`
 			}
