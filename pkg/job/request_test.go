@@ -121,3 +121,25 @@ func BenchmarkFingerprint(b *testing.B) {
 		}
 	}
 }
+
+// Fingerprints of stored permit_report jobs were computed by the first
+// decoder; whatever decodes submissions must keep giving these exact
+// values, or a retry of an old request would answer 409.
+var pinnedFingerprints = []struct{ body, canonical, fingerprint string }{
+	{`{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":63}}`,
+		`{"params":{"case_id":47,"pages":63,"revision":29},"type":"permit_report"}`,
+		"254e2692e84c05912ffa04644ab131847c592e59f63eb5d2de7af5753d7b27c9"},
+	{`{"type":"permit_report","params":{"case_id":47,"revision":29}}`,
+		`{"params":{"case_id":47,"pages":10,"revision":29},"type":"permit_report"}`,
+		"8d23ea64891ffb70ec1337afe8ff9ca616e16055f7b9077808ef8b3ff0c10642"},
+}
+
+func TestRegistryFingerprintsArePinned(t *testing.T) {
+	t.Parallel()
+	for _, p := range pinnedFingerprints {
+		r, err := DefaultRegistry().DecodeRequest([]byte(p.body))
+		require.NoError(t, err)
+		require.Equal(t, p.canonical, string(r.Canonical))
+		require.Equal(t, p.fingerprint, r.Fingerprint)
+	}
+}
