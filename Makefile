@@ -42,7 +42,8 @@ lint:
 
 ## fuzz: a short run of every fuzz target
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./pkg/job
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./pkg/job
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 30s ./pkg/job
 
 clean:
 	rm -rf bin
