@@ -4,26 +4,29 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// limiter is a token bucket per requester. Buckets idle long enough to be
-// full again are dropped, so memory follows the active requesters.
+// limiterCap bounds the requesters a limiter tracks at once; past it, the
+// ones whose bucket is full again (idle) are dropped at once instead of at
+// the next periodic sweep.
+const limiterCap = 1 << 16
+
+// limiter is a token bucket (golang.org/x/time/rate) per requester. Buckets
+// idle long enough to be full again are dropped, so memory follows the
+// active requesters.
 type limiter struct {
-	rate  float64
-	burst float64
+	limit rate.Limit
+	burst int
 	now   func() time.Time
 	mu    sync.Mutex
-	b     map[string]*bucket
+	b     map[string]*rate.Limiter
 	sweep time.Time
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), now: now, b: make(map[string]*bucket)}
+func newLimiter(perSecond float64, burst int, now func() time.Time) *limiter {
+	return &limiter{limit: rate.Limit(perSecond), burst: burst, now: now, b: make(map[string]*rate.Limiter)}
 }
 
 // allow takes a token for who; when none is left it says after how many
@@ -31,26 +34,36 @@ func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
 func (l *limiter) allow(who string) (retryAfter int, ok bool) {
 	now := l.now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.sweep) > time.Minute {
-		full := time.Duration(l.burst / l.rate * float64(time.Second))
-		for k, b := range l.b {
-			if now.Sub(b.last) > full {
-				delete(l.b, k)
-			}
-		}
-		l.sweep = now
+	if now.Sub(l.sweep) > time.Minute || len(l.b) >= limiterCap {
+		l.dropIdle(now)
 	}
-	b, found := l.b[who]
+	lim, found := l.b[who]
 	if !found {
-		b = &bucket{tokens: l.burst, last: now}
-		l.b[who] = b
+		lim = rate.NewLimiter(l.limit, l.burst)
+		l.b[who] = lim
 	}
-	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
+	l.mu.Unlock()
+	r := lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d == 0 {
 		return 0, true
 	}
-	return int(math.Ceil((1 - b.tokens) / l.rate)), false
+	r.CancelAt(now) // a refused request takes no token
+	return max(1, int(math.Ceil(d.Seconds()))), false
+}
+
+// dropIdle forgets the requesters whose bucket is full: a new bucket would
+// be the same. If most are active, the map is cleared rather than grown (a
+// burst is then granted again), so a full map does not make every call
+// sweep it. l.mu is held.
+func (l *limiter) dropIdle(now time.Time) {
+	for k, lim := range l.b {
+		if lim.TokensAt(now) >= float64(l.burst) {
+			delete(l.b, k)
+		}
+	}
+	if len(l.b) >= limiterCap*3/4 {
+		clear(l.b)
+	}
+	l.sweep = now
 }

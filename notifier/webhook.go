@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -172,35 +173,14 @@ func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byt
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
+	return resp.StatusCode, retry.After(resp.Header, time.Now()), nil
 }
 
 // backoff is the delay after the attempt-th failed attempt: the schedule's
 // entry spread by ± Jitter, and at least the receiver's Retry-After (capped).
 func (n *Notifier) backoff(attempt int, retryAfter time.Duration) time.Duration {
-	d := n.cfg.Retries[attempt-1]
-	if j := float64(d) * n.cfg.Jitter; j > 0 {
-		d = time.Duration(float64(d) - j + rand.Float64()*2*j)
-	}
-	retryAfter = min(retryAfter, n.cfg.MaxRetryAfter)
-	return max(d, retryAfter)
-}
-
-// parseRetryAfter reads delay-seconds or an HTTP date; 0 if absent or bad.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil {
-		if s < 0 {
-			return 0
-		}
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
+	d := retry.Spread(n.cfg.Retries[attempt-1], n.cfg.Jitter, rand.Float64)
+	return retry.NotBefore(d, retryAfter, n.cfg.MaxRetryAfter)
 }
 
 // newHTTPClient builds the client of webhook deliveries: no proxy from the

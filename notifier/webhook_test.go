@@ -245,13 +245,3 @@ func TestPublicAddr(t *testing.T) {
 		require.Equal(t, public, PublicAddr(mustAddr(t, addr)), addr)
 	}
 }
-
-func TestParseRetryAfter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	require.Equal(t, 120*time.Second, parseRetryAfter("120", now))
-	require.Equal(t, 90*time.Second, parseRetryAfter(now.Add(90*time.Second).Format(http.TimeFormat), now))
-	require.Zero(t, parseRetryAfter("", now))
-	require.Zero(t, parseRetryAfter("soon", now))
-	require.Zero(t, parseRetryAfter("-5", now))
-}

@@ -1,8 +1,6 @@
 package auth
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jobgate/jobgate/internal/secretfile"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -112,35 +111,19 @@ func LoadSecret(configured, dataDir string, create bool) ([]byte, error) {
 		return []byte(configured), nil
 	}
 	path := SecretFile(dataDir)
-	data, err := os.ReadFile(path)
-	if err == nil {
-		s := strings.TrimSpace(string(data))
-		if s == "" {
-			return nil, fmt.Errorf("auth secret file %s is empty", path)
+	if create {
+		s, err := secretfile.ReadOrCreate(path)
+		if err != nil {
+			return nil, fmt.Errorf("auth secret: %w", err)
 		}
-		return []byte(s), nil
+		return s, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) || !create {
+	s, err := secretfile.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no auth secret: set JOBGATE_AUTH_SECRET or run `jobgate serve` once with this data dir (%s): %w", dataDir, err)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, err
-	}
-	s := hex.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) { // another process won the race
-		return LoadSecret("", dataDir, false)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("write auth secret: %w", err)
+		return nil, fmt.Errorf("auth secret: %w", err)
 	}
-	defer f.Close()
-	if _, err := f.WriteString(s + "\n"); err != nil {
-		return nil, fmt.Errorf("write auth secret: %w", err)
-	}
-	return []byte(s), f.Sync()
+	return s, nil
 }

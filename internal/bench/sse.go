@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
+
+	"github.com/jobgate/jobgate/internal/sse"
 )
 
 // follow reads a job's event stream and calls onState with the state of
@@ -33,34 +33,26 @@ func (a *api) follow(ctx context.Context, tok, id, lastEventID string, opened fu
 	if opened != nil {
 		opened()
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 8192), 1<<20)
-	var event, eventID string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			event = ""
-		case strings.HasPrefix(line, "event: "):
-			event = line[len("event: "):]
-		case strings.HasPrefix(line, "id: "):
-			eventID = line[len("id: "):]
-		case strings.HasPrefix(line, "data: ") && event == "job":
-			var j struct {
-				State string `json:"state"`
-			}
-			if err := json.Unmarshal([]byte(line[len("data: "):]), &j); err != nil {
-				return fmt.Errorf("events: %w", err)
-			}
-			if onState(j.State, eventID) {
-				return nil
-			}
+	var eventID string
+	err = sse.Read(resp.Body, nil, func(ev sse.Event) (bool, error) {
+		if ev.ID != "" {
+			eventID = ev.ID
 		}
-	}
+		if ev.Name != "job" {
+			return false, nil
+		}
+		var j struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal(ev.Data, &j); err != nil {
+			return false, fmt.Errorf("events: %w", err)
+		}
+		return onState(j.State, eventID), nil
+	})
 	if ctx.Err() != nil {
 		return nil
 	}
-	return sc.Err()
+	return err
 }
 
 func terminal(state string) bool {

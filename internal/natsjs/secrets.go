@@ -30,7 +30,11 @@ func Secret(ctx context.Context, meta jetstream.KeyValue, name string) ([]byte, 
 		}
 		if Unavailable(err) && ctx.Err() == nil && time.Now().Before(patience) {
 			tries--
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("read secret %s: %w: %w", name, mapErr(err), ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {

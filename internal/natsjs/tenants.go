@@ -2,17 +2,15 @@ package natsjs
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/jobgate/jobgate/internal/secretfile"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -36,46 +34,11 @@ func SubscriberSecretFile(dataDir string) string {
 // SubscriberSecret reads the secret of tenant subscriber credentials from the
 // data dir, creating it on first use. Concurrent first uses agree on one value.
 func SubscriberSecret(dataDir string) ([]byte, error) {
-	path := SubscriberSecretFile(dataDir)
-	for range 3 {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			s := strings.TrimSpace(string(data))
-			if s == "" {
-				return nil, fmt.Errorf("subscriber secret %s is empty", path)
-			}
-			return []byte(s), nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("read subscriber secret: %w", err)
-		}
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create data dir: %w", err)
-		}
-		b := make([]byte, 32)
-		if _, err := rand.Read(b); err != nil {
-			return nil, err
-		}
-		// Write to a temporary file and link it into place: a reader never
-		// sees a half-written secret, and of two racing creators one wins.
-		tmp, err := os.CreateTemp(dataDir, ".nats-users.secret-*")
-		if err != nil {
-			return nil, fmt.Errorf("write subscriber secret: %w", err)
-		}
-		_, werr := tmp.WriteString(hex.EncodeToString(b) + "\n")
-		serr := tmp.Sync()
-		cerr := tmp.Close()
-		if err := errors.Join(werr, serr, cerr); err != nil {
-			_ = os.Remove(tmp.Name())
-			return nil, fmt.Errorf("write subscriber secret: %w", err)
-		}
-		lerr := os.Link(tmp.Name(), path)
-		_ = os.Remove(tmp.Name())
-		if lerr != nil && !errors.Is(lerr, os.ErrExist) {
-			return nil, fmt.Errorf("write subscriber secret: %w", lerr)
-		}
+	s, err := secretfile.ReadOrCreate(SubscriberSecretFile(dataDir))
+	if err != nil {
+		return nil, fmt.Errorf("subscriber secret: %w", err)
 	}
-	return nil, fmt.Errorf("subscriber secret %s: could not settle a value", path)
+	return s, nil
 }
 
 // TenantUser is the NATS user name of tenant's event subscribers.

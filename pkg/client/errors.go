@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -55,7 +56,7 @@ const maxProblemBody = 64 << 10
 func problemFrom(resp *http.Response, now time.Time) error {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
-	p := &ProblemError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, now)}
+	p := &ProblemError{Status: resp.StatusCode, RetryAfter: retry.After(resp.Header, now)}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "application/problem+json" || mt == "application/json" {
 		var doc struct {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -54,7 +55,7 @@ func (c *Client) GetIfChanged(ctx context.Context, id, etag string, wait time.Du
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{ETag: resp.Header.Get("ETag"), RetryAfter: retryAfter(resp.Header, c.clock.Now())}
+	s := &Snapshot{ETag: resp.Header.Get("ETag"), RetryAfter: retry.After(resp.Header, c.clock.Now())}
 	switch resp.StatusCode {
 	case http.StatusNotModified:
 		resp.Body.Close()

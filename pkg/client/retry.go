@@ -7,9 +7,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/retry"
 )
 
 // RetryPolicy bounds how the client retries a request whose outcome is
@@ -69,17 +70,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // jitter", which spreads a crowd of clients that failed together — but never
 // shorter than the server's Retry-After.
 func (p RetryPolicy) Backoff(n int, retryAfter time.Duration) time.Duration {
-	ceil := p.MaxDelay
-	if n < 40 {
-		if b := p.BaseDelay << n; b > 0 && b < ceil {
-			ceil = b
-		}
-	}
-	d := time.Duration(p.Rand() * float64(ceil))
-	if d < retryAfter {
-		d = retryAfter
-	}
-	return d
+	return retry.NotBefore(retry.FullJitter(retry.Exponential(p.BaseDelay, p.MaxDelay, n), p.Rand), retryAfter, 0)
 }
 
 // retryableStatus reports whether a status says "try again later": the
@@ -114,24 +105,4 @@ func retryableErr(err error) bool {
 		return false
 	}
 	return !strings.Contains(err.Error(), "unsupported protocol scheme")
-}
-
-// retryAfter parses a Retry-After header (delta seconds or an HTTP date).
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil {
-		if s < 0 {
-			return 0
-		}
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

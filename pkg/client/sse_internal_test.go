@@ -13,26 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestReadEvents(t *testing.T) {
-	t.Parallel()
-	stream := ": hello\r\n\r\nid: 3\r\nevent: job\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n" +
-		"event: job\ndata:{\"b\":2}\n\n: keep-alive\n\nid: 9\nevent: error\ndata: {\"detail\":\"x\"}\n\n" +
-		"event: job\ndata: {\"unterminated\":true}"
-	var got []sseEvent
-	lines := 0
-	err := readEvents(strings.NewReader(stream), func() { lines++ }, func(ev sseEvent) (bool, error) {
-		got = append(got, ev)
-		return false, nil
-	})
-	require.NoError(t, err)
-	require.Len(t, got, 3, "an event without its blank line is not dispatched")
-	require.Equal(t, sseEvent{id: "3", name: "job", data: []byte("{\"a\":\n1}")}, got[0])
-	require.Equal(t, "{\"b\":2}", string(got[1].data))
-	require.Equal(t, "error", got[2].name)
-	require.Equal(t, "9", got[2].id)
-	require.Greater(t, lines, 10)
-}
-
 func TestProblemParsing(t *testing.T) {
 	t.Parallel()
 	resp := &http.Response{StatusCode: 502, Header: http.Header{"Content-Type": {"text/html"}},

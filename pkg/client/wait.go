@@ -1,8 +1,6 @@
 package client
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +8,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/sse"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -155,14 +153,14 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 	quiet := time.AfterFunc(sseResync, func() { resync.Store(true); resp.Body.Close() })
 	defer quiet.Stop()
 	got := false
-	err = readEvents(resp.Body, func() { idle.Reset(sseIdle) }, func(ev sseEvent) (bool, error) {
-		if ev.id != "" {
-			w.eventID = ev.id
+	err = sse.Read(resp.Body, func() { idle.Reset(sseIdle) }, func(ev sse.Event) (bool, error) {
+		if ev.ID != "" {
+			w.eventID = ev.ID
 		}
-		switch ev.name {
+		switch ev.Name {
 		case "job", "", "message":
 			var res job.Resource
-			if err := json.Unmarshal(ev.data, &res); err != nil || res.ID == "" {
+			if err := json.Unmarshal(ev.Data, &res); err != nil || res.ID == "" {
 				return false, fmt.Errorf("%w: event data is not a job resource", ErrUnexpectedResponse)
 			}
 			got = true
@@ -174,7 +172,7 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 			var p struct {
 				Detail string `json:"detail"`
 			}
-			_ = json.Unmarshal(ev.data, &p)
+			_ = json.Unmarshal(ev.Data, &p)
 			return true, fmt.Errorf("event stream error: %s", p.Detail)
 		}
 		return false, nil
@@ -196,64 +194,6 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 type errTerminal struct{ res *job.Resource }
 
 func (errTerminal) Error() string { return "terminal" }
-
-// sseEvent is one Server-Sent Event.
-type sseEvent struct {
-	id, name string
-	data     []byte
-}
-
-// readEvents parses an event stream (the WHATWG format: field lines, blank
-// line dispatches, ':' comments) and calls fn per event until fn says stop,
-// fn fails or the stream ends. seen is called on every line read.
-func readEvents(r io.Reader, seen func(), fn func(sseEvent) (stop bool, err error)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var (
-		ev   sseEvent
-		data bytes.Buffer
-		has  bool
-	)
-	for {
-		line, err := br.ReadString('\n')
-		if len(line) > 0 {
-			seen()
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			if has {
-				ev.data = bytes.Clone(bytes.TrimSuffix(data.Bytes(), []byte("\n")))
-				stop, ferr := fn(ev)
-				if ferr != nil || stop {
-					return ferr
-				}
-			}
-			ev, has = sseEvent{}, false
-			data.Reset()
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			ev.name, has = value, true
-		case "data":
-			data.WriteString(value)
-			data.WriteByte('\n')
-			has = true
-		case "id":
-			ev.id = value
-		}
-	}
-}
 
 // poll long-polls the job with its ETag until it is terminal. Requests are
 // never closer together than the server's Retry-After; a server that

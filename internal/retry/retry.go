@@ -1,0 +1,75 @@
+// Package retry holds the pieces of a retry schedule that the HTTP client
+// (pkg/client) and the notifier's webhook and mail deliveries share:
+// exponential growth, jitter, and the receiver's Retry-After header, which
+// a delay never undercuts.
+package retry
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Exponential is base·2ⁿ, capped at limit (n = 0 gives base).
+func Exponential(base, limit time.Duration, n int) time.Duration {
+	if n < 0 {
+		n = 0
+	}
+	if n < 40 {
+		if b := base << n; b > 0 && b < limit {
+			return b
+		}
+	}
+	return limit
+}
+
+// FullJitter is a uniformly random duration in [0, d): spread this way, a
+// crowd of clients that failed together does not come back together. rnd
+// returns a number in [0, 1).
+func FullJitter(d time.Duration, rnd func() float64) time.Duration {
+	return time.Duration(rnd() * float64(d))
+}
+
+// Spread is d moved uniformly by up to ± frac of itself (0 ≤ frac ≤ 1).
+func Spread(d time.Duration, frac float64, rnd func() float64) time.Duration {
+	j := float64(d) * frac
+	if j <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) - j + rnd()*2*j)
+}
+
+// NotBefore is d, or the server's Retry-After (capped at limit; 0 means no
+// cap) when that is longer: a retry never comes earlier than the server
+// asked.
+func NotBefore(d, retryAfter, limit time.Duration) time.Duration {
+	if limit > 0 {
+		retryAfter = min(retryAfter, limit)
+	}
+	return max(d, retryAfter)
+}
+
+// ParseRetryAfter reads a Retry-After value, delay-seconds or an HTTP date
+// (relative to now); 0 when absent, malformed or in the past.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// After reads the Retry-After header of h (see ParseRetryAfter).
+func After(h http.Header, now time.Time) time.Duration {
+	return ParseRetryAfter(h.Get("Retry-After"), now)
+}

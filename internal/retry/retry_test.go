@@ -1,0 +1,45 @@
+package retry_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/retry"
+	"github.com/stretchr/testify/require"
+)
+
+func TestExponential(t *testing.T) {
+	t.Parallel()
+	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		require.Equal(t, want, retry.Exponential(time.Second, 5*time.Second, n), "n=%d", n)
+	}
+	require.Equal(t, 5*time.Second, retry.Exponential(time.Second, 5*time.Second, 1000), "no overflow")
+}
+
+func TestJitter(t *testing.T) {
+	t.Parallel()
+	lo, hi := func() float64 { return 0 }, func() float64 { return 0.999999 }
+	require.Zero(t, retry.FullJitter(time.Second, lo))
+	require.InDelta(t, float64(time.Second), float64(retry.FullJitter(time.Second, hi)), float64(time.Millisecond))
+	require.Less(t, retry.FullJitter(time.Second, hi), time.Second)
+	require.Equal(t, 8*time.Second, retry.Spread(10*time.Second, 0.2, lo))
+	require.InDelta(t, float64(12*time.Second), float64(retry.Spread(10*time.Second, 0.2, hi)), float64(time.Millisecond))
+	require.Equal(t, 10*time.Second, retry.Spread(10*time.Second, 0, hi))
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	require.Equal(t, 7*time.Second, retry.ParseRetryAfter(" 7 ", now))
+	require.Zero(t, retry.ParseRetryAfter("-3", now))
+	require.Zero(t, retry.ParseRetryAfter("soon", now))
+	require.Zero(t, retry.ParseRetryAfter("", now))
+	date := now.Add(90 * time.Second).Format(http.TimeFormat)
+	require.Equal(t, 90*time.Second, retry.After(http.Header{"Retry-After": {date}}, now))
+	require.Zero(t, retry.ParseRetryAfter(now.Add(-time.Minute).Format(http.TimeFormat), now), "a date in the past")
+
+	require.Equal(t, 3*time.Second, retry.NotBefore(time.Second, 3*time.Second, 0))
+	require.Equal(t, 2*time.Second, retry.NotBefore(time.Second, time.Hour, 2*time.Second), "capped")
+	require.Equal(t, 5*time.Second, retry.NotBefore(5*time.Second, time.Second, 0))
+}
