@@ -28,7 +28,10 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		setRetryAfter(c, wait)
 		return writeProblem(c, job.ErrRateLimited)
 	}
-	if len(c.Body()) > maxBody {
+	// BodyRaw, never Body: Body decodes Content-Encoding layers without a
+	// limit (refuseContentCoding turns those away before this handler).
+	body := c.BodyRaw()
+	if len(body) > maxBody {
 		return writeProblem(c, job.ErrPayloadTooLarge)
 	}
 	key, err := idempotencyKey(c)
@@ -42,7 +45,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	}
 	// Validation comes before any store access: a rejected request leaves
 	// the key unused, so the corrected request can reuse it.
-	req, err := g.cfg.Registry.DecodeRequest(c.Body())
+	req, err := g.cfg.Registry.DecodeRequest(body)
 	if err != nil {
 		g.cfg.Metrics.Admission("invalid", 0)
 		return writeProblem(c, err)

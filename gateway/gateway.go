@@ -59,13 +59,21 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Gateway, error) 
 		AppName: "jobgate",
 		// The transport takes up to 1 MiB so that an oversized submission
 		// gets a 413 problem from the handler instead of a reset connection.
-		BodyLimit:             transportBodyLimit,
-		DisableStartupMessage: true,
-		ReadTimeout:           40 * time.Second,
-		WriteTimeout:          0, // SSE streams write for as long as the job runs
-		IdleTimeout:           120 * time.Second,
-		ErrorHandler:          g.handleError,
+		BodyLimit: transportBodyLimit,
+		// The request line and headers must fit in the read buffer (Fiber's
+		// default, stated here because it is the bound on header memory);
+		// past it the client gets a 4xx problem.
+		ReadBufferSize: 4 << 10,
+		// Forms are parsed only by the one route that reads one, and then
+		// from the bounded, identity-coded body.
+		DisablePreParseMultipartForm: true,
+		DisableStartupMessage:        true,
+		ReadTimeout:                  40 * time.Second,
+		WriteTimeout:                 0, // SSE streams write for as long as the job runs
+		IdleTimeout:                  120 * time.Second,
+		ErrorHandler:                 g.handleError,
 	})
+	g.app.Use(refuseContentCoding) // ahead of every route: nothing decodes a compressed body
 	g.routes()
 	cfg.Metrics.ObserveSSE(g.SSEStreams)
 	return g, nil

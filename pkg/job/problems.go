@@ -48,7 +48,7 @@ var problemKinds = []ProblemKind{
 	{"result-expired", http.StatusGone, "Result file no longer kept", ErrResultExpired},
 	{"rate-limited", http.StatusTooManyRequests, "Too many requests", ErrRateLimited},
 	{"unavailable", http.StatusServiceUnavailable, "Job store unavailable; retry with the same key", ErrUnavailable},
-	{"unsupported-media-type", http.StatusUnsupportedMediaType, "Content-Type must be application/json", ErrUnsupportedMedia},
+	{"unsupported-media-type", http.StatusUnsupportedMediaType, "Request body must be uncompressed application/json", ErrUnsupportedMedia},
 	{"bad-request", http.StatusBadRequest, "Bad request", ErrBadRequest},
 	{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed", ErrMethodNotAllowed},
 }
