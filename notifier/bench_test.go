@@ -1,11 +1,12 @@
 package notifier
 
 import (
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
 
 	"github.com/jobgate/jobgate/pkg/job"
 )

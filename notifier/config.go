@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -48,6 +49,11 @@ type Config struct {
 	Instance string
 	// BaseURL prefixes the job links in mails (e.g. http://host:8080).
 	BaseURL string
+	// Metrics exports the delivery counts (jobgate_deliveries_total); nil
+	// exports nothing.
+	Metrics *metrics.Metrics
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Webhook is one endpoint of a tenant.
@@ -130,6 +136,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Instance == "" {
 		c.Instance = d.Instance
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	return c

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // errBadEvent: a message on the events stream that is not a job event. It is
@@ -28,19 +27,20 @@ type event struct {
 	Data json.RawMessage
 }
 
-func decodeEvent(msg jetstream.Msg) (*event, error) {
-	tenant, requester, id, ok := natsjs.ScopeOf(msg.Subject())
+// decodeEvent reads an event from its subject, data and message id.
+func decodeEvent(subject string, data []byte, msgID string) (*event, error) {
+	tenant, requester, id, ok := natsjs.ScopeOf(subject)
 	if !ok {
-		return nil, fmt.Errorf("%w: subject %q", errBadEvent, msg.Subject())
+		return nil, fmt.Errorf("%w: subject %q", errBadEvent, subject)
 	}
 	var res job.Resource
-	if err := json.Unmarshal(msg.Data(), &res); err != nil {
+	if err := json.Unmarshal(data, &res); err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadEvent, err)
 	}
 	if res.ID != id || !res.State.Valid() {
 		return nil, fmt.Errorf("%w: job %q state %q on subject of %q", errBadEvent, res.ID, res.State, id)
 	}
-	ev := &event{ID: msg.Headers().Get(jetstream.MsgIDHeader), Tenant: tenant, Requester: requester, Job: &res, Data: msg.Data()}
+	ev := &event{ID: msgID, Tenant: tenant, Requester: requester, Job: &res, Data: data}
 	if ev.ID == "" {
 		// Published without a message id: derive the one the contract
 		// gives, so the webhook-id is still stable.

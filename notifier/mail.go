@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/wneessen/go-mail"
 )
 
@@ -47,22 +47,22 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	} else if done {
 		return finished
 	}
-	st, err := loadState(ctx, n.kv, tryKey)
+	st, err := loadState(ctx, n.notices, tryKey)
 	if err != nil {
 		return n.transient(log, err)
 	}
 	if st.final() {
 		return finished
 	}
-	if time.Now().Before(st.NextAt) {
+	if n.cfg.Now().Before(st.NextAt) {
 		return outcome{due: st.NextAt}
 	}
 	// The claim: of all copies of this event, on all instances, one creates
 	// the key and only that one talks to the mail server.
-	claim := deliveryState{Status: statusSending, Attempts: st.Attempts + 1, Instance: n.cfg.Instance, UpdatedAt: time.Now().UTC()}
+	claim := deliveryState{Status: statusSending, Attempts: st.Attempts + 1, Instance: n.cfg.Instance, UpdatedAt: n.cfg.Now().UTC()}
 	data, _ := json.Marshal(claim)
-	rev, err := n.kv.Create(ctx, claimKey, data)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	rev, err := n.notices.Create(ctx, claimKey, data)
+	if errors.Is(err, natsjs.ErrExists) {
 		n.stats.mailsDuplicate.Add(1)
 		log.Debug("mail already claimed by another delivery")
 		return finished
@@ -83,12 +83,12 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	update := func(status string, cause error) {
-		claim.Status, claim.UpdatedAt = status, time.Now().UTC()
+		claim.Status, claim.UpdatedAt = status, n.cfg.Now().UTC()
 		if cause != nil {
 			claim.LastError = cause.Error()
 		}
 		data, _ := json.Marshal(claim)
-		if _, err := n.kv.Update(wctx, claimKey, data, rev); err != nil {
+		if _, err := n.notices.Update(wctx, claimKey, data, rev); err != nil {
 			log.Warn("could not record the mail's outcome; its claim stays, so it is not sent again", "status", status, "err", err)
 		}
 	}
@@ -118,16 +118,16 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	// Not sent: release the claim so a later attempt (by any instance) may
 	// send. If the release fails the claim stays and no mail is ever sent:
 	// the at-most-once side of the trade-off.
-	if err := n.kv.Delete(wctx, claimKey, jetstream.LastRevision(rev)); err != nil {
+	if err := n.notices.Delete(wctx, claimKey, rev); err != nil {
 		n.stats.mailsFailed.Add(1)
 		log.Error("mail not sent and its claim could not be released: giving up", "err", err)
 		return finished
 	}
 	delay := n.backoff(st.Attempts, 0)
-	st.Status, st.NextAt, st.LastError, st.Instance = statusPending, time.Now().Add(delay), err.Error(), n.cfg.Instance
+	st.Status, st.NextAt, st.LastError, st.Instance = statusPending, n.cfg.Now().Add(delay), err.Error(), n.cfg.Instance
 	n.stats.mailRetries.Add(1)
 	log.Warn("mail not sent, will retry", "attempt", st.Attempts, "err", err, "retry_in", delay)
-	if err := putState(wctx, n.kv, tryKey, st); err != nil {
+	if err := n.putState(wctx, tryKey, st); err != nil {
 		return n.transient(log, err)
 	}
 	return outcome{due: st.NextAt}
@@ -137,19 +137,19 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 // claim still "sending" long after any send could have finished was left by
 // a crashed instance: it is marked uncertain and not sent again.
 func (n *Notifier) mailClaimed(ctx context.Context, claimKey string, log *slog.Logger) (bool, error) {
-	e, err := n.kv.Get(ctx, claimKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	value, rev, err := n.notices.Get(ctx, claimKey)
+	if errors.Is(err, job.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", claimKey, err)
 	}
 	var claim deliveryState
-	_ = json.Unmarshal(e.Value(), &claim)
-	if claim.Status == statusSending && time.Since(claim.UpdatedAt) > n.cfg.Mail.Timeout+n.cfg.AckWait {
-		claim.Status, claim.LastError, claim.UpdatedAt = statusUncertain, "claimed by "+claim.Instance+", which never recorded the outcome", time.Now().UTC()
+	_ = json.Unmarshal(value, &claim)
+	if claim.Status == statusSending && n.cfg.Now().Sub(claim.UpdatedAt) > n.cfg.Mail.Timeout+n.cfg.AckWait {
+		claim.Status, claim.LastError, claim.UpdatedAt = statusUncertain, "claimed by "+claim.Instance+", which never recorded the outcome", n.cfg.Now().UTC()
 		data, _ := json.Marshal(claim)
-		if _, err := n.kv.Update(ctx, claimKey, data, e.Revision()); err == nil {
+		if _, err := n.notices.Update(ctx, claimKey, data, rev); err == nil {
 			n.stats.mailsUncertain.Add(1)
 			log.Error("mail claimed by an instance that stopped while sending; not sent again (at most one mail)", "claimed_by", claim.Instance)
 		}
@@ -174,7 +174,7 @@ func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) 
 	// The same Message-ID for any copy lets a mail client fold duplicates,
 	// should an operator ever resend by hand.
 	m.SetMessageIDWithValue(r.ID + "." + string(r.State) + "@jobgate")
-	m.SetDateWithValue(time.Now())
+	m.SetDateWithValue(n.cfg.Now())
 	m.SetGenHeader("Auto-Submitted", "auto-generated")
 	m.SetGenHeader("X-Jobgate-Event", ev.ID)
 

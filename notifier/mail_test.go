@@ -2,7 +2,6 @@ package notifier
 
 import (
 	"context"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"

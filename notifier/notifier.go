@@ -10,19 +10,38 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// pullExpiry is how long one pull request of the event consumer lasts.
-const pullExpiry = 5 * time.Second
+// noticeStore is what the notifier keeps in the NOTICES bucket: delivery
+// states and create-only mail claims. Errors: job.ErrNotFound for a missing
+// key, natsjs.ErrExists for a taken create, natsjs.ErrStale for a lost
+// compare-and-set.
+type noticeStore interface {
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	Put(ctx context.Context, key string, value []byte) (uint64, error)
+	Create(ctx context.Context, key string, value []byte) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
+	Delete(ctx context.Context, key string, rev uint64) error
+}
+
+// eventSource hands out the events of the notifiers' shared consumer.
+type eventSource interface {
+	ConsumeEvents(ctx context.Context, c natsjs.NotifierConsumer) (*natsjs.EventFeed, error)
+}
+
+// eventFeed is a started consumption: natsjs.EventFeed, or a test's stub.
+type eventFeed interface {
+	Next() (natsjs.EventMsg, error)
+	Stop()
+}
 
 // Notifier consumes job events and sends webhooks and mails. Any number of
 // notifiers may run against one deployment; they share one durable consumer.
 type Notifier struct {
 	cfg       Config
 	log       *slog.Logger
-	js        jetstream.JetStream
-	kv        jetstream.KeyValue
+	events    eventSource
+	notices   noticeStore
 	http      *http.Client
 	mail      mailer
 	endpoints map[string][]*endpoint // by tenant
@@ -30,18 +49,21 @@ type Notifier struct {
 	stats counters
 
 	mu     sync.Mutex
-	iter   jetstream.MessagesContext
-	work   context.Context // deliveries run under it; canceled late in Stop
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // workers
+	feed   eventFeed
+	cancel context.CancelFunc // cancels the deliveries in flight, late in Stop
+	wg     sync.WaitGroup     // workers
 	stop   sync.Once
 }
 
 // New checks cfg and builds a notifier on the provisioned resources.
-func New(res *natsjs.Resources, cfg Config, log *slog.Logger) (*Notifier, error) {
-	if res == nil || res.JS == nil || res.Notices == nil {
+func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Notifier, error) {
+	if res == nil || res.Events == nil || res.Notices == nil {
 		return nil, errors.New("notifier: resources required")
 	}
+	return newNotifier(cfg, res.Events, res.Notices, log)
+}
+
+func newNotifier(cfg Config, events eventSource, notices noticeStore, log *slog.Logger) (*Notifier, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -50,7 +72,7 @@ func New(res *natsjs.Resources, cfg Config, log *slog.Logger) (*Notifier, error)
 		return nil, fmt.Errorf("notifier config: %w", err)
 	}
 	n := &Notifier{
-		cfg: cfg, log: log, js: res.JS, kv: res.Notices, http: newHTTPClient(&cfg),
+		cfg: cfg, log: log, events: events, notices: notices, http: newHTTPClient(&cfg),
 		endpoints: map[string][]*endpoint{},
 	}
 	for tenant, hooks := range cfg.Webhooks {
@@ -67,44 +89,32 @@ func New(res *natsjs.Resources, cfg Config, log *slog.Logger) (*Notifier, error)
 	} else {
 		n.mail = &outboxMailer{dir: cfg.Mail.Outbox}
 	}
+	cfg.Metrics.ObserveDeliveries(n.deliveries)
 	return n, nil
 }
 
 // Start binds to the durable consumer and starts the workers. It returns
-// once events flow; Stop ends them.
+// once events flow; Stop ends them. Deliveries run on a context of their own
+// (ctx's values, not its end): Stop ends them.
 func (n *Notifier) Start(ctx context.Context) error {
-	cons, err := n.js.CreateOrUpdateConsumer(ctx, natsjs.StreamEvents, jetstream.ConsumerConfig{
-		Durable:     natsjs.ConsumerNotifier,
-		Description: "jobgate notifier: webhooks and mail",
-		// All: a notifier started after the first jobs still tells about
-		// them; events expire with the stream's max age anyway.
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       n.cfg.AckWait,
-		// Unlimited: the notifier decides when a delivery is given up, per
-		// channel, and records it; a server-side cap would drop silently.
-		MaxDeliver: -1,
-		// Events waiting for a retry count as pending: this bounds them.
-		MaxAckPending: n.cfg.MaxPending,
-		FilterSubject: natsjs.AllEvents,
+	feed, err := n.events.ConsumeEvents(ctx, natsjs.NotifierConsumer{
+		AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPending, Batch: n.cfg.Concurrency,
 	})
 	if err != nil {
-		return fmt.Errorf("notifier consumer: %w", err)
+		return fmt.Errorf("notifier: %w", err)
 	}
-	// A short pull expiry (heartbeats at half of it) notices within seconds
-	// that a pull died with a cluster node, instead of after the default
-	// 30s, and pulls anew from the consumer's new leader.
-	iter, err := cons.Messages(jetstream.PullMaxMessages(n.cfg.Concurrency), jetstream.PullExpiry(pullExpiry))
-	if err != nil {
-		return fmt.Errorf("notifier consume: %w", err)
-	}
+	return n.start(ctx, feed)
+}
+
+func (n *Notifier) start(ctx context.Context, feed eventFeed) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.iter = iter
-	n.work, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.feed = feed
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
 	for range n.cfg.Concurrency {
 		n.wg.Add(1)
-		go n.worker(iter)
+		go n.worker(work, feed)
 	}
 	n.log.Info("notifier started", "instance", n.cfg.Instance, "concurrency", n.cfg.Concurrency,
 		"webhook_tenants", len(n.endpoints), "mail_addresses", len(n.cfg.Mail.Addresses), "smtp", n.cfg.Mail.Host != "")
@@ -117,12 +127,12 @@ func (n *Notifier) Start(ctx context.Context) error {
 func (n *Notifier) Stop() {
 	n.stop.Do(func() {
 		n.mu.Lock()
-		iter, cancel := n.iter, n.cancel
+		feed, cancel := n.feed, n.cancel
 		n.mu.Unlock()
-		if iter == nil {
+		if feed == nil {
 			return
 		}
-		iter.Stop()
+		feed.Stop()
 		done := make(chan struct{})
 		go func() { n.wg.Wait(); close(done) }()
 		select {
@@ -138,26 +148,26 @@ func (n *Notifier) Stop() {
 	})
 }
 
-func (n *Notifier) worker(iter jetstream.MessagesContext) {
+func (n *Notifier) worker(ctx context.Context, feed eventFeed) {
 	defer n.wg.Done()
 	for {
-		msg, err := iter.Next()
+		msg, err := feed.Next()
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if errors.Is(err, natsjs.ErrFeedStopped) {
 				return
 			}
 			n.log.Warn("notifier: next event", "err", err)
 			time.Sleep(250 * time.Millisecond) // a broken connection must not spin
 			continue
 		}
-		n.handle(n.work, msg)
+		n.handle(ctx, msg)
 	}
 }
 
 // handle runs every channel of one event and acknowledges it when all are
 // done, or asks for a redelivery when the earliest pending one is due.
-func (n *Notifier) handle(ctx context.Context, msg jetstream.Msg) {
-	ev, err := decodeEvent(msg)
+func (n *Notifier) handle(ctx context.Context, msg natsjs.EventMsg) {
+	ev, err := decodeEvent(msg.Subject(), msg.Data(), msg.MsgID())
 	if err != nil {
 		n.log.Error("notifier: dropping malformed event", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
@@ -221,14 +231,14 @@ func (n *Notifier) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	// JetStream holds the event and hands it back (to any instance) when the
 	// earliest pending delivery is due; meanwhile this worker moves on.
-	if err := msg.NakWithDelay(max(time.Until(earliest), 0)); err != nil {
+	if err := msg.Nak(max(earliest.Sub(n.cfg.Now()), 0)); err != nil {
 		n.log.Warn("notifier: nak event", "event", ev.ID, "err", err)
 	}
 }
 
 // keepAlive tells JetStream every interval that msg is still being worked
 // on, so it is not handed to another instance meanwhile.
-func keepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
+func keepAlive(msg natsjs.EventMsg, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -3,7 +3,6 @@ package notifier
 import (
 	"context"
 	"encoding/json"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
@@ -68,7 +69,7 @@ func (b *testBundle) build(t testing.TB, cfg Config) *Notifier {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", cfg.Instance)
 	}
-	n, err := New(b.res, cfg, log)
+	n, err := New(cfg, b.res, log)
 	require.NoError(t, err)
 	t.Cleanup(n.Stop)
 	return n

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Keys of the NOTICES bucket, all written by this package:
@@ -68,16 +68,16 @@ func keyToken(s string) string {
 }
 
 // loadState reads a delivery state; a missing key is a fresh pending one.
-func loadState(ctx context.Context, kv jetstream.KeyValue, key string) (deliveryState, error) {
+func loadState(ctx context.Context, store noticeStore, key string) (deliveryState, error) {
 	var st deliveryState
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	data, _, err := store.Get(ctx, key)
+	if errors.Is(err, job.ErrNotFound) {
 		return st, nil
 	}
 	if err != nil {
 		return st, fmt.Errorf("read %s: %w", key, err)
 	}
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
+	if err := json.Unmarshal(data, &st); err != nil {
 		return deliveryState{}, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return st, nil
@@ -86,25 +86,25 @@ func loadState(ctx context.Context, kv jetstream.KeyValue, key string) (delivery
 // putState writes a delivery state. Plain put, not compare-and-set: one event
 // is handled by one instance at a time (JetStream hands it to one consumer
 // and the handler keeps extending its ack deadline).
-func putState(ctx context.Context, kv jetstream.KeyValue, key string, st deliveryState) error {
-	st.UpdatedAt = time.Now().UTC()
+func (n *Notifier) putState(ctx context.Context, key string, st deliveryState) error {
+	st.UpdatedAt = n.cfg.Now().UTC()
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, key, data); err != nil {
+	if _, err := n.notices.Put(ctx, key, data); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
 	return nil
 }
 
 // exists reports whether key holds a value.
-func exists(ctx context.Context, kv jetstream.KeyValue, key string) (bool, error) {
-	_, err := kv.Get(ctx, key)
+func exists(ctx context.Context, store noticeStore, key string) (bool, error) {
+	_, _, err := store.Get(ctx, key)
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+	case errors.Is(err, job.ErrNotFound):
 		return false, nil
 	}
 	return false, fmt.Errorf("read %s: %w", key, err)

@@ -1,6 +1,10 @@
 package notifier
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/jobgate/jobgate/internal/metrics"
+)
 
 // Stats are the notifier's counters since start, for logs, tests and the
 // metrics endpoint.
@@ -32,5 +36,22 @@ func (n *Notifier) Stats() Stats {
 		EndpointsDisabled: c.endpointsDisabled.Load(), MailsSent: c.mailsSent.Load(),
 		MailsDuplicate: c.mailsDuplicate.Load(), MailRetries: c.mailRetries.Load(),
 		MailsFailed: c.mailsFailed.Load(), MailsUncertain: c.mailsUncertain.Load(),
+	}
+}
+
+// deliveries are the counters as jobgate_deliveries_total exports them.
+func (n *Notifier) deliveries() []metrics.Delivery {
+	s := n.Stats()
+	return []metrics.Delivery{
+		{Channel: "webhook", Outcome: "delivered", Count: float64(s.WebhooksDelivered)},
+		{Channel: "webhook", Outcome: "retry", Count: float64(s.WebhookRetries)},
+		{Channel: "webhook", Outcome: "failed", Count: float64(s.WebhooksFailed)},
+		{Channel: "webhook", Outcome: "refused", Count: float64(s.WebhooksRefused)},
+		{Channel: "webhook", Outcome: "disabled", Count: float64(s.EndpointsDisabled)},
+		{Channel: "mail", Outcome: "sent", Count: float64(s.MailsSent)},
+		{Channel: "mail", Outcome: "duplicate", Count: float64(s.MailsDuplicate)},
+		{Channel: "mail", Outcome: "retry", Count: float64(s.MailRetries)},
+		{Channel: "mail", Outcome: "failed", Count: float64(s.MailsFailed)},
+		{Channel: "mail", Outcome: "uncertain", Count: float64(s.MailsUncertain)},
 	}
 }

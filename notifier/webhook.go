@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // endpoint is a configured webhook, ready to deliver.
@@ -65,24 +65,24 @@ const transientDelay = 2 * time.Second
 func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body []byte) outcome {
 	key := "wh." + ep.id + "." + keyToken(ev.ID)
 	log := n.log.With("tenant", ev.Tenant, "job", ev.Job.ID, "state", ev.Job.State, "webhook_id", ev.ID, "endpoint", ep.id, "host", ep.host)
-	st, err := loadState(ctx, n.kv, key)
+	st, err := loadState(ctx, n.notices, key)
 	if err != nil {
 		return n.transient(log, err)
 	}
 	if st.final() {
 		return finished
 	}
-	now := time.Now()
+	now := n.cfg.Now()
 	if now.Before(st.NextAt) {
 		return outcome{due: st.NextAt}
 	}
-	off, err := exists(ctx, n.kv, "whoff."+ep.id)
+	off, err := exists(ctx, n.notices, "whoff."+ep.id)
 	if err != nil {
 		return n.transient(log, err)
 	}
 	if off {
 		st.Status, st.LastError = statusDisabled, "endpoint disabled after 410 Gone"
-		if err := putState(ctx, n.kv, key, st); err != nil {
+		if err := n.putState(ctx, key, st); err != nil {
 			return n.transient(log, err)
 		}
 		log.Warn("webhook not sent: endpoint disabled")
@@ -100,21 +100,21 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 		st.Status, st.LastError, st.NextAt = statusDelivered, "", time.Time{}
 		n.stats.webhooksDelivered.Add(1)
 		log.Debug("webhook delivered", "attempt", st.Attempts, "status", status)
-		if err := putState(ctx, n.kv, key, st); err != nil {
+		if err := n.putState(ctx, key, st); err != nil {
 			// Delivered but not recorded: the retry repeats the delivery,
 			// which receivers dedupe by webhook-id.
 			return n.transient(log, err)
 		}
 		return finished
 	case err == nil && status == http.StatusGone:
-		if _, err := n.kv.Create(ctx, "whoff."+ep.id, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil &&
-			!errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err := n.notices.Create(ctx, "whoff."+ep.id, []byte(n.cfg.Now().UTC().Format(time.RFC3339))); err != nil &&
+			!errors.Is(err, natsjs.ErrExists) {
 			return n.transient(log, err)
 		}
 		st.Status, st.LastError, st.NextAt = statusDisabled, "410 Gone", time.Time{}
 		n.stats.endpointsDisabled.Add(1)
 		log.Warn("webhook endpoint answered 410 Gone: disabled for every instance")
-		if err := putState(ctx, n.kv, key, st); err != nil {
+		if err := n.putState(ctx, key, st); err != nil {
 			return n.transient(log, err)
 		}
 		return finished
@@ -123,7 +123,7 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 		n.stats.webhooksRefused.Add(1)
 		n.stats.webhooksFailed.Add(1)
 		log.Error("webhook refused: the endpoint resolves to a non-public address (set allow_private_webhooks to permit)", "err", err)
-		if err := putState(ctx, n.kv, key, st); err != nil {
+		if err := n.putState(ctx, key, st); err != nil {
 			return n.transient(log, err)
 		}
 		return finished
@@ -137,16 +137,16 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 		st.Status, st.NextAt = statusFailed, time.Time{}
 		n.stats.webhooksFailed.Add(1)
 		log.Error("webhook delivery failed for good", "attempts", st.Attempts, "last_error", st.LastError)
-		if err := putState(ctx, n.kv, key, st); err != nil {
+		if err := n.putState(ctx, key, st); err != nil {
 			return n.transient(log, err)
 		}
 		return finished
 	}
 	delay := n.backoff(st.Attempts, retryAfter)
-	st.Status, st.NextAt = statusPending, time.Now().Add(delay)
+	st.Status, st.NextAt = statusPending, n.cfg.Now().Add(delay)
 	n.stats.webhookRetries.Add(1)
 	log.Info("webhook delivery failed, will retry", "attempt", st.Attempts, "last_error", st.LastError, "retry_in", delay)
-	if err := putState(ctx, n.kv, key, st); err != nil {
+	if err := n.putState(ctx, key, st); err != nil {
 		return n.transient(log, err)
 	}
 	return outcome{due: st.NextAt}
@@ -161,7 +161,7 @@ func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byt
 	if err != nil {
 		return 0, 0, err
 	}
-	ts := time.Now().Unix()
+	ts := n.cfg.Now().Unix()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "jobgate-notifier")
 	req.Header.Set(HeaderID, id)
@@ -173,7 +173,7 @@ func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byt
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-	return resp.StatusCode, retry.After(resp.Header, time.Now()), nil
+	return resp.StatusCode, retry.After(resp.Header, n.cfg.Now()), nil
 }
 
 // backoff is the delay after the attempt-th failed attempt: the schedule's
@@ -208,5 +208,5 @@ func newHTTPClient(cfg *Config) *http.Client {
 // tried again soon without counting a delivery attempt.
 func (n *Notifier) transient(log *slog.Logger, err error) outcome {
 	log.Warn("notice state unavailable, will retry", "err", err)
-	return outcome{due: time.Now().Add(transientDelay)}
+	return outcome{due: n.cfg.Now().Add(transientDelay)}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/job"
 )
@@ -34,23 +33,10 @@ func newNotifier(rt *runtime) (service, error) {
 			cfg.Webhooks[tenant] = append(cfg.Webhooks[tenant], w)
 		}
 	}
-	n, err := notifier.New(rt.res, cfg, rt.log.With("service", "notifier"))
+	cfg.Metrics = rt.metrics
+	n, err := notifier.New(cfg, rt.res, rt.log.With("service", "notifier"))
 	if err != nil {
 		return nil, err
 	}
-	rt.metrics.ObserveDeliveries(func() []metrics.Delivery {
-		s := n.Stats()
-		return []metrics.Delivery{
-			{Channel: "webhook", Outcome: "delivered", Count: float64(s.WebhooksDelivered)},
-			{Channel: "webhook", Outcome: "retry", Count: float64(s.WebhookRetries)},
-			{Channel: "webhook", Outcome: "failed", Count: float64(s.WebhooksFailed)},
-			{Channel: "webhook", Outcome: "refused", Count: float64(s.WebhooksRefused)},
-			{Channel: "mail", Outcome: "sent", Count: float64(s.MailsSent)},
-			{Channel: "mail", Outcome: "duplicate", Count: float64(s.MailsDuplicate)},
-			{Channel: "mail", Outcome: "retry", Count: float64(s.MailRetries)},
-			{Channel: "mail", Outcome: "failed", Count: float64(s.MailsFailed)},
-			{Channel: "mail", Outcome: "uncertain", Count: float64(s.MailsUncertain)},
-		}
-	})
 	return n, nil
 }

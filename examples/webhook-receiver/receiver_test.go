@@ -163,11 +163,11 @@ func TestWithNotifierLostAcknowledgement(t *testing.T) {
 	defer cancel()
 	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
-	n, err := notifier.New(res, notifier.Config{
+	n, err := notifier.New(notifier.Config{
 		Webhooks:     map[string][]notifier.Webhook{"4": {{URL: srv.URL, Secret: secret}}},
 		AllowPrivate: true, // the receiver runs on loopback here
 		Retries:      []time.Duration{20 * time.Millisecond},
-	}, nil)
+	}, res, nil)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(ctx))
 	defer n.Stop()

@@ -98,13 +98,13 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	require.NoError(t, err)
 	require.NoError(t, disp.Start(ctx))
 	t.Cleanup(disp.Stop)
-	n, err := notifier.New(connect("notifier", 2), notifier.Config{
+	n, err := notifier.New(notifier.Config{
 		Mail: notifier.Mail{
 			Host: d.sink.Host, Port: d.sink.Port, From: "jobgate@example.test",
 			Addresses: map[string]string{tenant + "/" + requester: mailAddr},
 		},
 		Instance: "notifier-1",
-	}, log.With("component", "notifier"))
+	}, connect("notifier", 2), log.With("component", "notifier"))
 	require.NoError(t, err)
 	require.NoError(t, n.Start(ctx))
 	t.Cleanup(n.Stop)

@@ -128,14 +128,25 @@ func (m mismatchErrors) Unwrap() []error {
 	return out
 }
 
-// Resources are the provisioned handles every service works with.
+// Resources are the provisioned handles every service works with: typed
+// adapters with methods, whose errors are the domain's (job.ErrNotFound,
+// job.ErrUnavailable, ...) and this package's (ErrExists, ErrStale,
+// ErrWorkGone). The services declare the small interfaces they consume and
+// take them from here.
 type Resources struct {
-	JS      jetstream.JetStream
-	Jobs    *Store
-	Meta    jetstream.KeyValue
-	Notices jetstream.KeyValue
-	Results jetstream.ObjectStore
+	Jobs    *Store       // job records (JOBGATE_JOBS)
+	Work    *WorkQueue   // work messages (JOBGATE_WORK)
+	Events  *EventStream // job events (JOBGATE_EVENTS)
+	Files   *ResultFiles // result files (JOBGATE_RESULTS)
+	Secrets *Secrets     // deployment secrets (JOBGATE_META)
+	Notices *Notices     // the notifier's send records (JOBGATE_NOTICES)
 	Layout  Layout
+
+	// The raw handles, for the renderer until it is rebuilt on the worker
+	// package, and for tests that inspect streams. Services do not use them.
+	JS      jetstream.JetStream
+	Meta    jetstream.KeyValue
+	Results jetstream.ObjectStore
 }
 
 // Provision creates every stream, bucket and object store of the deployment
@@ -169,11 +180,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		return nil, fmt.Errorf("provision: %w", mismatchErrors(mismatches))
 	}
 	res := &Resources{JS: js, Layout: l}
-	var jobs jetstream.KeyValue
+	var jobs, notices jetstream.KeyValue
 	for _, o := range []struct {
 		bucket string
 		dst    *jetstream.KeyValue
-	}{{BucketJobs, &jobs}, {BucketMeta, &res.Meta}, {BucketNotices, &res.Notices}} {
+	}{{BucketJobs, &jobs}, {BucketMeta, &res.Meta}, {BucketNotices, &notices}} {
 		err := retryTransient(ctx, func(ctx context.Context) (err error) {
 			*o.dst, err = js.KeyValue(ctx, o.bucket)
 			return err
@@ -189,7 +200,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 	if err != nil {
 		return nil, fmt.Errorf("provision %s: %w", BucketResults, err)
 	}
-	res.Jobs = &Store{kv: jobs, ttl: l.JobTTL}
+	res.Jobs = &Store{kv: jobs, ttl: l.JobTTL, nc: js.Conn()}
+	res.Work, res.Events = NewWorkQueue(js), NewEventStream(js)
+	res.Files, res.Secrets, res.Notices = NewResultFiles(res.Results), NewSecrets(res.Meta), NewNotices(notices)
 	return res, nil
 }
 

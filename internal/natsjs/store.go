@@ -24,6 +24,7 @@ var (
 type Store struct {
 	kv  jetstream.KeyValue
 	ttl time.Duration
+	nc  *nats.Conn // for Ping; nil in a Store built without a connection
 }
 
 // KV exposes the bucket for watchers (the gateway's change feed, sweepers).

@@ -1,0 +1,77 @@
+package natsjs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RecordChange is one stored change of a job record, as the change feed
+// delivers it. The record is decoded only on demand: a watcher of every
+// change usually wants few of them.
+type RecordChange struct {
+	Key      string // the record key, tenant.requester.id
+	Revision uint64
+	data     []byte
+}
+
+// Record decodes the changed record.
+func (c RecordChange) Record() (*job.Record, error) { return job.UnmarshalRecord(c.data, c.Revision) }
+
+// RecordWatch follows the changes of every job record from the moment it was
+// started: one ordered consumer, whatever the number of records.
+type RecordWatch struct {
+	w      jetstream.KeyWatcher
+	cancel context.CancelFunc
+	ch     chan RecordChange
+}
+
+// WatchChanges starts following every stored change (puts only; deletions
+// and expiries are not changes of a job). The watch is in place when it
+// returns, so a read made afterwards cannot miss a change. Stop ends it.
+func (s *Store) WatchChanges() (*RecordWatch, error) {
+	// The context lives as long as the watch: its subscription ends with it.
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch jobs: %w", unavailable(err))
+	}
+	rw := &RecordWatch{w: w, cancel: cancel, ch: make(chan RecordChange, 64)}
+	go rw.run()
+	return rw, nil
+}
+
+func (rw *RecordWatch) run() {
+	defer close(rw.ch)
+	for e := range rw.w.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		rw.ch <- RecordChange{Key: e.Key(), Revision: e.Revision(), data: e.Value()}
+	}
+}
+
+// Changes delivers the changes in stream order; it is closed after Stop.
+func (rw *RecordWatch) Changes() <-chan RecordChange { return rw.ch }
+
+// Stop ends the watch.
+func (rw *RecordWatch) Stop() {
+	_ = rw.w.Stop()
+	rw.cancel()
+}
+
+// Ping says whether the store answers: the connection is up and the bucket
+// replies to a status request.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.nc != nil && s.nc.Status() != nats.CONNECTED {
+		return fmt.Errorf("%w: nats connection %s", job.ErrUnavailable, s.nc.Status())
+	}
+	if _, err := s.kv.Status(ctx); err != nil {
+		return fmt.Errorf("job bucket: %w", unavailable(err))
+	}
+	return nil
+}
