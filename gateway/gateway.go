@@ -101,6 +101,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway listen %s: %w", g.cfg.Addr, err)
 	}
 	g.ln = ln
+	ln = lingerListener{ln} // a 413 reaches a client still sending its body
 	go func() {
 		if err := g.app.Listener(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 			g.log.Error("gateway stopped serving", "err", err)
