@@ -44,6 +44,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./pkg/job
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 30s ./pkg/job
+	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 30s ./internal/schema
 
 clean:
 	rm -rf bin

@@ -27,9 +27,12 @@ var (
 	ErrLinkInvalid     = errors.New("result link invalid")
 )
 
-// FieldError names one invalid field of a request.
+// FieldError names one invalid field of a request. Field is a JSON pointer
+// into the request body ("/params/pages", "/type"); Rule, when set, is the
+// JSON Schema keyword that failed ("required", "maximum", ...).
 type FieldError struct {
 	Field   string `json:"field"`
+	Rule    string `json:"rule,omitempty"`
 	Message string `json:"message"`
 }
 

@@ -1,0 +1,10 @@
+// Package schema compiles the JSON Schemas (draft 2020-12) that workers
+// declare for their job types' params and applies them to submissions: it
+// fills in defaults, validates, and reports each problem as a job.FieldError
+// whose field is a JSON pointer into the request body. Compile accepts only
+// self-contained schemas (nothing is ever loaded from a URL or a file) that
+// bound every string, array and object a client can send, so a declared
+// type cannot make the gateway hold or check unbounded input. Generate
+// derives such a schema from a Go struct, and Registry is the live,
+// concurrency-safe set of compiled schemas the gateway decodes against.
+package schema

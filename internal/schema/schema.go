@@ -1,0 +1,301 @@
+package schema
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Draft is the only JSON Schema dialect a params schema may name in
+// $schema; without $schema it is assumed.
+const Draft = "https://json-schema.org/draft/2020-12/schema"
+
+// location is the URL a compiled schema document lives at inside the
+// library; it is never fetched.
+const location = "urn:jobgate:params"
+
+// Error is a schema that Compile refuses. Pointer is the JSON pointer of the
+// offending place inside the schema ("" for the whole schema); Keyword is
+// the keyword it lacks or breaks, when there is one.
+type Error struct {
+	Pointer string
+	Keyword string
+	Reason  string
+}
+
+func (e *Error) Error() string {
+	at := e.Pointer
+	if at == "" {
+		at = "(root)"
+	}
+	return "params schema at " + at + ": " + e.Reason
+}
+
+// Schema is a compiled params schema. It is immutable and safe for
+// concurrent use.
+type Schema struct {
+	canonical []byte
+	compiled  *jsonschema.Schema
+	defaults  *plan
+	fast      *fastSchema // nil unless the schema is in its subset
+}
+
+var _ job.ParamsSchema = (*Schema)(nil)
+
+// JSON returns the schema in canonical form (RFC 8785): two declarations of
+// the same schema have the same bytes.
+func (s *Schema) JSON() json.RawMessage { return s.canonical }
+
+// Compile checks and compiles a params schema. It refuses, with an *Error
+// (or an error wrapping job.ErrMalformed for invalid JSON):
+//   - anything but a draft 2020-12 schema whose top level is "type":"object";
+//   - $id, and $ref/$dynamicRef other than fragments of this document
+//     (nothing is ever loaded: the loader fails every URL);
+//   - unbounded input: a string type without maxLength, an array type
+//     without maxItems, an object type that allows additional or pattern
+//     properties without maxProperties (enum and const are bounded);
+//   - a default that does not validate against its own schema;
+//   - what the JSON Schema library itself refuses (metaschema, regexps).
+func Compile(raw []byte) (*Schema, error) {
+	doc, err := job.DecodeStrict(raw)
+	if err != nil {
+		return nil, fmt.Errorf("params schema: %w", err)
+	}
+	root, ok := doc.(map[string]any)
+	if !ok || root["type"] != "object" {
+		return nil, &Error{Keyword: "type", Reason: `the top level must be a schema with "type": "object"`}
+	}
+	if s, ok := root["$schema"]; ok && s != Draft && s != Draft+"#" {
+		return nil, &Error{Pointer: "/$schema", Keyword: "$schema", Reason: fmt.Sprintf("only %s is supported", Draft)}
+	}
+	if err := check(doc, ""); err != nil {
+		return nil, err
+	}
+	c := newCompiler()
+	if err := c.AddResource(location, doc); err != nil {
+		return nil, &Error{Reason: err.Error()}
+	}
+	compiled, err := c.Compile(location)
+	if err != nil {
+		return nil, &Error{Reason: libraryMessage(err)}
+	}
+	if err := checkDefaults(c, doc, ""); err != nil {
+		return nil, err
+	}
+	canonical, err := job.AppendCanonical(nil, doc)
+	if err != nil {
+		return nil, &Error{Reason: err.Error()}
+	}
+	b := planBuilder{doc: doc, memo: map[string]*plan{}}
+	return &Schema{canonical: canonical, compiled: compiled, defaults: b.build([]string{""}), fast: buildFast(root)}, nil
+}
+
+// MustCompile is Compile for schemas known to be valid (a program's own
+// types); it panics otherwise.
+func MustCompile(raw []byte) *Schema {
+	s, err := Compile(raw)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// failLoader is the compiler's only loader: a params schema is one
+// self-contained document, so any URL the library would fetch is refused.
+type failLoader struct{}
+
+func (failLoader) Load(u string) (any, error) {
+	return nil, fmt.Errorf("loading %s refused: params schemas must be self-contained", u)
+}
+
+func newCompiler() *jsonschema.Compiler {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(failLoader{})
+	c.AssertFormat()
+	return c
+}
+
+func libraryMessage(err error) string {
+	var le *jsonschema.LoadURLError
+	if errors.As(err, &le) {
+		return le.Err.Error()
+	}
+	return strings.ReplaceAll(err.Error(), location, "")
+}
+
+// The keywords whose values are subschemas (draft 2020-12 plus the
+// legacy "definitions"), by shape.
+var (
+	oneSchema   = []string{"additionalProperties", "propertyNames", "items", "contains", "not", "if", "then", "else", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
+	schemaMap   = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+	schemaArray = []string{"allOf", "anyOf", "oneOf", "prefixItems"}
+)
+
+// check walks every subschema: references stay inside the document and
+// every string, array and object a client can send is bounded.
+func check(v any, at string) error {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return nil // a boolean schema (or a value the metaschema refuses)
+	}
+	if _, ok := s["$id"]; ok {
+		return &Error{Pointer: at + "/$id", Keyword: "$id", Reason: "$id is not allowed: a params schema is one self-contained document"}
+	}
+	for _, kw := range []string{"$ref", "$dynamicRef"} {
+		if ref, ok := s[kw].(string); ok && !strings.HasPrefix(ref, "#") {
+			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: fmt.Sprintf("%s %q must be a fragment of this schema (\"#/$defs/...\"): nothing is loaded from elsewhere", kw, ref)}
+		}
+	}
+	if at != "" {
+		if _, ok := s["$schema"]; ok {
+			return &Error{Pointer: at + "/$schema", Keyword: "$schema", Reason: "$schema is allowed only at the top level"}
+		}
+	}
+	if err := checkBounds(s, at); err != nil {
+		return err
+	}
+	for _, kw := range oneSchema {
+		if sub, ok := s[kw]; ok {
+			if err := check(sub, at+"/"+kw); err != nil {
+				return err
+			}
+		}
+	}
+	for _, kw := range schemaMap {
+		if m, ok := s[kw].(map[string]any); ok {
+			for _, name := range slices.Sorted(mapKeys(m)) {
+				if err := check(m[name], at+"/"+kw+"/"+job.EscapePointerToken(name)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, kw := range schemaArray {
+		if a, ok := s[kw].([]any); ok {
+			for i, sub := range a {
+				if err := check(sub, at+"/"+kw+"/"+strconv.Itoa(i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func mapKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func types(s map[string]any) map[string]bool {
+	out := map[string]bool{}
+	switch t := s["type"].(type) {
+	case string:
+		out[t] = true
+	case []any:
+		for _, e := range t {
+			if name, ok := e.(string); ok {
+				out[name] = true
+			}
+		}
+	}
+	return out
+}
+
+func checkBounds(s map[string]any, at string) error {
+	_, enum := s["enum"]
+	_, konst := s["const"]
+	if enum || konst {
+		return nil // the listed values are the bound
+	}
+	t := types(s)
+	if t["string"] {
+		if _, ok := s["maxLength"]; !ok {
+			return &Error{Pointer: at, Keyword: "maxLength", Reason: "a string must have a maxLength (or be an enum or const): params are bounded"}
+		}
+	}
+	if t["array"] {
+		_, max := s["maxItems"]
+		_, prefix := s["prefixItems"]
+		if !max && !(prefix && s["items"] == false) {
+			return &Error{Pointer: at, Keyword: "maxItems", Reason: "an array must have a maxItems: params are bounded"}
+		}
+	}
+	if t["object"] {
+		_, max := s["maxProperties"]
+		closed := s["additionalProperties"] == false || s["unevaluatedProperties"] == false
+		pattern, _ := s["patternProperties"].(map[string]any)
+		if !max && (!closed || len(pattern) > 0) {
+			return &Error{Pointer: at, Keyword: "additionalProperties", Reason: `an object must have "additionalProperties": false (and no patternProperties) or a maxProperties: params are bounded`}
+		}
+	}
+	return nil
+}
+
+// checkDefaults validates every default against the schema it sits in.
+func checkDefaults(c *jsonschema.Compiler, v any, at string) error {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if def, ok := s["default"]; ok {
+		sub, err := c.Compile(location + "#" + fragment(at))
+		if err != nil {
+			return &Error{Pointer: at, Reason: libraryMessage(err)}
+		}
+		if err := sub.Validate(def); err != nil {
+			msgs := fieldErrors(err, "")
+			reason := "the default does not validate"
+			if len(msgs) > 0 {
+				reason += ": " + strings.TrimPrefix(msgs[0].Field+" ", " ") + msgs[0].Message
+			}
+			return &Error{Pointer: at + "/default", Keyword: "default", Reason: reason}
+		}
+	}
+	for _, kw := range oneSchema {
+		if err := checkDefaults(c, s[kw], at+"/"+kw); err != nil {
+			return err
+		}
+	}
+	for _, kw := range schemaMap {
+		if m, ok := s[kw].(map[string]any); ok {
+			for _, name := range slices.Sorted(mapKeys(m)) {
+				if err := checkDefaults(c, m[name], at+"/"+kw+"/"+job.EscapePointerToken(name)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, kw := range schemaArray {
+		if a, ok := s[kw].([]any); ok {
+			for i, sub := range a {
+				if err := checkDefaults(c, sub, at+"/"+kw+"/"+strconv.Itoa(i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fragment percent-encodes a JSON pointer for use as a URL fragment.
+func fragment(ptr string) string {
+	toks := strings.Split(ptr, "/")
+	for i := range toks {
+		toks[i] = url.PathEscape(toks[i])
+	}
+	return strings.Join(toks, "/")
+}
