@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test bench lint fuzz clean cluster-demo
+.PHONY: build run test bench lint fuzz clean cluster-demo chaos
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -34,6 +34,14 @@ bench:
 ##        as separate processes on loopback; submits a job, shows it succeed, cleans up
 cluster-demo: build
 	scripts/cluster-demo.sh
+
+## chaos: the randomized fault test (docs/reliability.md): every component as its own
+##        process on a real 3-node nats-server cluster, a seeded nemesis killing and pausing
+##        them, a checker over the history; 10 minutes of faults by default. CHAOS_FLAGS sets
+##        its flags, e.g. make chaos CHAOS_FLAGS='--duration 2m --seed 42'
+CHAOS_FLAGS ?= --duration 10m
+chaos:
+	$(GO) run ./internal/chaos/cmd/chaos $(CHAOS_FLAGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

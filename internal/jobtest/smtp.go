@@ -1,6 +1,7 @@
 package jobtest
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/mail"
@@ -36,19 +37,29 @@ type Mail struct {
 // NewSMTPSink starts a sink that stops when the test ends.
 func NewSMTPSink(t testing.TB) *SMTPSink {
 	t.Helper()
-	s := &SMTPSink{}
+	s, stop, err := ServeSMTPSink()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stop() })
+	return s
+}
+
+// ServeSMTPSink starts a sink outside a test's lifetime (the chaos
+// harness runs one from a command); stop closes it and waits for it.
+func ServeSMTPSink() (s *SMTPSink, stop func() error, err error) {
+	s = &SMTPSink{}
 	srv := smtp.NewServer(sinkBackend{s})
 	srv.Domain = "localhost"
 	srv.AllowInsecureAuth = true
 	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("smtp sink: %w", err)
+	}
 	addr := l.Addr().(*net.TCPAddr)
 	s.Host, s.Port = addr.IP.String(), addr.Port
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close(); <-done })
-	return s
+	return s, func() error { err := srv.Close(); <-done; return err }, nil
 }
 
 // Received returns a copy of every accepted mail, in arrival order.

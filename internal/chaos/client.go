@@ -1,0 +1,434 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// resource is the part of the job resource the clients and the checker
+// look at.
+type resource struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Attempt int    `json:"attempt"`
+	Result  *struct {
+		Href   string `json:"href"`
+		SHA256 string `json:"sha256"`
+	} `json:"result"`
+}
+
+// api is raw net/http access to the gateways, so every answer is seen and
+// recorded as it came.
+type api struct {
+	gateways []string // base URLs
+	tokens   map[string]string
+	short    *http.Client // submits, cancels, plain reads
+	long     *http.Client // long-polls
+	stream   *http.Client // SSE (deadline per connection via ctx)
+}
+
+func newAPI(gateways []string, tokens map[string]string) *api {
+	tr := func() *http.Transport {
+		return &http.Transport{MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: 20 * time.Second}
+	}
+	return &api{
+		gateways: gateways, tokens: tokens,
+		short:  &http.Client{Timeout: 5 * time.Second, Transport: tr()},
+		long:   &http.Client{Timeout: 20 * time.Second, Transport: tr()},
+		stream: &http.Client{Transport: tr(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+}
+
+func (a *api) do(ctx context.Context, hc *http.Client, method, url, requester string, body []byte, hdr map[string]string) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.tokens[requester])
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp, nil, err
+	}
+	return resp, data, nil
+}
+
+// retryable: answers and errors after which a client tries again with the
+// same key.
+func retryable(status int, err error) bool {
+	return err != nil || status == http.StatusTooManyRequests || status >= 500
+}
+
+// pause is how long to wait before the next try: the answer's Retry-After
+// (capped at 2s) or an exponential backoff, with jitter.
+func pause(rng *rand.Rand, n int, resp *http.Response) time.Duration {
+	d := time.Duration(min(100<<min(n, 4), 1000)) * time.Millisecond
+	if resp != nil {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			d = min(time.Duration(s)*time.Second, 2*time.Second)
+		}
+	}
+	return d/2 + time.Duration(rng.Int64N(int64(d)))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// acked is a key a client got a 2xx for.
+type acked struct {
+	key  string
+	body []byte
+	job  string
+}
+
+// clientStats counts what the clients did, for the summary.
+type clientStats struct {
+	attempts, answered2xx, retries, gaveUp, follows, cancels atomic.Int64
+}
+
+// client submits jobs with keys, replays and misuses some keys on purpose,
+// follows some jobs and cancels a few. Its random choices come from its
+// own seeded source.
+type client struct {
+	id        int
+	requester string
+	rng       *rand.Rand
+	api       *api
+	h         *History
+	stats     *clientStats
+	follow    chan struct{} // follower slots
+	followers *sync.WaitGroup
+	opts      *Options
+	acked     []acked
+	n         int
+	jobs      func(requester, id string)
+}
+
+func (c *client) gateway() string { return c.api.gateways[c.rng.IntN(len(c.api.gateways))] }
+
+// run submits until submitting ends; every submission it started it
+// finishes (retrying until settle ends).
+func (c *client) run(submitting, settle context.Context) {
+	for submitting.Err() == nil {
+		switch p := c.rng.IntN(100); {
+		case p < c.opts.ReplayPct && len(c.acked) > 0:
+			a := c.acked[c.rng.IntN(len(c.acked))]
+			c.submit(settle, "replay", a.key, a.body)
+		case p < c.opts.ReplayPct+c.opts.ConflictPct && len(c.acked) > 0:
+			a := c.acked[c.rng.IntN(len(c.acked))]
+			c.submit(settle, "conflict", a.key, c.body())
+		default:
+			c.n++
+			key := fmt.Sprintf("k-%d-%d", c.id, c.n)
+			body := c.body()
+			if id := c.submit(settle, "new", key, body); id != "" {
+				c.acked = append(c.acked, acked{key: key, body: body, job: id})
+				c.jobs(c.requester, id)
+				c.afterAdmit(settle, id)
+			}
+		}
+		sleepCtx(submitting, c.opts.Think/2+time.Duration(c.rng.Int64N(int64(c.opts.Think))))
+	}
+}
+
+func (c *client) body() []byte {
+	pages := 1 + c.rng.IntN(12)
+	if c.rng.IntN(10) == 0 {
+		pages = 40 + c.rng.IntN(160) // renders long enough to be hit mid-way
+	}
+	return fmt.Appendf(nil, `{"type":"permit_report","params":{"case_id":%d,"revision":%d,"pages":%d}}`,
+		1+c.rng.IntN(1_000_000), 1+c.rng.IntN(50), pages)
+}
+
+// submit posts until a definitive answer and returns the job id of a 2xx.
+func (c *client) submit(ctx context.Context, probe, key string, body []byte) string {
+	for n := 0; ; n++ {
+		gw := c.gateway()
+		e := Entry{Kind: "submit", Client: c.id, Requester: c.requester, Key: key, Probe: probe, Gateway: gw, Start: time.Now()}
+		c.stats.attempts.Add(1)
+		resp, data, err := c.api.do(ctx, c.api.short, http.MethodPost, gw+"/v1/jobs", c.requester, body, map[string]string{"Idempotency-Key": key})
+		e.End = time.Now()
+		if resp != nil {
+			e.Status = resp.StatusCode
+			e.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+		}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		if err == nil && resp.StatusCode/100 == 2 {
+			var r resource
+			if jerr := json.Unmarshal(data, &r); jerr != nil || r.ID == "" {
+				e.Err = fmt.Sprintf("2xx without a job: %v", jerr)
+			}
+			e.Job, e.State, e.Attempt = r.ID, r.State, r.Attempt
+			e.Rev = etagRev(resp.Header.Get("ETag"))
+		}
+		c.h.Add(e)
+		if !retryable(e.Status, err) {
+			if e.Status/100 == 2 {
+				c.stats.answered2xx.Add(1)
+			}
+			return e.Job
+		}
+		c.stats.retries.Add(1)
+		if !sleepCtx(ctx, pause(c.rng, n, resp)) {
+			c.stats.gaveUp.Add(1)
+			c.h.Add(Entry{Kind: "gave-up", Client: c.id, Requester: c.requester, Key: key, Probe: probe, Note: fmt.Sprintf("after %d attempts", n+1)})
+			return ""
+		}
+	}
+}
+
+// afterAdmit maybe cancels the job and maybe follows it (poll or SSE) in
+// a goroutine of its own.
+func (c *client) afterAdmit(ctx context.Context, id string) {
+	cancelIt := c.rng.IntN(100) < c.opts.CancelPct
+	mode := c.rng.IntN(100)
+	seed := c.rng.Uint64()
+	if cancelIt {
+		c.stats.cancels.Add(1)
+		c.followers.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			sleepCtx(ctx, time.Duration(rng.IntN(800))*time.Millisecond)
+			c.cancel(ctx, rng, id)
+		})
+	}
+	if mode >= c.opts.FollowPct {
+		return
+	}
+	select {
+	case c.follow <- struct{}{}:
+	default:
+		return // enough followers already
+	}
+	c.stats.follows.Add(1)
+	c.followers.Go(func() {
+		defer func() { <-c.follow }()
+		f := &follower{c: c, rng: rand.New(rand.NewPCG(seed, 2)), id: id}
+		if mode%2 == 0 {
+			f.poll(ctx)
+		} else {
+			f.sse(ctx)
+		}
+	})
+}
+
+func (c *client) cancel(ctx context.Context, rng *rand.Rand, id string) {
+	for n := 0; ; n++ {
+		gw := c.api.gateways[rng.IntN(len(c.api.gateways))]
+		e := Entry{Kind: "cancel", Client: c.id, Requester: c.requester, Job: id, Gateway: gw, Start: time.Now()}
+		resp, data, err := c.api.do(ctx, c.api.short, http.MethodDelete, gw+"/v1/jobs/"+id, c.requester, nil, nil)
+		e.End = time.Now()
+		if resp != nil {
+			e.Status = resp.StatusCode
+		}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		if e.Status == http.StatusAccepted {
+			var r resource
+			_ = json.Unmarshal(data, &r)
+			e.State, e.Attempt, e.Rev = r.State, r.Attempt, etagRev(resp.Header.Get("ETag"))
+		}
+		c.h.Add(e)
+		if !retryable(e.Status, err) || !sleepCtx(ctx, pause(rng, n, resp)) {
+			return
+		}
+	}
+}
+
+// follower watches one job until it is terminal.
+type follower struct {
+	c   *client
+	rng *rand.Rand
+	id  string
+}
+
+func (f *follower) gateway() string { return f.c.api.gateways[f.rng.IntN(len(f.c.api.gateways))] }
+
+// poll long-polls the job with If-None-Match through random gateways.
+func (f *follower) poll(ctx context.Context) {
+	etag := ""
+	for n := 0; ctx.Err() == nil; n++ {
+		gw := f.gateway()
+		hdr := map[string]string{}
+		url := gw + "/v1/jobs/" + f.id
+		if etag != "" {
+			hdr["If-None-Match"] = etag
+			url += "?wait=10s"
+		}
+		start := time.Now()
+		resp, data, err := f.c.api.do(ctx, f.c.api.long, http.MethodGet, url, f.c.requester, nil, hdr)
+		end := time.Now()
+		if err != nil || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			sleepCtx(ctx, pause(f.rng, min(n, 3), resp))
+			continue
+		}
+		e := Entry{Kind: "obs", Via: "poll", Client: f.c.id, Requester: f.c.requester, Job: f.id, Gateway: gw,
+			Start: start, End: end, Status: resp.StatusCode, Rev: etagRev(resp.Header.Get("ETag"))}
+		if resp.StatusCode == http.StatusOK {
+			var r resource
+			if err := json.Unmarshal(data, &r); err != nil {
+				e.Err = err.Error()
+			}
+			e.State, e.Attempt = r.State, r.Attempt
+			etag = resp.Header.Get("ETag")
+		}
+		f.c.h.Add(e)
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified {
+			return // 404 and the like: recorded, the checker judges
+		}
+		if terminal(e.State) {
+			return
+		}
+		if etag == "" {
+			sleepCtx(ctx, 300*time.Millisecond)
+		}
+	}
+}
+
+// sse follows the job's event stream, reconnecting with Last-Event-ID
+// through random gateways until the stream ends after a terminal event
+// (or a reconnect answers 204).
+func (f *follower) sse(ctx context.Context) {
+	last := ""
+	for conn := 1; ctx.Err() == nil; conn++ {
+		gw := f.gateway()
+		done, err := f.sseOnce(ctx, gw, conn, &last)
+		if done {
+			return
+		}
+		_ = err
+		sleepCtx(ctx, time.Duration(100+f.rng.IntN(400))*time.Millisecond)
+	}
+}
+
+func (f *follower) sseOnce(ctx context.Context, gw string, conn int, last *string) (bool, error) {
+	// A stopped gateway keeps the connection open and silent: reconnect
+	// elsewhere after a while.
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, gw+"/v1/jobs/"+f.id+"/events", nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.c.api.tokens[f.c.requester])
+	req.Header.Set("Accept", "text/event-stream")
+	if *last != "" {
+		req.Header.Set("Last-Event-ID", *last)
+	}
+	start := time.Now()
+	resp, err := f.c.api.stream.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	note := fmt.Sprintf("sse#%d", conn)
+	if resp.StatusCode == http.StatusNoContent {
+		f.c.h.Add(Entry{Kind: "obs", Via: "sse-end", Client: f.c.id, Requester: f.c.requester, Job: f.id, Gateway: gw,
+			Start: start, End: time.Now(), Status: resp.StatusCode, Rev: parseUint(*last), Note: note})
+		return true, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode == http.StatusNotFound {
+			f.c.h.Add(Entry{Kind: "obs", Via: "sse", Client: f.c.id, Requester: f.c.requester, Job: f.id, Gateway: gw,
+				Start: start, End: time.Now(), Status: resp.StatusCode, Note: note})
+			return true, nil
+		}
+		return false, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var id, event string
+	var data strings.Builder
+	sawTerminal := false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if event == "job" && data.Len() > 0 {
+				var r resource
+				e := Entry{Kind: "obs", Via: "sse", Client: f.c.id, Requester: f.c.requester, Job: f.id, Gateway: gw,
+					Start: start, End: time.Now(), Status: http.StatusOK, Rev: parseUint(id), Note: note}
+				if err := json.Unmarshal([]byte(data.String()), &r); err != nil {
+					e.Err = err.Error()
+				}
+				e.State, e.Attempt = r.State, r.Attempt
+				f.c.h.Add(e)
+				*last = id
+				sawTerminal = sawTerminal || terminal(r.State)
+			}
+			id, event = "", ""
+			data.Reset()
+		case strings.HasPrefix(line, "id:"):
+			id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	// The stream ends after a terminal event; anything else is a cut.
+	return sawTerminal, sc.Err()
+}
+
+func newRand(seed, stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
+
+func terminal(state string) bool {
+	return state == "succeeded" || state == "failed" || state == "canceled"
+}
+
+// rank orders states: queued < running < terminal.
+func rank(state string) int {
+	switch state {
+	case "queued":
+		return 1
+	case "running":
+		return 2
+	case "succeeded", "failed", "canceled":
+		return 3
+	}
+	return 0
+}
+
+func etagRev(tag string) uint64 {
+	return parseUint(strings.Trim(strings.TrimPrefix(tag, "W/"), `"`))
+}
+
+func parseUint(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}

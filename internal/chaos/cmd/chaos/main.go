@@ -1,0 +1,64 @@
+// Command chaos runs jobgate's randomized fault test (package
+// internal/chaos) for as long as asked and prints its report; it exits 1
+// when the checker found anomalies. `make chaos` runs it.
+//
+//	go run ./internal/chaos/cmd/chaos --duration 10m --seed 42
+//	go run ./internal/chaos/cmd/chaos --check /tmp/jobgate-chaos-.../history.jsonl
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/chaos"
+)
+
+func main() {
+	var o chaos.Options
+	flag.Uint64Var(&o.Seed, "seed", 0, "seed of the fault and request schedule (0: pick one from the clock)")
+	flag.DurationVar(&o.Duration, "duration", 10*time.Minute, "how long faults are injected")
+	flag.DurationVar(&o.Bound, "bound", 2*time.Minute, "after the faults stop, every job must be terminal within this")
+	flag.IntVar(&o.Clients, "clients", 6, "submitting clients")
+	flag.DurationVar(&o.Think, "think", 400*time.Millisecond, "mean pause between a client's submissions")
+	flag.DurationVar(&o.FaultGap, "fault-gap", 3*time.Second, "mean quiet time between faults")
+	flag.DurationVar(&o.FaultHold, "fault-hold", 3*time.Second, "mean time a process stays killed or paused")
+	flag.BoolVar(&o.SyncAlways, "sync-always", false, "NATS nodes fsync every write (sync_interval: always)")
+	flag.BoolVar(&o.Race, "race", false, "build jobgate with the race detector")
+	flag.StringVar(&o.WorkDir, "work-dir", "", "where binaries, logs, stores and the history go (default: a new temp dir)")
+	check := flag.String("check", "", "only check this history file (with --bound) and print the report")
+	flag.Parse()
+
+	if *check != "" {
+		entries, err := chaos.ReadHistory(*check)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		rep := chaos.Check(entries, o.Bound)
+		fmt.Print(rep)
+		if len(rep.Anomalies) > 0 {
+			os.Exit(1)
+		}
+		return
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano() % 1_000_000_000)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, hist, err := chaos.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos (seed %d): %v\nhistory: %s\n", o.Seed, err, hist)
+		os.Exit(2)
+	}
+	fmt.Print(rep)
+	fmt.Printf("history: %s\n", hist)
+	if len(rep.Anomalies) > 0 {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,13 @@
+// Package chaos is jobgate's randomized fault test. It runs every component
+// as its own OS process of the real binary (2 gateways, 2 renderers, a
+// dispatcher and a notifier) on a real three-node nats-server cluster with
+// R3 resources, drives it with clients that submit with idempotency keys
+// and retry through either gateway, and lets a seeded nemesis SIGKILL or
+// SIGSTOP/SIGCONT any process, one NATS node at a time so a quorum stays.
+// Everything the clients, the nemesis and the webhook and mail sinks see is
+// written to a history file (JSON lines), followed by the final state read
+// from the gateways and from JetStream directly; Check reads that file and
+// reports every broken promise as an anomaly, with the seed to replay the
+// fault and request schedule. `make chaos` runs it for minutes
+// (cmd/chaos); TestChaosShort runs a short seeded round inside `make test`.
+package chaos

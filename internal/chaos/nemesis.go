@@ -1,0 +1,148 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// fault is one planned nemesis action.
+type fault struct {
+	after  time.Duration // gap before it
+	target int           // index into the process list
+	action string        // kill or stop
+	hold   time.Duration // down or paused for
+}
+
+// plan draws the fault schedule from the seed alone, so a seed replays the
+// same faults at the same offsets (the timing of everything else differs).
+func plan(seed uint64, procs int, opts *Options) []fault {
+	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
+	var out []fault
+	var at time.Duration
+	for {
+		gap := opts.FaultGap/2 + time.Duration(rng.Int64N(int64(opts.FaultGap)))
+		hold := opts.FaultHold/4 + time.Duration(rng.Int64N(int64(opts.FaultHold)*3/2))
+		f := fault{after: gap, target: rng.IntN(procs), action: "kill", hold: hold}
+		if rng.IntN(2) == 0 {
+			f.action = "stop"
+		}
+		at += gap + hold
+		if at > opts.Duration {
+			return out
+		}
+		out = append(out, f)
+	}
+}
+
+// faultStats counts the faults done, per action and kind of process.
+type faultStats struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *faultStats) add(action, kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[action+" "+kind]++
+}
+
+func (s *faultStats) snapshot() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.n {
+		out[k] = v
+	}
+	return out
+}
+
+// nemesis runs the plan against the processes. One fault at a time, so at
+// most one NATS node is ever down or paused: the R3 streams keep a quorum.
+// Before it touches a NATS node it waits until all three report healthy
+// (JetStream current), else it picks a jobgate process instead.
+type nemesis struct {
+	procs []*proc
+	h     *History
+	stats *faultStats
+	log   func(format string, args ...any)
+}
+
+func (n *nemesis) run(ctx context.Context, faults []fault) {
+	for i, f := range faults {
+		if !sleepCtx(ctx, f.after) {
+			return
+		}
+		p := n.procs[f.target]
+		if p.kind == KindNATS && !n.natsHealthy(ctx) {
+			n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "skip", Note: "the NATS cluster is not healthy yet; a jobgate process instead"})
+			for j := 1; j <= len(n.procs); j++ {
+				if q := n.procs[(f.target+j)%len(n.procs)]; q.kind != KindNATS {
+					p = q
+					break
+				}
+			}
+		}
+		n.inject(ctx, i, p, f)
+	}
+}
+
+func (n *nemesis) natsHealthy(ctx context.Context) bool {
+	for _, p := range n.procs {
+		if p.kind == KindNATS {
+			if err := p.waitHealthy(ctx, 20*time.Second); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (n *nemesis) inject(ctx context.Context, i int, p *proc, f fault) {
+	note := fmt.Sprintf("fault %d, hold %s", i+1, f.hold.Round(time.Millisecond))
+	switch f.action {
+	case "kill":
+		if err := p.kill(); err != nil {
+			n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "kill", Err: err.Error(), Note: note})
+			return
+		}
+		n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "kill", Note: note})
+		n.stats.add("kill", p.kind)
+		n.log("fault %d: kill %s for %s", i+1, p.name, f.hold.Round(time.Millisecond))
+		sleepCtx(ctx, f.hold)
+		n.restart(ctx, p)
+	case "stop":
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "stop", Err: err.Error(), Note: note})
+			return
+		}
+		n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "stop", Note: note})
+		n.stats.add("pause", p.kind)
+		n.log("fault %d: pause %s for %s", i+1, p.name, f.hold.Round(time.Millisecond))
+		sleepCtx(ctx, f.hold)
+		err := p.signal(syscall.SIGCONT)
+		e := Entry{Kind: "fault", Target: p.name, Action: "cont"}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		n.h.Add(e)
+	}
+}
+
+// restart starts p again (also after an exit nobody asked for) and waits
+// until it is ready, where it can tell.
+func (n *nemesis) restart(ctx context.Context, p *proc) {
+	e := Entry{Kind: "fault", Target: p.name, Action: "restart"}
+	if err := p.start(); err != nil {
+		e.Err = err.Error()
+	} else if err := p.waitHealthy(ctx, 60*time.Second); err != nil {
+		e.Err = err.Error()
+	}
+	n.h.Add(e)
+}

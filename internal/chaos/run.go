@@ -1,0 +1,424 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/nats-io/nats.go"
+)
+
+// Options shape one run. Zero fields take the defaults of Defaults.
+type Options struct {
+	Seed     uint64
+	Duration time.Duration // how long the nemesis injects faults
+	// Bound: after the faults stop, every admitted job is terminal (and its
+	// terminal change delivered by webhook) within this.
+	Bound time.Duration
+
+	Clients      int           // submitting goroutines
+	Think        time.Duration // mean pause between a client's submissions
+	FaultGap     time.Duration // mean quiet time between two faults
+	FaultHold    time.Duration // mean time a process stays killed or paused
+	ReplayPct    int           // share of submissions that replay an acknowledged key
+	ConflictPct  int           // share that reuses a key with another body (409 expected)
+	CancelPct    int           // share of admitted jobs canceled soon after
+	FollowPct    int           // share of admitted jobs followed (half by polls, half SSE)
+	MaxFollowers int
+	WebhookFail  int  // percent of webhook deliveries the sink answers 503
+	SyncAlways   bool // nats-server sync_interval "always"
+
+	Root     string // module root; default: found above the working dir
+	WorkDir  string // default: a new temp dir
+	Keep     bool   // keep WorkDir (always kept when anomalies are found)
+	Race     bool   // build jobgate with -race
+	Binaries *Binaries
+	Logf     func(format string, args ...any)
+}
+
+// Defaults fills the zero fields of o.
+func (o *Options) Defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defi := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.Duration, 10*time.Minute)
+	def(&o.Bound, 2*time.Minute)
+	def(&o.Think, 400*time.Millisecond)
+	def(&o.FaultGap, 3*time.Second)
+	def(&o.FaultHold, 3*time.Second)
+	defi(&o.Clients, 6)
+	defi(&o.ReplayPct, 8)
+	defi(&o.ConflictPct, 3)
+	defi(&o.CancelPct, 4)
+	defi(&o.FollowPct, 40)
+	defi(&o.MaxFollowers, 12)
+	defi(&o.WebhookFail, 5)
+	if o.Logf == nil {
+		o.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "chaos: "+format+"\n", args...) }
+	}
+}
+
+const (
+	tenant     = "4"
+	authSecret = "chaos-auth-secret-not-for-production"
+)
+
+var requesters = []string{"alice", "bob"}
+
+// Run starts the deployment, drives it through the faults, records the
+// final state and checks the history. It returns the report (whose
+// Anomalies say whether the run passed) and the history's path.
+func Run(ctx context.Context, o Options) (*Report, string, error) {
+	o.Defaults()
+	if o.Root == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, "", err
+		}
+		if o.Root, err = ModuleRoot(wd); err != nil {
+			return nil, "", err
+		}
+	}
+	if o.WorkDir == "" {
+		d, err := os.MkdirTemp("", "jobgate-chaos-")
+		if err != nil {
+			return nil, "", err
+		}
+		o.WorkDir = d
+	}
+	for _, d := range []string{"logs", "bin"} {
+		if err := os.MkdirAll(filepath.Join(o.WorkDir, d), 0o755); err != nil {
+			return nil, "", err
+		}
+	}
+	histPath := filepath.Join(o.WorkDir, "history.jsonl")
+	h, err := CreateHistory(histPath)
+	if err != nil {
+		return nil, "", err
+	}
+	r := &run{o: &o, h: h}
+	runErr := r.run(ctx)
+	if err := h.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return nil, histPath, runErr
+	}
+	entries, err := ReadHistory(histPath)
+	if err != nil {
+		return nil, histPath, err
+	}
+	rep := Check(entries, o.Bound)
+	if err := os.WriteFile(filepath.Join(o.WorkDir, "report.txt"), []byte(rep.String()), 0o644); err != nil {
+		return rep, histPath, err
+	}
+	return rep, histPath, nil
+}
+
+type run struct {
+	o     *Options
+	h     *History
+	procs []*proc
+	nats  []*proc
+	gws   []string
+	hook  *webhookSink
+	smtp  *jobtest.SMTPSink
+	stats faultStats
+	cs    clientStats
+
+	mu       sync.Mutex
+	jobs     map[string]string // job id → requester
+	stopping bool
+	restarts sync.WaitGroup
+}
+
+func (r *run) run(ctx context.Context) error {
+	o := r.o
+	r.jobs = map[string]string{}
+	r.h.Add(Entry{Kind: "phase", Phase: "start", Seed: o.Seed, Note: fmt.Sprintf("duration %s, bound %s, clients %d, work dir %s", o.Duration, o.Bound, o.Clients, o.WorkDir)})
+	bins := o.Binaries
+	if bins == nil {
+		o.Logf("building jobgate and nats-server into %s", filepath.Join(o.WorkDir, "bin"))
+		b, err := BuildBinaries(ctx, o.Root, filepath.Join(o.WorkDir, "bin"), o.Race)
+		if err != nil {
+			return err
+		}
+		bins = &b
+	}
+
+	// Sinks first: the notifier's configuration names them.
+	sink, stopSMTP, err := jobtest.ServeSMTPSink()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopSMTP() }()
+	r.smtp = sink
+	hookKey := make([]byte, 24)
+	_, _ = rand.Read(hookKey)
+	r.hook, err = startWebhookSink(r.h, hookKey, o.Seed, o.WebhookFail)
+	if err != nil {
+		return err
+	}
+	defer r.hook.close()
+
+	ports, err := freePorts(11)
+	if err != nil {
+		return err
+	}
+	defer r.stopAll()
+	if err := r.startNATS(bins.NATSServer, ports[:9]); err != nil {
+		return err
+	}
+	urls := make([]string, 3)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[i])
+	}
+	natsURL := strings.Join(urls, ",")
+	cfgPath, err := r.writeConfig(natsURL, base64.StdEncoding.EncodeToString(hookKey))
+	if err != nil {
+		return err
+	}
+	if err := r.startJobgate(bins.Jobgate, cfgPath, natsURL, ports[9:11]); err != nil {
+		return err
+	}
+	tokens := map[string]string{}
+	for _, rq := range requesters {
+		cmd := exec.CommandContext(ctx, bins.Jobgate, "token", "--tenant", tenant, "--subject", rq, "--ttl", "24h")
+		cmd.Env = append(os.Environ(), "JOBGATE_AUTH_SECRET="+authSecret, "JOBGATE_DATA_DIR="+filepath.Join(o.WorkDir, "token"))
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("jobgate token: %w", err)
+		}
+		tokens[rq] = strings.TrimSpace(string(out))
+	}
+	nc, err := nats.Connect(natsURL, nats.Name("chaos-observer"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("observer: %w", err)
+	}
+	defer nc.Close()
+
+	// The faults and the clients.
+	a := newAPI(r.gws, tokens)
+	faults := plan(o.Seed, len(r.procs), o)
+	o.Logf("seed %d: %d faults planned over %s; %d clients; work dir %s", o.Seed, len(faults), o.Duration, o.Clients, o.WorkDir)
+	r.h.Add(Entry{Kind: "phase", Phase: "faults-start", Note: fmt.Sprintf("%d faults planned", len(faults))})
+	start := time.Now()
+	submitting, stopSubmitting := context.WithCancel(ctx)
+	defer stopSubmitting()
+	// Clients finish what they started (retries, follows) until the bound
+	// after the faults has passed.
+	clientCtx, stopClients := context.WithCancel(ctx)
+	defer stopClients()
+	var clients, followers sync.WaitGroup
+	slots := make(chan struct{}, o.MaxFollowers)
+	for i := range o.Clients {
+		c := &client{
+			id: i + 1, requester: requesters[i%len(requesters)], api: a, h: r.h, stats: &r.cs, opts: o,
+			rng: newRand(o.Seed, uint64(i+1)), follow: slots, followers: &followers, jobs: r.admitted,
+		}
+		clients.Go(func() { c.run(submitting, clientCtx) })
+	}
+	nem := &nemesis{procs: r.procs, h: r.h, stats: &r.stats, log: o.Logf}
+	nemDone := make(chan struct{})
+	go func() { defer close(nemDone); nem.run(ctx, faults) }()
+	progress := time.NewTicker(30 * time.Second)
+	defer progress.Stop()
+wait:
+	for {
+		select {
+		case <-nemDone:
+			break wait
+		case <-progress.C:
+			o.Logf("%s: faults %v, %d requests, %d jobs", time.Since(start).Round(time.Second), r.stats.snapshot(), r.cs.attempts.Load(), r.jobCount())
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// Every process is up and running again: the nemesis ends each fault
+	// with a restart it waits for, or a SIGCONT.
+	r.restarts.Wait()
+	faultsStopped := time.Now()
+	deadline := faultsStopped.Add(o.Bound)
+	timer := time.AfterFunc(o.Bound, stopClients)
+	defer timer.Stop()
+	r.h.Add(Entry{Kind: "phase", Phase: "faults-stopped"})
+	o.Logf("faults stopped after %s: %v; waiting up to %s for every job to finish", time.Since(start).Round(time.Second), r.stats.snapshot(), o.Bound)
+	stopSubmitting()
+	clients.Wait()
+	settleCtx, stopSettle := context.WithDeadline(ctx, deadline)
+	defer stopSettle()
+	n, pending := r.waitSettled(settleCtx, nc)
+	r.h.Add(Entry{Kind: "phase", Phase: "settled", Note: fmt.Sprintf("%d jobs, %d not settled, after %s", n, pending, time.Since(faultsStopped).Round(time.Millisecond))})
+	o.Logf("settled after %s: %d jobs, %d not settled", time.Since(faultsStopped).Round(time.Second), n, pending)
+	waitGroup(&followers, 20*time.Second)
+	stopClients()
+	waitGroup(&followers, 5*time.Second)
+
+	r.snapshot(ctx, nc, a)
+	r.h.Add(Entry{Kind: "phase", Phase: "end"})
+	return nil
+}
+
+func (r *run) admitted(requester, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs[id] = requester
+}
+
+func (r *run) jobCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.jobs)
+}
+
+func waitGroup(wg *sync.WaitGroup, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
+}
+
+func (r *run) newProc(name, kind string, argv []string, health string) *proc {
+	p := &proc{name: name, kind: kind, argv: argv, dir: r.o.WorkDir, log: filepath.Join(r.o.WorkDir, "logs", name+".log"), health: health}
+	p.onExit = r.unexpectedExit
+	r.procs = append(r.procs, p)
+	return p
+}
+
+// unexpectedExit records a process that exited without being killed (an
+// anomaly) and starts it again, so the run goes on.
+func (r *run) unexpectedExit(p *proc, err error) {
+	r.mu.Lock()
+	stopping := r.stopping
+	if !stopping {
+		r.restarts.Add(1)
+	}
+	r.mu.Unlock()
+	if stopping {
+		return
+	}
+	defer r.restarts.Done()
+	r.h.Add(Entry{Kind: "exit", Target: p.name, Note: fmt.Sprintf("%v; log %s", err, p.log)})
+	r.o.Logf("%s exited on its own (%v); restarting it", p.name, err)
+	time.Sleep(500 * time.Millisecond)
+	(&nemesis{h: r.h}).restart(context.Background(), p)
+}
+
+func (r *run) startNATS(bin string, ports []int) error {
+	routes := ports[3:6]
+	for i := range 3 {
+		name := fmt.Sprintf("n%d", i+1)
+		store := filepath.Join(r.o.WorkDir, "nats", name)
+		cfg := filepath.Join(r.o.WorkDir, "nats-"+name+".conf")
+		if err := os.WriteFile(cfg, []byte(natsConfig(name, ports[i], ports[3+i], ports[6+i], routes, store, r.o.SyncAlways)), 0o644); err != nil {
+			return err
+		}
+		p := r.newProc("nats-"+name, KindNATS, []string{bin, "-c", cfg}, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[6+i]))
+		r.nats = append(r.nats, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	for _, p := range r.nats {
+		if err := p.waitHealthy(context.Background(), 60*time.Second); err != nil {
+			return fmt.Errorf("NATS node %s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// writeConfig writes the jobgate YAML (as JSON, which YAML reads) every
+// component is started with.
+func (r *run) writeConfig(natsURL, hookSecret string) (string, error) {
+	addrs := map[string]string{}
+	for _, rq := range requesters {
+		addrs[tenant+"/"+rq] = rq + "@example.test"
+	}
+	cfg := map[string]any{
+		"auth_secret": authSecret,
+		"log_format":  "json",
+		"nats":        map[string]any{"url": natsURL, "replicas": 3},
+		"gateway":     map[string]any{"read_rate": 500, "read_burst": 1000, "submit_rate": 100, "submit_burst": 200},
+		"notifier": map[string]any{
+			"allow_private_webhooks": true,
+			"webhook_retries":        []string{"1s", "2s", "4s", "8s", "15s", "30s"},
+			"webhooks":               map[string]any{tenant: []map[string]any{{"url": r.hook.url, "secret": "whsec_" + hookSecret}}},
+			"mail": map[string]any{
+				"smtp_host": r.smtp.Host, "smtp_port": r.smtp.Port, "from": "jobgate@example.test", "addresses": addrs,
+			},
+		},
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(r.o.WorkDir, "jobgate.yaml")
+	return path, os.WriteFile(path, b, 0o644)
+}
+
+func (r *run) startJobgate(bin, cfg, natsURL string, httpPorts []int) error {
+	common := func(cmd, name string) []string {
+		return []string{bin, cmd, "--config", cfg, "--nats", natsURL, "--replicas", "3", "--data-dir", filepath.Join(r.o.WorkDir, "data", name)}
+	}
+	var started []*proc
+	for i, port := range httpPorts {
+		name := fmt.Sprintf("gateway-%d", i+1)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p := r.newProc(name, KindGateway, append(common("gateway", name), "--http-addr", addr), "http://"+addr+"/readyz")
+		r.gws = append(r.gws, "http://"+addr)
+		started = append(started, p)
+	}
+	for _, c := range []struct{ name, kind string }{
+		{"renderer-1", KindRenderer}, {"renderer-2", KindRenderer}, {"dispatcher", KindDispatcher}, {"notifier", KindNotifier},
+	} {
+		started = append(started, r.newProc(c.name, c.kind, common(c.kind, c.name), ""))
+	}
+	for _, p := range started {
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	for _, p := range started {
+		if err := p.waitHealthy(context.Background(), 90*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// stopAll stops the jobgate processes, then the NATS nodes.
+func (r *run) stopAll() {
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range r.procs {
+		if p.kind != KindNATS {
+			wg.Go(func() { p.terminate(15 * time.Second) })
+		}
+	}
+	wg.Wait()
+	for _, p := range r.nats {
+		wg.Go(func() { p.terminate(15 * time.Second) })
+	}
+	wg.Wait()
+}

@@ -1,0 +1,326 @@
+package chaos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// record is the part of a stored job record the checker needs, decoded
+// here rather than with the services' types: the test reads the bucket the
+// way an operator's tool would.
+type record struct {
+	ID         string     `json:"id"`
+	Tenant     string     `json:"tenant"`
+	Requester  string     `json:"requester"`
+	KeyHash    string     `json:"key_hash"`
+	State      string     `json:"state"`
+	Attempt    int        `json:"attempt"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Error      *struct {
+		Category string `json:"category"`
+	} `json:"error"`
+	Output *struct {
+		Object string `json:"object"`
+		Size   int64  `json:"size"`
+		SHA256 string `json:"sha256"`
+	} `json:"output"`
+	rev uint64
+}
+
+// readRecords reads every job record of the bucket, each at its latest
+// revision.
+func readRecords(ctx context.Context, js jetstream.JetStream) (map[string]*record, error) {
+	kv, err := js.KeyValue(ctx, natsjs.BucketJobs)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", natsjs.BucketJobs, err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", natsjs.BucketJobs, err)
+	}
+	defer func() { _ = w.Stop() }()
+	out := map[string]*record{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("watch ended")
+			}
+			if e == nil {
+				return out, nil // the initial values are all delivered
+			}
+			var r record
+			if err := json.Unmarshal(e.Value(), &r); err != nil || r.ID == "" {
+				continue
+			}
+			r.rev = e.Revision()
+			out[r.ID] = &r
+		}
+	}
+}
+
+// waitSettled waits until every acknowledged job is terminal and its
+// terminal change was delivered to the webhook sink, or ctx ends. It
+// returns how many jobs there are and how many are not settled.
+func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
+	js, _ := jetstream.New(nc)
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.jobs))
+	for id := range r.jobs {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	pending := len(ids)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		recs, err := readRecords(rctx, js)
+		cancel()
+		if err == nil {
+			pending = 0
+			for _, id := range ids {
+				rec := recs[id]
+				if rec == nil || !terminal(rec.State) || !r.hook.delivered(id, rec.State) {
+					pending++
+				}
+			}
+			if pending == 0 {
+				return len(ids), 0
+			}
+		}
+		if !sleepCtx(ctx, time.Second) {
+			return len(ids), pending
+		}
+	}
+}
+
+// snapshot writes the final state to the history: the bucket, the result
+// objects, the events stream, each requester's GET /v1/jobs, a sample of
+// downloaded results and the mails.
+func (r *run) snapshot(ctx context.Context, nc *nats.Conn, a *api) {
+	js, _ := jetstream.New(nc)
+	retry := func(what string, f func(context.Context) error) {
+		var err error
+		for i := range 5 {
+			c, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err = f(c)
+			cancel()
+			if err == nil {
+				return
+			}
+			r.o.Logf("final %s (try %d): %v", what, i+1, err)
+			time.Sleep(time.Second)
+		}
+		r.h.Add(Entry{Kind: "phase", Phase: "snapshot-error", Err: fmt.Sprintf("%s: %v", what, err)})
+	}
+	var recs map[string]*record
+	retry("records", func(c context.Context) (err error) { recs, err = readRecords(c, js); return err })
+	ids := make([]string, 0, len(recs))
+	for id := range recs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		rec := recs[id]
+		e := Entry{Kind: "final-job", Job: id, Requester: rec.Requester, State: rec.State, Attempt: rec.Attempt, Rev: rec.rev, KeyHash: rec.KeyHash}
+		if rec.FinishedAt != nil {
+			e.Finished = *rec.FinishedAt
+		}
+		if rec.Error != nil {
+			e.Error = rec.Error.Category
+		}
+		if rec.Output != nil {
+			e.Object, e.Size, e.Digest = rec.Output.Object, rec.Output.Size, rec.Output.SHA256
+		}
+		r.h.Add(e)
+	}
+	retry("objects", func(c context.Context) error {
+		os, err := js.ObjectStore(c, natsjs.BucketResults)
+		if err != nil {
+			return err
+		}
+		infos, err := os.List(c)
+		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			return err
+		}
+		for _, in := range infos {
+			r.h.Add(Entry{Kind: "final-object", Name: in.Name, Size: int64(in.Size), Digest: digestHex(in.Digest)})
+		}
+		return nil
+	})
+	retry("events", func(c context.Context) error { return r.readEvents(c, js) })
+	for _, rq := range requesters {
+		retry("list "+rq, func(c context.Context) error { return r.list(c, a, rq) })
+	}
+	// Download up to 10 results through the gateways: the end-to-end path.
+	n := 0
+	for _, id := range ids {
+		if rec := recs[id]; rec.State == "succeeded" && n < 10 {
+			n++
+			r.h.Add(r.fetch(ctx, a, rec))
+		}
+	}
+	for _, e := range mailEntries(r.smtp) {
+		r.h.Add(e)
+	}
+}
+
+// digestHex turns an object store digest ("SHA-256=<base64url>") into hex.
+func digestHex(d string) string {
+	b64, ok := strings.CutPrefix(d, "SHA-256=")
+	if !ok {
+		return d
+	}
+	b, err := base64.URLEncoding.DecodeString(b64)
+	if err != nil {
+		return d
+	}
+	return hex.EncodeToString(b)
+}
+
+// readEvents reads the whole JOBGATE_EVENTS stream in order.
+func (r *run) readEvents(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.Stream(ctx, natsjs.StreamEvents)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	var out []Entry
+	for {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			var res resource
+			_ = json.Unmarshal(m.Data(), &res)
+			id := m.Headers().Get(jetstream.MsgIDHeader)
+			e := Entry{Kind: "final-event", Job: res.ID, MsgID: id, State: res.State, Attempt: res.Attempt, Seq: md.Sequence.Stream}
+			if i := strings.LastIndexByte(id, '.'); i > 0 {
+				e.Rev = parseUint(id[i+1:])
+			}
+			out = append(out, e)
+			if md.Sequence.Stream >= last {
+				for _, e := range out {
+					r.h.Add(e)
+				}
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if got == 0 {
+			return fmt.Errorf("events: stalled before sequence %d", last)
+		}
+	}
+}
+
+// list pages through GET /v1/jobs of one requester.
+func (r *run) list(ctx context.Context, a *api, requester string) error {
+	var out []Entry
+	cursor := ""
+	for page := 0; ; page++ {
+		u := a.gateways[page%len(a.gateways)] + "/v1/jobs?limit=100"
+		if cursor != "" {
+			u += "&cursor=" + url.QueryEscape(cursor)
+		}
+		resp, data, err := a.do(ctx, a.long, http.MethodGet, u, requester, nil, nil)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, data)
+		}
+		var p struct {
+			Jobs       []resource `json:"jobs"`
+			NextCursor string     `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(data, &p); err != nil {
+			return err
+		}
+		for _, j := range p.Jobs {
+			out = append(out, Entry{Kind: "final-list", Requester: requester, Job: j.ID, State: j.State, Attempt: j.Attempt})
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	for _, e := range out {
+		r.h.Add(e)
+	}
+	return nil
+}
+
+// fetch downloads a succeeded job's result: 303 to a signed link, then the
+// file, whose SHA-256 the checker compares with the record.
+func (r *run) fetch(ctx context.Context, a *api, rec *record) Entry {
+	e := Entry{Kind: "fetch", Job: rec.ID, Requester: rec.Requester}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.gateways[0]+"/v1/jobs/"+rec.ID+"/result", nil)
+	req.Header.Set("Authorization", "Bearer "+a.tokens[rec.Requester])
+	resp, err := a.stream.Do(req)
+	if err != nil {
+		e.Err = err.Error()
+		return e
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		e.Status, e.Err = resp.StatusCode, "want 303"
+		return e
+	}
+	loc := resp.Header.Get("Location")
+	if !strings.HasPrefix(loc, "http") {
+		loc = a.gateways[0] + loc
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
+	resp, err = a.stream.Do(req)
+	if err != nil {
+		e.Err = err.Error()
+		return e
+	}
+	defer resp.Body.Close()
+	e.Status = resp.StatusCode
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil {
+		e.Err = err.Error()
+	}
+	e.Size, e.Digest = n, hex.EncodeToString(h.Sum(nil))
+	return e
+}
