@@ -32,8 +32,13 @@ func TestChaosShort(t *testing.T) {
 		Duration: 45 * time.Second,
 		Bound:    90 * time.Second,
 		Clients:  4,
-		WorkDir:  dir,
-		Logf:     t.Logf,
+		Lanes:    2,
+		FaultGap: 2 * time.Second,
+		// Holds of 0.6-4.4s: long enough for leader elections, redeliveries
+		// and reconnects to happen, short enough for ~15 faults.
+		FaultHold: 2500 * time.Millisecond,
+		WorkDir:   dir,
+		Logf:      t.Logf,
 	})
 	require.NoError(t, err, "seed %d", seed)
 	t.Log("\n" + rep.String())

@@ -74,7 +74,7 @@ type scopedKey struct{ requester, key string }
 func Check(entries []Entry, bound time.Duration) *Report {
 	c := &checker{rep: &Report{}, bound: bound}
 	var (
-		faultsStopped, settled time.Time
+		faultsStopped, settled        time.Time
 		faultsStart                   time.Time
 		submits                       = map[scopedKey][]Entry{}
 		obs                           = map[string][]Entry{}

@@ -66,11 +66,11 @@ type Entry struct {
 	MsgID     string `json:"msg_id,omitempty"`
 	Seq       uint64 `json:"seq,omitempty"`
 
-	Name     string `json:"name,omitempty"`
-	Size     int64  `json:"size,omitempty"`
-	Object   string `json:"object,omitempty"`
-	KeyHash  string `json:"key_hash,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Size     int64     `json:"size,omitempty"`
+	Object   string    `json:"object,omitempty"`
+	KeyHash  string    `json:"key_hash,omitempty"`
+	Error    string    `json:"error,omitempty"`
 	Finished time.Time `json:"finished,omitzero"`
 }
 

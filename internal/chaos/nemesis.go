@@ -17,16 +17,17 @@ type fault struct {
 	hold   time.Duration // down or paused for
 }
 
-// plan draws the fault schedule from the seed alone, so a seed replays the
-// same faults at the same offsets (the timing of everything else differs).
-func plan(seed uint64, procs int, opts *Options) []fault {
-	rng := rand.New(rand.NewPCG(seed, 0x6e656d65))
+// plan draws one lane's fault schedule from the seed alone, so a seed
+// replays the same faults at the same offsets (the timing of everything
+// else differs). Targets are drawn from procs[first:].
+func plan(seed uint64, lane, first, procs int, opts *Options) []fault {
+	rng := rand.New(rand.NewPCG(seed, 0x6e656d65+uint64(lane)))
 	var out []fault
 	var at time.Duration
 	for {
 		gap := opts.FaultGap/2 + time.Duration(rng.Int64N(int64(opts.FaultGap)))
 		hold := opts.FaultHold/4 + time.Duration(rng.Int64N(int64(opts.FaultHold)*3/2))
-		f := fault{after: gap, target: rng.IntN(procs), action: "kill", hold: hold}
+		f := fault{after: gap, target: first + rng.IntN(procs-first), action: "kill", hold: hold}
 		if rng.IntN(2) == 0 {
 			f.action = "stop"
 		}
@@ -63,33 +64,64 @@ func (s *faultStats) snapshot() map[string]int {
 	return out
 }
 
-// nemesis runs the plan against the processes. One fault at a time, so at
-// most one NATS node is ever down or paused: the R3 streams keep a quorum.
-// Before it touches a NATS node it waits until all three report healthy
-// (JetStream current), else it picks a jobgate process instead.
+// nemesis runs the lanes' plans against the processes, each lane one
+// fault at a time, lanes overlapping. Only lane 0 touches NATS nodes, so
+// at most one node is ever down or paused: the R3 streams keep a quorum.
+// Before it touches a node it waits until all three report healthy
+// (JetStream current), else it picks a jobgate process instead. A process
+// already under a fault of another lane is skipped for the next free one.
 type nemesis struct {
 	procs []*proc
 	h     *History
 	stats *faultStats
 	log   func(format string, args ...any)
+
+	mu   sync.Mutex
+	busy map[*proc]bool
+	seq  int
 }
 
-func (n *nemesis) run(ctx context.Context, faults []fault) {
-	for i, f := range faults {
+func (n *nemesis) run(ctx context.Context, lanes [][]fault) {
+	n.busy = map[*proc]bool{}
+	var wg sync.WaitGroup
+	for lane, faults := range lanes {
+		wg.Go(func() { n.lane(ctx, lane, faults) })
+	}
+	wg.Wait()
+}
+
+func (n *nemesis) lane(ctx context.Context, lane int, faults []fault) {
+	for _, f := range faults {
 		if !sleepCtx(ctx, f.after) {
 			return
 		}
 		p := n.procs[f.target]
 		if p.kind == KindNATS && !n.natsHealthy(ctx) {
 			n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "skip", Note: "the NATS cluster is not healthy yet; a jobgate process instead"})
+			p = nil
+		}
+		n.mu.Lock()
+		if p == nil || n.busy[p] {
+			p = nil
 			for j := 1; j <= len(n.procs); j++ {
-				if q := n.procs[(f.target+j)%len(n.procs)]; q.kind != KindNATS {
+				if q := n.procs[(f.target+j)%len(n.procs)]; q.kind != KindNATS && !n.busy[q] {
 					p = q
 					break
 				}
 			}
 		}
-		n.inject(ctx, i, p, f)
+		if p == nil {
+			n.mu.Unlock()
+			continue
+		}
+		n.busy[p] = true
+		n.seq++
+		i := n.seq
+		n.mu.Unlock()
+		n.inject(ctx, i, lane, p, f)
+		n.mu.Lock()
+		delete(n.busy, p)
+		n.mu.Unlock()
 	}
 }
 
@@ -104,8 +136,8 @@ func (n *nemesis) natsHealthy(ctx context.Context) bool {
 	return true
 }
 
-func (n *nemesis) inject(ctx context.Context, i int, p *proc, f fault) {
-	note := fmt.Sprintf("fault %d, hold %s", i+1, f.hold.Round(time.Millisecond))
+func (n *nemesis) inject(ctx context.Context, i, lane int, p *proc, f fault) {
+	note := fmt.Sprintf("fault %d (lane %d), hold %s", i, lane, f.hold.Round(time.Millisecond))
 	switch f.action {
 	case "kill":
 		if err := p.kill(); err != nil {
@@ -114,7 +146,7 @@ func (n *nemesis) inject(ctx context.Context, i int, p *proc, f fault) {
 		}
 		n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "kill", Note: note})
 		n.stats.add("kill", p.kind)
-		n.log("fault %d: kill %s for %s", i+1, p.name, f.hold.Round(time.Millisecond))
+		n.log("fault %d: kill %s for %s", i, p.name, f.hold.Round(time.Millisecond))
 		sleepCtx(ctx, f.hold)
 		n.restart(ctx, p)
 	case "stop":
@@ -124,7 +156,7 @@ func (n *nemesis) inject(ctx context.Context, i int, p *proc, f fault) {
 		}
 		n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "stop", Note: note})
 		n.stats.add("pause", p.kind)
-		n.log("fault %d: pause %s for %s", i+1, p.name, f.hold.Round(time.Millisecond))
+		n.log("fault %d: pause %s for %s", i, p.name, f.hold.Round(time.Millisecond))
 		sleepCtx(ctx, f.hold)
 		err := p.signal(syscall.SIGCONT)
 		e := Entry{Kind: "fault", Target: p.name, Action: "cont"}

@@ -29,6 +29,7 @@ type Options struct {
 	Think        time.Duration // mean pause between a client's submissions
 	FaultGap     time.Duration // mean quiet time between two faults
 	FaultHold    time.Duration // mean time a process stays killed or paused
+	Lanes        int           // concurrent fault lanes; only the first touches NATS
 	ReplayPct    int           // share of submissions that replay an acknowledged key
 	ConflictPct  int           // share that reuses a key with another body (409 expected)
 	CancelPct    int           // share of admitted jobs canceled soon after
@@ -63,6 +64,7 @@ func (o *Options) Defaults() {
 	def(&o.FaultGap, 3*time.Second)
 	def(&o.FaultHold, 3*time.Second)
 	defi(&o.Clients, 6)
+	defi(&o.Lanes, 2)
 	defi(&o.ReplayPct, 8)
 	defi(&o.ConflictPct, 3)
 	defi(&o.CancelPct, 4)
@@ -215,9 +217,18 @@ func (r *run) run(ctx context.Context) error {
 
 	// The faults and the clients.
 	a := newAPI(r.gws, tokens)
-	faults := plan(o.Seed, len(r.procs), o)
-	o.Logf("seed %d: %d faults planned over %s; %d clients; work dir %s", o.Seed, len(faults), o.Duration, o.Clients, o.WorkDir)
-	r.h.Add(Entry{Kind: "phase", Phase: "faults-start", Note: fmt.Sprintf("%d faults planned", len(faults))})
+	lanes := make([][]fault, o.Lanes)
+	planned := 0
+	for lane := range lanes {
+		first := 0
+		if lane > 0 {
+			first = len(r.nats) // only lane 0 touches NATS nodes
+		}
+		lanes[lane] = plan(o.Seed, lane, first, len(r.procs), o)
+		planned += len(lanes[lane])
+	}
+	o.Logf("seed %d: %d faults planned over %s in %d lanes; %d clients; work dir %s", o.Seed, planned, o.Duration, o.Lanes, o.Clients, o.WorkDir)
+	r.h.Add(Entry{Kind: "phase", Phase: "faults-start", Note: fmt.Sprintf("%d faults planned in %d lanes", planned, o.Lanes)})
 	start := time.Now()
 	submitting, stopSubmitting := context.WithCancel(ctx)
 	defer stopSubmitting()
@@ -236,7 +247,7 @@ func (r *run) run(ctx context.Context) error {
 	}
 	nem := &nemesis{procs: r.procs, h: r.h, stats: &r.stats, log: o.Logf}
 	nemDone := make(chan struct{})
-	go func() { defer close(nemDone); nem.run(ctx, faults) }()
+	go func() { defer close(nemDone); nem.run(ctx, lanes) }()
 	progress := time.NewTicker(30 * time.Second)
 	defer progress.Stop()
 wait:

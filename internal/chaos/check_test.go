@@ -1,0 +1,141 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// healthy is the history of a run in which one job of alice was admitted,
+// replayed, refused for another body, followed by poll and SSE, and
+// succeeded with one result, one mail and three webhook changes.
+func healthy() []Entry {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	const j = "job_1"
+	return []Entry{
+		{T: at(0), Kind: "phase", Phase: "start", Seed: 7},
+		{T: at(1), Kind: "phase", Phase: "faults-start"},
+		{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "new", Gateway: "g1", Start: at(2), End: at(2.1), Status: 503},
+		{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "new", Gateway: "g2", Start: at(2.2), End: at(2.3), Status: 202, Job: j, State: "queued", Rev: 5},
+		{Kind: "obs", Via: "poll", Job: j, Gateway: "g1", Start: at(3), End: at(3.1), Status: 200, State: "queued", Rev: 5},
+		{Kind: "obs", Via: "poll", Job: j, Gateway: "g2", Start: at(3.2), End: at(4), Status: 200, State: "running", Attempt: 1, Rev: 6},
+		{Kind: "obs", Via: "poll", Job: j, Gateway: "g2", Start: at(4.1), End: at(4.2), Status: 304, Rev: 6},
+		{Kind: "obs", Via: "poll", Job: j, Gateway: "g1", Start: at(4.3), End: at(5), Status: 200, State: "succeeded", Attempt: 1, Rev: 8},
+		{Kind: "obs", Via: "sse", Client: 1, Note: "sse#1", Job: j, Gateway: "g1", Start: at(2.5), End: at(2.6), Status: 200, State: "queued", Rev: 5},
+		{Kind: "obs", Via: "sse", Client: 1, Note: "sse#1", Job: j, Gateway: "g1", Start: at(2.5), End: at(3.5), Status: 200, State: "running", Attempt: 1, Rev: 6},
+		{Kind: "obs", Via: "sse", Client: 1, Note: "sse#2", Job: j, Gateway: "g2", Start: at(4), End: at(5), Status: 200, State: "succeeded", Attempt: 1, Rev: 8},
+		{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "replay", Gateway: "g1", Start: at(6), End: at(6.1), Status: 200, Replayed: true, Job: j, State: "succeeded", Attempt: 1, Rev: 8},
+		{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "conflict", Gateway: "g2", Start: at(7), End: at(7.1), Status: 409},
+		{Kind: "webhook", WebhookID: j + ".queued.0", Job: j, State: "queued", Status: 204, SigOK: true, Digest: "d1"},
+		{Kind: "webhook", WebhookID: j + ".running.1", Job: j, State: "running", Attempt: 1, Status: 503, SigOK: true, Digest: "d2"},
+		{Kind: "webhook", WebhookID: j + ".running.1", Job: j, State: "running", Attempt: 1, Status: 204, SigOK: true, Digest: "d2"},
+		{Kind: "webhook", WebhookID: j + ".succeeded.1", Job: j, State: "succeeded", Attempt: 1, Status: 204, SigOK: true, Digest: "d3"},
+		{T: at(8), Kind: "phase", Phase: "faults-stopped"},
+		{T: at(9), Kind: "phase", Phase: "settled"},
+		{Kind: "final-job", Job: j, Requester: "alice", State: "succeeded", Attempt: 1, Rev: 8, KeyHash: "h1", Object: j, Size: 10, Digest: "dd", Finished: at(5)},
+		{Kind: "final-object", Name: j, Size: 10, Digest: "dd"},
+		{Kind: "final-event", Job: j, MsgID: j + ".queued.0", State: "queued", Seq: 1},
+		{Kind: "final-event", Job: j, MsgID: j + ".running.1", State: "running", Attempt: 1, Seq: 2},
+		{Kind: "final-event", Job: j, MsgID: j + ".succeeded.1", State: "succeeded", Attempt: 1, Seq: 3},
+		{Kind: "final-list", Requester: "alice", Job: j, State: "succeeded", Attempt: 1},
+		{Kind: "fetch", Job: j, Requester: "alice", Status: 200, Size: 10, Digest: "dd"},
+		{Kind: "mail", MessageID: j + ".succeeded@jobgate", Job: j, State: "succeeded"},
+		{T: at(10), Kind: "phase", Phase: "end"},
+	}
+}
+
+func TestCheckHealthyHistory(t *testing.T) {
+	rep := Check(healthy(), time.Minute)
+	require.Empty(t, rep.Anomalies, rep.String())
+	require.EqualValues(t, 7, rep.Seed)
+	require.Contains(t, rep.String(), "faults injected: 0")
+}
+
+// Each broken promise, planted in an otherwise healthy history, is
+// reported under its kind.
+func TestCheckFindsAnomalies(t *testing.T) {
+	const j = "job_1"
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	edit := func(f func(es []Entry) []Entry) func([]Entry) []Entry { return f }
+	set := func(kind string, change func(*Entry)) func([]Entry) []Entry {
+		return func(es []Entry) []Entry {
+			for i := range es {
+				if es[i].Kind == kind {
+					change(&es[i])
+				}
+			}
+			return es
+		}
+	}
+	add := func(e ...Entry) func([]Entry) []Entry {
+		return func(es []Entry) []Entry { return append(es, e...) }
+	}
+	drop := func(kind string) func([]Entry) []Entry {
+		return func(es []Entry) []Entry {
+			out := es[:0]
+			for _, e := range es {
+				if e.Kind != kind {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+	}
+	for _, tc := range []struct {
+		kind string
+		mut  func([]Entry) []Entry
+	}{
+		{"key-two-jobs", add(Entry{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "replay", Start: at(6.5), End: at(6.6), Status: 200, Replayed: true, Job: "job_2"})},
+		{"key-created-twice", add(Entry{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "replay", Start: at(6.5), End: at(6.6), Status: 202, Job: j})},
+		{"key-reuse-not-refused", add(Entry{Kind: "submit", Requester: "alice", Key: "k-1-1", Probe: "conflict", Start: at(7.5), End: at(7.6), Status: 200, Replayed: true, Job: j})},
+		{"replay-of-new-key", add(Entry{Kind: "submit", Requester: "bob", Key: "k-2-1", Probe: "new", Start: at(2), End: at(2.1), Status: 200, Replayed: true, Job: "job_b"},
+			Entry{Kind: "final-job", Job: "job_b", Requester: "bob", State: "succeeded"})},
+		{"submission-unanswered", add(Entry{Kind: "gave-up", Requester: "alice", Key: "k-1-2", Probe: "new"})},
+		{"job-two-keys", add(Entry{Kind: "submit", Requester: "alice", Key: "k-1-9", Probe: "new", Start: at(2), End: at(2.1), Status: 202, Job: j})},
+		{"state-backwards", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 200, State: "running", Attempt: 1})},
+		{"revision-backwards", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 304, Rev: 6})},
+		{"terminal-state-changed", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 200, State: "failed", Attempt: 1, Rev: 9})},
+		{"sse-id-not-increasing", add(Entry{Kind: "obs", Via: "sse", Client: 1, Note: "sse#1", Job: j, Start: at(2.5), End: at(3.6), Status: 200, State: "running", Attempt: 1, Rev: 6})},
+		{"acked-job-not-found", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 404})},
+		{"final-behind-observed", set("final-job", func(e *Entry) { e.Rev = 7 })},
+		{"not-terminal", set("final-job", func(e *Entry) { e.State = "running" })},
+		{"terminal-late", set("final-job", func(e *Entry) { e.Finished = at(100) })},
+		{"acked-job-lost", drop("final-job")},
+		{"unacknowledged-job", add(Entry{Kind: "final-job", Job: "job_x", Requester: "alice", State: "succeeded", Object: "job_x", Digest: "dx"},
+			Entry{Kind: "final-object", Name: "job_x", Digest: "dx"})},
+		{"key-hash-two-jobs", add(Entry{Kind: "final-job", Job: "job_x", Requester: "alice", State: "canceled", KeyHash: "h1"})},
+		{"cancel-lost", add(Entry{Kind: "cancel", Job: j, Start: at(2.4), End: at(2.45), Status: 202, State: "canceled", Rev: 5})},
+		{"result-missing", drop("final-object")},
+		{"result-mismatch", set("final-object", func(e *Entry) { e.Size = 11 })},
+		{"result-download", set("fetch", func(e *Entry) { e.Digest = "other" })},
+		{"terminal-event-missing", edit(func(es []Entry) []Entry {
+			return drop("final-event")(es)
+		})},
+		{"terminal-transition-twice", add(Entry{Kind: "final-event", Job: j, MsgID: j + ".succeeded.2", State: "succeeded", Attempt: 2, Seq: 4})},
+		{"events-backwards", add(Entry{Kind: "final-event", Job: j, MsgID: j + ".running.2", State: "running", Attempt: 2, Seq: 4})},
+		{"event-copy-differs", add(Entry{Kind: "final-event", Job: j, MsgID: j + ".running.1", State: "queued", Attempt: 1, Seq: 4})},
+		{"webhook-bad-signature", add(Entry{Kind: "webhook", WebhookID: j + ".running.1", Job: j, State: "running", Attempt: 1, Status: 204, Digest: "d2"})},
+		{"webhook-id-reused", add(Entry{Kind: "webhook", WebhookID: j + ".running.1", Job: j, State: "running", Attempt: 1, Status: 204, SigOK: true, Digest: "d9"})},
+		{"webhook-two-ids", add(Entry{Kind: "webhook", WebhookID: j + ".7", Job: j, State: "running", Attempt: 1, Status: 204, SigOK: true, Digest: "d2"})},
+		{"webhook-terminal-missing", set("webhook", func(e *Entry) {
+			if e.State == "succeeded" {
+				e.Status = 503
+			}
+		})},
+		{"mail-twice", add(Entry{Kind: "mail", MessageID: j + ".succeeded@jobgate", Job: j, State: "succeeded"})},
+		{"mail-wrong-state", add(Entry{Kind: "mail", MessageID: j + ".failed@jobgate", Job: j, State: "failed"})},
+		{"count-mismatch", drop("final-list")},
+		{"list-state-mismatch", set("final-list", func(e *Entry) { e.State = "running" })},
+		{"process-exit", add(Entry{Kind: "exit", Target: "gateway-1", Note: "exit status 1"})},
+		{"incomplete-history", edit(func(es []Entry) []Entry { return es[:len(es)-1] })},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			rep := Check(tc.mut(healthy()), time.Minute)
+			require.Contains(t, rep.AnomalyKinds(), tc.kind, rep.String())
+			require.Contains(t, rep.String(), "replay with seed 7")
+		})
+	}
+}
