@@ -30,7 +30,7 @@ func TestChaosShort(t *testing.T) {
 	rep, hist, err := Run(ctx, Options{
 		Seed:     seed,
 		Duration: 45 * time.Second,
-		Bound:    90 * time.Second,
+		Bound:    2 * time.Minute,
 		Clients:  4,
 		Lanes:    2,
 		FaultGap: 2 * time.Second,

@@ -28,10 +28,19 @@ func plan(seed uint64, lane, first, procs int, opts *Options) []fault {
 		gap := opts.FaultGap/2 + time.Duration(rng.Int64N(int64(opts.FaultGap)))
 		hold := opts.FaultHold/4 + time.Duration(rng.Int64N(int64(opts.FaultHold)*3/2))
 		f := fault{after: gap, target: first + rng.IntN(procs-first), action: "kill", hold: hold}
+		at += gap
+		long := rng.IntN(100) < opts.LongPausePct
+		longHold := 16*time.Second + time.Duration(rng.Int64N(int64(24*time.Second)))
 		if rng.IntN(2) == 0 {
 			f.action = "stop"
+			if long {
+				// Past the renderers' stale-lease limit (15s) and often their
+				// ack wait (30s): the work is handed to another process while
+				// the frozen one wakes up believing it still holds it.
+				f.hold = longHold
+			}
 		}
-		at += gap + hold
+		at += f.hold
 		if at > opts.Duration {
 			return out
 		}

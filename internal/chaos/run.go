@@ -30,6 +30,7 @@ type Options struct {
 	FaultGap     time.Duration // mean quiet time between two faults
 	FaultHold    time.Duration // mean time a process stays killed or paused
 	Lanes        int           // concurrent fault lanes; only the first touches NATS
+	LongPausePct int           // percent of pauses that last 16-40s (zombie processes); -1: none
 	ReplayPct    int           // share of submissions that replay an acknowledged key
 	ConflictPct  int           // share that reuses a key with another body (409 expected)
 	CancelPct    int           // share of admitted jobs canceled soon after
@@ -65,6 +66,7 @@ func (o *Options) Defaults() {
 	def(&o.FaultHold, 3*time.Second)
 	defi(&o.Clients, 6)
 	defi(&o.Lanes, 2)
+	defi(&o.LongPausePct, 20)
 	defi(&o.ReplayPct, 8)
 	defi(&o.ConflictPct, 3)
 	defi(&o.CancelPct, 4)
