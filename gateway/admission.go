@@ -105,7 +105,7 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 	jobID := g.ids.Derive(tenant, requester, key)
 	storeKey := job.StoreKey(tenant, requester, jobID)
 	if g.seen.has(storeKey) {
-		rec, err := g.res.Jobs.Get(ctx, storeKey)
+		rec, err := g.jobs.Get(ctx, storeKey)
 		if err == nil {
 			return replay(rec, req)
 		}
@@ -120,7 +120,7 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
 	for range 3 {
-		err := g.res.Jobs.Create(ctx, rec)
+		err := g.jobs.Create(ctx, rec)
 		if err == nil {
 			g.seen.add(storeKey)
 			if err := g.cfg.Failpoints.Hit(failpoint.GatewayAfterCommit); err != nil {
@@ -132,7 +132,7 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 			if g.cfg.LeaveWorkToRelay {
 				return rec, true, nil
 			}
-			if err := natsjs.PublishWork(ctx, g.res.JS, rec, 0); err != nil {
+			if err := g.work.Publish(ctx, rec, 0); err != nil {
 				g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
 			}
 			return rec, true, nil
@@ -142,7 +142,7 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 		}
 		// Taken: a concurrent duplicate, an earlier attempt, or our own
 		// create whose ack was lost. The fingerprint tells them apart.
-		existing, err := g.res.Jobs.Get(ctx, storeKey)
+		existing, err := g.jobs.Get(ctx, storeKey)
 		if errors.Is(err, job.ErrNotFound) {
 			continue // expired between the two calls; create again
 		}

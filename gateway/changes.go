@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // changeFeed fans job record changes out to waiting requests: one KV watch
@@ -19,18 +18,17 @@ import (
 // JetStream has stored it, and it carries the stored record and revision, so
 // a waiter never re-reads an older record than the one it was woken for.
 type changeFeed struct {
-	kv      jetstream.KeyValue
+	start   func() (recordWatch, error)
 	linger  time.Duration
 	mu      sync.Mutex
 	waiters map[string]map[chan *job.Record]struct{}
 	count   int
-	watcher jetstream.KeyWatcher
-	stopW   context.CancelFunc // ends the watch's subscription
+	watcher recordWatch
 	idle    *time.Timer
 }
 
-func newChangeFeed(kv jetstream.KeyValue) *changeFeed {
-	return &changeFeed{kv: kv, linger: 30 * time.Second, waiters: make(map[string]map[chan *job.Record]struct{})}
+func newChangeFeed(start func() (recordWatch, error)) *changeFeed {
+	return &changeFeed{start: start, linger: 30 * time.Second, waiters: make(map[string]map[chan *job.Record]struct{})}
 }
 
 // watch registers interest in one record key. The channel holds the newest
@@ -42,15 +40,11 @@ func (f *changeFeed) watch(key string) (chan *job.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.watcher == nil {
-		// The context lives as long as the watch: its subscription ends
-		// with it.
-		ctx, cancel := context.WithCancel(context.Background())
-		w, err := f.kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+		w, err := f.start()
 		if err != nil {
-			cancel()
 			return nil, err
 		}
-		f.watcher, f.stopW = w, cancel
+		f.watcher = w
 		go f.run(w)
 	}
 	if f.idle != nil {
@@ -102,15 +96,12 @@ func (f *changeFeed) watchers() int {
 }
 
 // run hands each stored change to the waiters of its key until w stops.
-func (f *changeFeed) run(w jetstream.KeyWatcher) {
-	for e := range w.Updates() {
-		if e == nil || e.Operation() != jetstream.KeyValuePut {
-			continue
-		}
+func (f *changeFeed) run(w recordWatch) {
+	for e := range w.Changes() {
 		f.mu.Lock()
-		set := f.waiters[e.Key()]
+		set := f.waiters[e.Key]
 		if len(set) > 0 {
-			if rec, err := job.UnmarshalRecord(e.Value(), e.Revision()); err == nil {
+			if rec, err := e.Record(); err == nil {
 				for ch := range set {
 					select { // keep only the newest: drop an undelivered older one
 					case <-ch:
@@ -136,9 +127,8 @@ func (f *changeFeed) close() {
 }
 
 func (f *changeFeed) stopWatch() {
-	_ = f.watcher.Stop()
-	f.stopW()
-	f.watcher, f.stopW = nil, nil
+	f.watcher.Stop()
+	f.watcher = nil
 }
 
 // waitForChange blocks until the job's record is newer than rec, wait
@@ -154,7 +144,7 @@ func (g *Gateway) waitForChange(ctx context.Context, rec *job.Record, wait time.
 	// Re-read after registering: a change between the caller's read and the
 	// registration is seen here.
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
-	latest, err := g.res.Jobs.Get(rctx, rec.Key())
+	latest, err := g.jobs.Get(rctx, rec.Key())
 	cancel()
 	if err != nil {
 		return nil, err

@@ -16,10 +16,64 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
+// records is what the gateway needs of the job record store
+// (natsjs.Store). Errors wrap job.ErrNotFound, job.ErrUnavailable,
+// natsjs.ErrExists (a taken create) and natsjs.ErrStale.
+type records interface {
+	Create(ctx context.Context, r *job.Record) error
+	Get(ctx context.Context, key string) (*job.Record, error)
+	FindInTenant(ctx context.Context, tenant, id string) (*job.Record, error)
+	List(ctx context.Context, tenant, requester string) ([]*job.Record, error)
+	Mutate(ctx context.Context, key string, fn func(*job.Record) error) (*job.Record, error)
+	Ping(ctx context.Context) error
+}
+
+// workQueue takes the work message of an admitted job (natsjs.WorkQueue).
+type workQueue interface {
+	Publish(ctx context.Context, r *job.Record, generation int) error
+}
+
+// secretStore hands out the deployment-wide secrets (natsjs.Secrets).
+type secretStore interface {
+	Get(ctx context.Context, name string) ([]byte, error)
+}
+
+// resultFiles opens stored results (natsjs.ResultFiles); a gone object is
+// job.ErrResultExpired.
+type resultFiles interface {
+	Open(ctx context.Context, name string) (*natsjs.ResultFile, error)
+}
+
+// recordWatch is a running watch of every record change (natsjs.RecordWatch).
+type recordWatch interface {
+	Changes() <-chan natsjs.RecordChange
+	Stop()
+}
+
+// deps are the stores a gateway works on; New takes them from the
+// provisioned resources, a test may stub any of them.
+type deps struct {
+	jobs    records
+	work    workQueue
+	secrets secretStore
+	files   resultFiles
+	watch   func() (recordWatch, error)
+}
+
+func depsOf(res *natsjs.Resources) deps {
+	return deps{
+		jobs: res.Jobs, work: res.Work, secrets: res.Secrets, files: res.Files,
+		watch: func() (recordWatch, error) { return res.Jobs.WatchChanges() },
+	}
+}
+
 // Gateway is the HTTP API service.
 type Gateway struct {
 	cfg      Config
-	res      *natsjs.Resources
+	jobs     records
+	work     workQueue
+	secrets  secretStore
+	files    resultFiles
 	log      *slog.Logger
 	app      *fiber.App
 	verifier *auth.Verifier
@@ -39,6 +93,13 @@ type Gateway struct {
 
 // New builds a gateway on provisioned resources.
 func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Gateway, error) {
+	if res == nil || res.Jobs == nil {
+		return nil, errors.New("gateway: resources required")
+	}
+	return newGateway(cfg, depsOf(res), log)
+}
+
+func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
@@ -47,13 +108,13 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Gateway, error) 
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, res: res, log: log,
+		cfg: cfg, jobs: d.jobs, work: d.work, secrets: d.secrets, files: d.files, log: log,
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now),
 		seen:     newSeenKeys(1 << 16),
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
 		stopped:  make(chan struct{}),
-		changes:  newChangeFeed(res.Jobs.KV()),
+		changes:  newChangeFeed(d.watch),
 	}
 	g.app = fiber.New(fiber.Config{
 		AppName: "jobgate",
@@ -115,11 +176,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 // in-memory tests that use App() without listening call Init.
 func (g *Gateway) init(ctx context.Context) error {
 	var err error
-	if g.idSecret, err = natsjs.Secret(ctx, g.res.Meta, natsjs.SecretJobID); err != nil {
+	if g.idSecret, err = g.secrets.Get(ctx, natsjs.SecretJobID); err != nil {
 		return err
 	}
 	g.ids = job.NewIDDeriver(g.idSecret)
-	linkKey, err := natsjs.Secret(ctx, g.res.Meta, natsjs.SecretLinks)
+	linkKey, err := g.secrets.Get(ctx, natsjs.SecretLinks)
 	if err != nil {
 		return err
 	}

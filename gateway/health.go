@@ -5,10 +5,11 @@ import (
 	_ "embed"
 	"time"
 
+	"fmt"
+
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -21,11 +22,8 @@ func (g *Gateway) healthz(c *fiber.Ctx) error {
 func (g *Gateway) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
-	if g.res.JS.Conn().Status() != nats.CONNECTED {
-		return writeProblem(c, job.ErrUnavailable)
-	}
-	if _, err := g.res.Jobs.KV().Status(ctx); err != nil {
-		return writeProblem(c, job.ErrUnavailable)
+	if err := g.jobs.Ping(ctx); err != nil {
+		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }

@@ -2,14 +2,12 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // resultRedirect is GET /v1/jobs/{id}/result: 303 to a freshly signed link.
@@ -45,28 +43,20 @@ func (g *Gateway) downloadResult(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	obj, err := g.res.Results.Get(c.UserContext(), claims.Object)
+	obj, err := g.files.Open(c.UserContext(), claims.Object)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			return writeProblem(c, fmt.Errorf("result of %s: %w", claims.JobID, errResultGone))
-		}
-		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
-	}
-	info, err := obj.Info()
-	if err != nil {
-		obj.Close()
-		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
+		return writeProblem(c, fmt.Errorf("result of %s: %w", claims.JobID, err))
 	}
 	ct := "application/octet-stream"
-	if info.Headers != nil && info.Headers.Get("Content-Type") != "" {
-		ct = info.Headers.Get("Content-Type")
+	if obj.ContentType != "" {
+		ct = obj.ContentType
 	}
 	c.Set(fiber.HeaderContentType, ct)
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
 	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.pdf"`, claims.JobID))
-	if info.Headers != nil && info.Headers.Get("Content-Disposition") != "" {
-		c.Set(fiber.HeaderContentDisposition, info.Headers.Get("Content-Disposition"))
+	if obj.ContentDisposition != "" {
+		c.Set(fiber.HeaderContentDisposition, obj.ContentDisposition)
 	}
 	// Fasthttp closes the object reader once the body has been sent.
-	return c.SendStream(obj, int(info.Size))
+	return c.SendStream(obj, int(obj.Size))
 }

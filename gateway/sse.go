@@ -68,7 +68,7 @@ func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan *job.Record, la
 	defer beat.Stop()
 	// Read after the watch was registered, so no change is missed.
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	rec, err := g.res.Jobs.Get(ctx, key)
+	rec, err := g.jobs.Get(ctx, key)
 	cancel()
 	fmt.Fprintf(w, "retry: %d\n\n", sseRetry.Milliseconds())
 	if ferr := w.Flush(); ferr != nil {

@@ -27,9 +27,9 @@ func (g *Gateway) lookup(ctx context.Context, id auth.Identity, jobID string) (*
 	if !job.ValidID(jobID) {
 		return nil, fmt.Errorf("job %q: %w", jobID, job.ErrNotFound)
 	}
-	rec, err := g.res.Jobs.Get(ctx, job.StoreKey(id.Tenant, id.Requester, jobID))
+	rec, err := g.jobs.Get(ctx, job.StoreKey(id.Tenant, id.Requester, jobID))
 	if errors.Is(err, job.ErrNotFound) && id.Admin {
-		rec, err = g.res.Jobs.FindInTenant(ctx, id.Tenant, jobID)
+		rec, err = g.jobs.FindInTenant(ctx, id.Tenant, jobID)
 	}
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
 	defer cancel()
-	recs, err := g.res.Jobs.List(ctx, id.Tenant, id.Requester)
+	recs, err := g.jobs.List(ctx, id.Tenant, id.Requester)
 	if err != nil {
 		return writeProblem(c, err)
 	}
@@ -188,7 +188,7 @@ func (g *Gateway) cancelJob(c *fiber.Ctx) error {
 		return writeProblem(c, err)
 	}
 	now := g.cfg.Now()
-	updated, err := g.res.Jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error {
+	updated, err := g.jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error {
 		if r.State.Terminal() {
 			return fmt.Errorf("job %s is %s: %w", r.ID, r.State, job.ErrTerminal)
 		}

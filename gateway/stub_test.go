@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/stretchr/testify/require"
+)
+
+// memRecords is a record store in memory. The gateway depends on the small
+// interfaces it declares, so a test replaces one store, or one method of it,
+// without a JetStream server.
+type memRecords struct {
+	mu        sync.Mutex
+	m         map[string]*job.Record
+	createErr error
+}
+
+func (s *memRecords) Create(_ context.Context, r *job.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.createErr != nil {
+		return s.createErr
+	}
+	if _, ok := s.m[r.Key()]; ok {
+		return natsjs.ErrExists
+	}
+	r.Revision = 1
+	s.m[r.Key()] = r.Clone()
+	return nil
+}
+
+func (s *memRecords) Get(_ context.Context, key string) (*job.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.m[key]; ok {
+		return r.Clone(), nil
+	}
+	return nil, job.ErrNotFound
+}
+
+func (s *memRecords) FindInTenant(context.Context, string, string) (*job.Record, error) {
+	return nil, job.ErrNotFound
+}
+
+func (s *memRecords) List(context.Context, string, string) ([]*job.Record, error) { return nil, nil }
+
+func (s *memRecords) Mutate(context.Context, string, func(*job.Record) error) (*job.Record, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func (s *memRecords) Ping(context.Context) error { return nil }
+
+type failingWork struct{ calls int }
+
+func (w *failingWork) Publish(context.Context, *job.Record, int) error {
+	w.calls++
+	return fmt.Errorf("publish: %w", job.ErrUnavailable)
+}
+
+type fixedSecrets struct{}
+
+func (fixedSecrets) Get(_ context.Context, name string) ([]byte, error) {
+	return []byte("secret of " + name + " for tests only"), nil
+}
+
+func stubGateway(t *testing.T, d deps) (*Gateway, string) {
+	t.Helper()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	d.secrets = fixedSecrets{}
+	d.watch = func() (recordWatch, error) { return nil, errors.ErrUnsupported }
+	g, err := newGateway(Config{AuthSecret: secret}, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.NoError(t, g.Init(context.Background()))
+	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
+	require.NoError(t, err)
+	return g, tok
+}
+
+func stubSubmit(t *testing.T, g *Gateway, tok, key string) *http.Response {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/v1/jobs", strings.NewReader(`{"type":"permit_report","params":{"case_id":47,"revision":29}}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := g.App().Test(req, -1)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// The commit is what counts: a work publish that fails after it still
+// admits the job (the relay publishes the same message from the change log).
+func TestLostWorkPublishStillAdmits(t *testing.T) {
+	t.Parallel()
+	store, work := &memRecords{m: map[string]*job.Record{}}, &failingWork{}
+	g, tok := stubGateway(t, deps{jobs: store, work: work})
+	resp := stubSubmit(t, g, tok, "k-1")
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	require.Equal(t, 1, work.calls)
+	require.Len(t, store.m, 1)
+}
+
+// A store that does not answer admits nothing and says so with 503 and
+// Retry-After: retrying with the same key is safe.
+func TestStoreOutageIs503(t *testing.T) {
+	t.Parallel()
+	store, work := &memRecords{m: map[string]*job.Record{}, createErr: fmt.Errorf("%w: no responders", job.ErrUnavailable)}, &failingWork{}
+	g, tok := stubGateway(t, deps{jobs: store, work: work})
+	resp := stubSubmit(t, g, tok, "k-1")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.Zero(t, work.calls, "no work without a commit")
+	require.Empty(t, store.m)
+}
