@@ -141,6 +141,7 @@ func Check(entries []Entry, bound time.Duration) *Report {
 	c.checkCancels(cancels, finals)
 	c.checkResults(finals, objects, fetches)
 	c.checkEvents(finals, events)
+	c.checkPublished(obs, events)
 	c.checkNotices(finals, hooks, mails)
 	c.checkCounts(acked, finals, lists)
 	c.summarize(faultsStart, faultsStopped, settled, faults, submits, obs, finals, hooks, mails, events, objects)
@@ -450,6 +451,47 @@ func (c *checker) checkEvents(finals map[string]Entry, events map[string][]Entry
 		case len(terms) > 1:
 			c.anomaly("terminal-transition-twice", "job %s: %d terminal changes published: %v", id, len(terms), terms)
 		}
+	}
+}
+
+// checkPublished: every version of a job a reader saw is a stored change
+// and so was published on JOBGATE_EVENTS. A state or attempt nobody
+// published is an anomaly. A progress step that was not published is
+// counted in a note: the contract promises an event per progress change,
+// but events are de-duplicated per state and attempt today (Nats-Msg-Id
+// <job>.<state>.<attempt>), so only the first progress of an attempt is
+// published.
+func (c *checker) checkPublished(obs map[string][]Entry, events map[string][]Entry) {
+	progressMissing, jobs := 0, 0
+	example := ""
+	for id, es := range obs {
+		published := map[string]bool{}
+		for _, e := range events[id] {
+			published[fmt.Sprintf("%s/%d", e.State, e.Attempt)] = true
+			published[fmt.Sprintf("%s/%d/%d", e.State, e.Attempt, e.Done)] = true
+		}
+		missing := false
+		for _, e := range es {
+			if e.State == "" || e.Status != 200 || e.Err != "" {
+				continue
+			}
+			switch {
+			case !published[fmt.Sprintf("%s/%d", e.State, e.Attempt)]:
+				c.anomaly("change-not-published", "job %s: %s attempt %d seen by %s via %s at %s, no such event", id, e.State, e.Attempt, e.Via, e.Gateway, e.End.Format(time.RFC3339Nano))
+			case !published[fmt.Sprintf("%s/%d/%d", e.State, e.Attempt, e.Done)]:
+				progressMissing++
+				missing = true
+				if example == "" {
+					example = fmt.Sprintf("job %s %s attempt %d progress %d", id, e.State, e.Attempt, e.Done)
+				}
+			}
+		}
+		if missing {
+			jobs++
+		}
+	}
+	if progressMissing > 0 {
+		c.note("%d observed progress steps of %d jobs were never published as events (contract: one event per progress change), e.g. %s", progressMissing, jobs, example)
 	}
 }
 

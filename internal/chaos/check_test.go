@@ -53,6 +53,19 @@ func TestCheckHealthyHistory(t *testing.T) {
 	require.Contains(t, rep.String(), "faults injected: 0")
 }
 
+// A progress step readers saw but nobody published is a note, not an
+// anomaly (events are de-duplicated per state and attempt today).
+func TestCheckUnpublishedProgressIsANote(t *testing.T) {
+	es := append(healthy(), Entry{Kind: "obs", Via: "sse", Client: 1, Note: "sse#1", Job: "job_1", Start: at0(2.5), End: at0(5), Status: 200, State: "running", Attempt: 1, Done: 4, Rev: 7})
+	rep := Check(es, time.Minute)
+	require.Empty(t, rep.Anomalies, rep.String())
+	require.Contains(t, rep.String(), "1 observed progress steps of 1 jobs were never published")
+}
+
+func at0(s float64) time.Time {
+	return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(s * float64(time.Second)))
+}
+
 // Each broken promise, planted in an otherwise healthy history, is
 // reported under its kind.
 func TestCheckFindsAnomalies(t *testing.T) {
@@ -99,6 +112,7 @@ func TestCheckFindsAnomalies(t *testing.T) {
 		{"revision-backwards", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 304, Rev: 6})},
 		{"terminal-state-changed", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 200, State: "failed", Attempt: 1, Rev: 9})},
 		{"sse-id-not-increasing", add(Entry{Kind: "obs", Via: "sse", Client: 1, Note: "sse#1", Job: j, Start: at(2.5), End: at(3.6), Status: 200, State: "running", Attempt: 1, Rev: 6})},
+		{"change-not-published", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(4.15), End: at(4.25), Status: 200, State: "running", Attempt: 2, Rev: 7})},
 		{"acked-job-not-found", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 404})},
 		{"final-behind-observed", set("final-job", func(e *Entry) { e.Rev = 7 })},
 		{"not-terminal", set("final-job", func(e *Entry) { e.State = "running" })},

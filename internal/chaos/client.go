@@ -19,13 +19,23 @@ import (
 // resource is the part of the job resource the clients and the checker
 // look at.
 type resource struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Attempt int    `json:"attempt"`
-	Result  *struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Attempt  int    `json:"attempt"`
+	Progress *struct {
+		Done int `json:"done"`
+	} `json:"progress"`
+	Result *struct {
 		Href   string `json:"href"`
 		SHA256 string `json:"sha256"`
 	} `json:"result"`
+}
+
+func (r *resource) done() int {
+	if r.Progress == nil {
+		return 0
+	}
+	return r.Progress.Done
 }
 
 // api is raw net/http access to the gateways, so every answer is seen and
@@ -304,7 +314,7 @@ func (f *follower) poll(ctx context.Context) {
 			if err := json.Unmarshal(data, &r); err != nil {
 				e.Err = err.Error()
 			}
-			e.State, e.Attempt = r.State, r.Attempt
+			e.State, e.Attempt, e.Done = r.State, r.Attempt, r.done()
 			etag = resp.Header.Get("ETag")
 		}
 		f.c.h.Add(e)
@@ -386,7 +396,7 @@ func (f *follower) sseOnce(ctx context.Context, gw string, conn int, last *strin
 				if err := json.Unmarshal([]byte(data.String()), &r); err != nil {
 					e.Err = err.Error()
 				}
-				e.State, e.Attempt = r.State, r.Attempt
+				e.State, e.Attempt, e.Done = r.State, r.Attempt, r.done()
 				f.c.h.Add(e)
 				*last = id
 				sawTerminal = sawTerminal || terminal(r.State)

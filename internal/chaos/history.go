@@ -55,6 +55,7 @@ type Entry struct {
 	State   string `json:"state,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
 	Rev     uint64 `json:"rev,omitempty"`
+	Done    int    `json:"done,omitempty"` // progress.done
 
 	Target string `json:"target,omitempty"`
 	Action string `json:"action,omitempty"`

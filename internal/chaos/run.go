@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,6 +212,7 @@ func (r *run) run(ctx context.Context) error {
 		}
 		tokens[rq] = strings.TrimSpace(string(out))
 	}
+	r.waitType(ctx, newAPI(r.gws, tokens), "permit_report")
 	nc, err := nats.Connect(natsURL, nats.Name("chaos-observer"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("observer: %w", err)
@@ -416,6 +418,27 @@ func (r *run) startJobgate(bin, cfg, natsURL string, httpPorts []int) error {
 		}
 	}
 	return nil
+}
+
+// waitType waits (at most 90s) until every gateway lists the job type in
+// GET /v1/types: types are declared by the workers at run time, and a
+// submission before that would rightly be refused. A gateway without the
+// endpoint (404) accepts the built-in type at once.
+func (r *run) waitType(ctx context.Context, a *api, name string) {
+	deadline := time.Now().Add(90 * time.Second)
+	for _, gw := range a.gateways {
+		for {
+			resp, data, err := a.do(ctx, a.short, http.MethodGet, gw+"/v1/types", requesters[0], nil, nil)
+			if err == nil && (resp.StatusCode == http.StatusNotFound ||
+				resp.StatusCode == http.StatusOK && strings.Contains(string(data), `"`+name+`"`)) {
+				break
+			}
+			if time.Now().After(deadline) || !sleepCtx(ctx, 250*time.Millisecond) {
+				r.o.Logf("%s does not list job type %s yet; starting anyway", gw, name)
+				break
+			}
+		}
+	}
 }
 
 // stopAll stops the jobgate processes, then the NATS nodes.

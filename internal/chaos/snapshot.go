@@ -228,7 +228,7 @@ func (r *run) readEvents(ctx context.Context, js jetstream.JetStream) error {
 			var res resource
 			_ = json.Unmarshal(m.Data(), &res)
 			id := m.Headers().Get(jetstream.MsgIDHeader)
-			e := Entry{Kind: "final-event", Job: res.ID, MsgID: id, State: res.State, Attempt: res.Attempt, Seq: md.Sequence.Stream}
+			e := Entry{Kind: "final-event", Job: res.ID, MsgID: id, State: res.State, Attempt: res.Attempt, Done: res.done(), Seq: md.Sequence.Stream}
 			if i := strings.LastIndexByte(id, '.'); i > 0 {
 				e.Rev = parseUint(id[i+1:])
 			}
