@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -179,15 +180,58 @@ func (p *fastProp) valid(v any) bool {
 		}
 		return true
 	}
-	// integer or number: only plain integers are sure.
+	// integer or number: only numbers with a small integral value are sure.
 	num, ok := v.(json.Number)
-	if !ok || !plainSmallInt(string(num)) {
+	if !ok {
 		return false
 	}
-	n, err := strconv.ParseInt(string(num), 10, 64)
-	if err != nil {
+	n, ok := exactSmallInt(string(num))
+	if !ok {
 		return false
 	}
 	return (p.min == nil || n >= *p.min) && (p.max == nil || n <= *p.max) &&
 		(p.exMin == nil || n > *p.exMin) && (p.exMax == nil || n < *p.exMax)
+}
+
+// exactSmallInt returns the value of a number literal whose exact value is
+// an integer of at most 15 digits (47, 47.0, 4.7e1, -0).
+func exactSmallInt(lit string) (int64, bool) {
+	if plainSmallInt(lit) {
+		n, err := strconv.ParseInt(lit, 10, 64)
+		return n, err == nil
+	}
+	s, neg := strings.CutPrefix(lit, "-")
+	mant, expPart, hasExp := strings.Cut(strings.ToLower(s), "e")
+	exp := 0
+	if hasExp {
+		var err error
+		if exp, err = strconv.Atoi(expPart); err != nil || exp > maxExponent || exp < -maxExponent {
+			return 0, false
+		}
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" {
+		return 0, false
+	}
+	exp -= len(frac)
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return 0, true
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	if exp < 0 || len(trimmed)+exp > 15 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(trimmed, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	for range exp {
+		n *= 10
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }

@@ -76,12 +76,17 @@ func NewKey() string {
 	return "jg-" + keyEncoding.EncodeToString(b[:])
 }
 
-// Fingerprint returns the canonical fingerprint of a request body, the same
-// the server computes (key order, white space, 63 vs 63.0 and defaults do not
-// change it). Types this SDK does not know fall back to a digest of the body.
+// Fingerprint returns the journal's identity of a request body: the hex
+// SHA-256 of its canonical form (RFC 8785), so key order, white space and
+// 63 vs 63.0 do not change it. It works for any job type; unlike the
+// server's fingerprint it does not apply the type's defaults, which only
+// the server knows (for a body that spells out every param the two are the
+// same). A body without a canonical form falls back to a digest of its
+// bytes.
 func Fingerprint(body []byte) string {
-	if req, err := job.DefaultRegistry().DecodeRequest(body); err == nil {
-		return req.Fingerprint
+	if canon, err := job.Canonicalize(body); err == nil {
+		sum := sha256.Sum256(canon)
+		return hex.EncodeToString(sum[:])
 	}
 	sum := sha256.Sum256(body)
 	return "raw:" + hex.EncodeToString(sum[:])

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -19,6 +20,86 @@ type Request struct {
 	Params      json.RawMessage // canonical params
 	Canonical   []byte          // canonical {"params":...,"type":...}
 	Fingerprint string          // hex SHA-256 of Canonical
+}
+
+// DecodeSubmission parses a submission body and validates it against the
+// declared types. The body must be one JSON object (DecodeStrict: a
+// duplicated member name anywhere, trailing data or invalid JSON is
+// ErrMalformed) with a "type" string and an optional "params" object
+// ({} when absent). Everything else is a *ValidationError whose fields are
+// JSON pointers into the body: an unknown member ("/x"), a missing or
+// unknown type ("/type", `unknown job type "x"`), params that are not an
+// object, and whatever the type's schema reports ("/params/...").
+//
+// The request's Params are the params with the schema's defaults applied,
+// in canonical form (RFC 8785); Canonical is the canonical form of
+// {"params":...,"type":...} and Fingerprint its hex SHA-256. For params of
+// integers these are the bytes the first decoder wrote, so fingerprints of
+// stored jobs do not change.
+func DecodeSubmission(body []byte, types Types) (*Request, error) {
+	v, err := DecodeStrict(body)
+	if err != nil {
+		return nil, err
+	}
+	top, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: body must be a JSON object", ErrMalformed)
+	}
+	var fe []FieldError
+	for k := range top {
+		if k != "type" && k != "params" {
+			fe = append(fe, FieldError{Field: "/" + EscapePointerToken(k), Rule: "additionalProperties", Message: "is not allowed"})
+		}
+	}
+	var schema ParamsSchema
+	rawType, present := top["type"]
+	typ, isString := rawType.(string)
+	switch {
+	case !present:
+		fe = append(fe, FieldError{Field: "/type", Rule: "required", Message: "is required"})
+	case !isString:
+		fe = append(fe, FieldError{Field: "/type", Rule: "type", Message: "must be a string"})
+	default:
+		var found bool
+		if schema, found = types.Schema(typ); !found || schema == nil {
+			fe = append(fe, FieldError{Field: "/type", Rule: "enum", Message: fmt.Sprintf("unknown job type %q", typ)})
+		}
+	}
+	params, present := top["params"]
+	if !present {
+		params = map[string]any{}
+	} else if _, ok := params.(map[string]any); !ok {
+		fe = append(fe, FieldError{Field: "/params", Rule: "type", Message: "must be an object"})
+	}
+	if len(fe) > 0 {
+		return nil, validation(fe)
+	}
+	params, fe = schema.Apply(params)
+	if len(fe) > 0 {
+		return nil, validation(fe)
+	}
+	canon := make([]byte, 0, len(body)+16)
+	canon = append(canon, `{"params":`...)
+	if canon, err = AppendCanonical(canon, params); err != nil {
+		var ce *CanonicalError
+		if errors.As(err, &ce) {
+			return nil, validation([]FieldError{{Field: "/params" + ce.Pointer, Rule: "range", Message: "has no exact JSON form: " + ce.Reason}})
+		}
+		return nil, err
+	}
+	paramsEnd := len(canon)
+	canon = append(canon, `,"type":`...)
+	if canon, err = appendCanonicalString(canon, typ); err != nil {
+		return nil, validation([]FieldError{{Field: "/type", Rule: "type", Message: "must be valid UTF-8"}})
+	}
+	canon = append(canon, '}')
+	sum := sha256.Sum256(canon)
+	return &Request{
+		Type:        typ,
+		Params:      json.RawMessage(canon[len(`{"params":`):paramsEnd:paramsEnd]),
+		Canonical:   canon,
+		Fingerprint: hex.EncodeToString(sum[:]),
+	}, nil
 }
 
 // DecodeRequest parses a submission body, validates it against the registry
@@ -132,7 +213,7 @@ func canonicalParams(norm map[string]any) (json.RawMessage, error) {
 }
 
 func validation(fe []FieldError) error {
-	sort.Slice(fe, func(i, j int) bool { return fe[i].Field < fe[j].Field })
+	sort.SliceStable(fe, func(i, j int) bool { return fe[i].Field < fe[j].Field })
 	return &ValidationError{Errors: fe}
 }
 

@@ -23,7 +23,9 @@ const MaxDepth = 64
 // hold a lone surrogate escape, trailing data after the value, and nesting
 // deeper than MaxDepth.
 func DecodeStrict(data []byte) (any, error) {
-	p := strictParser{b: data}
+	// One copy of the input as a string: member names, plain strings and
+	// numbers are slices of it rather than an allocation each.
+	p := strictParser{b: data, s: string(data)}
 	p.ws()
 	if p.i == len(p.b) {
 		return nil, fmt.Errorf("%w: empty body", ErrMalformed)
@@ -78,6 +80,7 @@ func EscapePointerToken(s string) string {
 
 type strictParser struct {
 	b []byte
+	s string // the same bytes as b
 	i int
 }
 
@@ -242,7 +245,7 @@ func (p *strictParser) string() (string, error) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
-			s := string(p.b[start:p.i])
+			s := p.s[start:p.i]
 			p.i++
 			return s, nil
 		case c == '\\':
@@ -383,7 +386,7 @@ func (p *strictParser) number() (any, error) {
 			return nil, p.unexpected()
 		}
 	}
-	return json.Number(p.b[start:p.i]), nil
+	return json.Number(p.s[start:p.i]), nil
 }
 
 func (p *strictParser) digits() bool {
