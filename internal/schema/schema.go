@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -75,7 +76,8 @@ func Compile(raw []byte) (*Schema, error) {
 	if s, ok := root["$schema"]; ok && s != Draft && s != Draft+"#" {
 		return nil, &Error{Pointer: "/$schema", Keyword: "$schema", Reason: fmt.Sprintf("only %s is supported", Draft)}
 	}
-	if err := check(doc, ""); err != nil {
+	locations, err := checkAll(doc)
+	if err != nil {
 		return nil, err
 	}
 	c := newCompiler()
@@ -86,7 +88,7 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, &Error{Reason: libraryMessage(err)}
 	}
-	if err := checkDefaults(c, doc, ""); err != nil {
+	if err := checkDefaults(c, doc, locations); err != nil {
 		return nil, err
 	}
 	canonical, err := job.AppendCanonical(nil, doc)
@@ -139,9 +141,45 @@ var (
 	schemaArray = []string{"allOf", "anyOf", "oneOf", "prefixItems"}
 )
 
-// check walks every subschema: references stay inside the document and
-// every string, array and object a client can send is bounded.
-func check(v any, at string) error {
+// checker walks every subschema: references stay inside the document and
+// every string, array and object a client can send is bounded. A $ref may
+// point anywhere in the document, also outside the keywords the walk
+// follows, so each target is walked too.
+type checker struct {
+	doc     any
+	visited map[string]bool
+	refs    []string // JSON pointers of $ref targets
+}
+
+// checkAll checks the schema and returns the locations of all its
+// subschemas, sorted.
+func checkAll(doc any) ([]string, error) {
+	c := &checker{doc: doc, visited: map[string]bool{}}
+	if err := c.check(doc, ""); err != nil {
+		return nil, err
+	}
+	for len(c.refs) > 0 {
+		target := c.refs[0]
+		c.refs = c.refs[1:]
+		if c.visited[target] {
+			continue
+		}
+		v := resolve(doc, target)
+		if v == nil {
+			continue // the library reports the dangling reference
+		}
+		if err := c.check(v, target); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Sorted(maps.Keys(c.visited)), nil
+}
+
+func (c *checker) check(v any, at string) error {
+	if c.visited[at] {
+		return nil
+	}
+	c.visited[at] = true
 	s, ok := v.(map[string]any)
 	if !ok {
 		return nil // a boolean schema (or a value the metaschema refuses)
@@ -149,10 +187,21 @@ func check(v any, at string) error {
 	if _, ok := s["$id"]; ok {
 		return &Error{Pointer: at + "/$id", Keyword: "$id", Reason: "$id is not allowed: a params schema is one self-contained document"}
 	}
-	for _, kw := range []string{"$ref", "$dynamicRef"} {
-		if ref, ok := s[kw].(string); ok && !strings.HasPrefix(ref, "#") {
-			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: fmt.Sprintf("%s %q must be a fragment of this schema (\"#/$defs/...\"): nothing is loaded from elsewhere", kw, ref)}
+	for _, kw := range []string{"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"} {
+		if _, ok := s[kw]; ok {
+			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: kw + " is not supported in params schemas; use $ref with a JSON pointer"}
 		}
+	}
+	if raw, ok := s["$ref"]; ok {
+		ref, _ := raw.(string)
+		if ref != "#" && !strings.HasPrefix(ref, "#/") {
+			return &Error{Pointer: at + "/$ref", Keyword: "$ref", Reason: fmt.Sprintf("$ref %q must be a JSON pointer into this schema (\"#/$defs/...\"): nothing is loaded from elsewhere", ref)}
+		}
+		target, err := url.PathUnescape(ref[1:])
+		if err != nil {
+			return &Error{Pointer: at + "/$ref", Keyword: "$ref", Reason: fmt.Sprintf("$ref %q is not a valid fragment", ref)}
+		}
+		c.refs = append(c.refs, target)
 	}
 	if at != "" {
 		if _, ok := s["$schema"]; ok {
@@ -164,15 +213,15 @@ func check(v any, at string) error {
 	}
 	for _, kw := range oneSchema {
 		if sub, ok := s[kw]; ok {
-			if err := check(sub, at+"/"+kw); err != nil {
+			if err := c.check(sub, at+"/"+kw); err != nil {
 				return err
 			}
 		}
 	}
 	for _, kw := range schemaMap {
 		if m, ok := s[kw].(map[string]any); ok {
-			for _, name := range slices.Sorted(mapKeys(m)) {
-				if err := check(m[name], at+"/"+kw+"/"+job.EscapePointerToken(name)); err != nil {
+			for _, name := range slices.Sorted(maps.Keys(m)) {
+				if err := c.check(m[name], at+"/"+kw+"/"+job.EscapePointerToken(name)); err != nil {
 					return err
 				}
 			}
@@ -181,23 +230,13 @@ func check(v any, at string) error {
 	for _, kw := range schemaArray {
 		if a, ok := s[kw].([]any); ok {
 			for i, sub := range a {
-				if err := check(sub, at+"/"+kw+"/"+strconv.Itoa(i)); err != nil {
+				if err := c.check(sub, at+"/"+kw+"/"+strconv.Itoa(i)); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	return nil
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func types(s map[string]any) map[string]bool {
@@ -246,46 +285,26 @@ func checkBounds(s map[string]any, at string) error {
 }
 
 // checkDefaults validates every default against the schema it sits in.
-func checkDefaults(c *jsonschema.Compiler, v any, at string) error {
-	s, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	if def, ok := s["default"]; ok {
+func checkDefaults(c *jsonschema.Compiler, doc any, locations []string) error {
+	for _, at := range locations {
+		s, ok := resolve(doc, at).(map[string]any)
+		if !ok {
+			continue
+		}
+		def, ok := s["default"]
+		if !ok {
+			continue
+		}
 		sub, err := c.Compile(location + "#" + fragment(at))
 		if err != nil {
 			return &Error{Pointer: at, Reason: libraryMessage(err)}
 		}
 		if err := sub.Validate(def); err != nil {
-			msgs := fieldErrors(err, "")
 			reason := "the default does not validate"
-			if len(msgs) > 0 {
-				reason += ": " + strings.TrimPrefix(msgs[0].Field+" ", " ") + msgs[0].Message
+			if fe := fieldErrors(err, ""); len(fe) > 0 {
+				reason += ": " + strings.TrimSpace(fe[0].Field+" "+fe[0].Message)
 			}
 			return &Error{Pointer: at + "/default", Keyword: "default", Reason: reason}
-		}
-	}
-	for _, kw := range oneSchema {
-		if err := checkDefaults(c, s[kw], at+"/"+kw); err != nil {
-			return err
-		}
-	}
-	for _, kw := range schemaMap {
-		if m, ok := s[kw].(map[string]any); ok {
-			for _, name := range slices.Sorted(mapKeys(m)) {
-				if err := checkDefaults(c, m[name], at+"/"+kw+"/"+job.EscapePointerToken(name)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for _, kw := range schemaArray {
-		if a, ok := s[kw].([]any); ok {
-			for i, sub := range a {
-				if err := checkDefaults(c, sub, at+"/"+kw+"/"+strconv.Itoa(i)); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	return nil
