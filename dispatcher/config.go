@@ -3,8 +3,9 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
-	"github.com/jobgate/jobgate/internal/metrics"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/metrics"
 )
 
 // Config tunes a dispatcher. Zero fields take the documented defaults.

@@ -4,25 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nats-io/nats.go/jetstream"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
 )
+
+// records is what the dispatcher needs of the job record store
+// (natsjs.Store). Errors wrap job.ErrNotFound, job.ErrUnavailable and
+// natsjs.ErrStale (a lost compare-and-set).
+type records interface {
+	Get(ctx context.Context, key string) (*job.Record, error)
+	Update(ctx context.Context, r *job.Record) error
+	Mutate(ctx context.Context, key string, fn func(*job.Record) error) (*job.Record, error)
+	// Follow delivers the current records, a Synced marker, then changes.
+	Follow(ctx context.Context) (*natsjs.RecordWatch, error)
+	// ConsumeChanges is the record change log, through the relay consumer.
+	ConsumeChanges(ctx context.Context, batch int) (*natsjs.ChangeLog, error)
+}
+
+// workQueue is what the dispatcher does with work messages
+// (natsjs.WorkQueue).
+type workQueue interface {
+	Publish(ctx context.Context, r *job.Record, generation int) error
+	At(ctx context.Context, seq uint64) (string, error)
+	Delete(ctx context.Context, seq uint64) error
+	Pending(ctx context.Context, tenant, requester, id string) (natsjs.WorkState, error)
+	WatchExhausted(group string) (*natsjs.ExhaustedWatch, error)
+}
+
+// eventPublisher publishes job events (natsjs.EventStream).
+type eventPublisher interface {
+	Publish(ctx context.Context, r *job.Record) error
+}
 
 // Dispatcher runs the relay, the sweeper and the exhaustion handler. Any
 // number of dispatchers may run at once: the relay's consumer is shared,
 // and every recovery is a compare-and-set on the job record, so two
 // dispatchers never both act on one job.
 type Dispatcher struct {
-	cfg Config
-	res *natsjs.Resources
-	log *slog.Logger
+	cfg    Config
+	jobs   records
+	work   workQueue
+	events eventPublisher
+	log    *slog.Logger
 
-	running   *tracker
-	relayCons jetstream.Consumer // for the relay backlog gauge
+	running  *tracker
+	relayLog *natsjs.ChangeLog // for the relay backlog gauge
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -37,13 +67,13 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	if res == nil {
+	if res == nil || res.Jobs == nil || res.Work == nil || res.Events == nil {
 		return nil, errors.New("dispatcher: resources required")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, res: res, log: log, running: newTracker()}, nil
+	return &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker()}, nil
 }
 
 // Start creates the relay consumer, subscribes to max-deliveries advisories

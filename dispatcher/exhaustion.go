@@ -6,7 +6,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go"
 )
 
 // advisoryQueue is the queue group of the dispatchers: each advisory is
@@ -17,26 +16,24 @@ const advisoryQueue = "jobgate-dispatchers"
 // advisories. They are plain NATS messages, missed while no dispatcher
 // runs; the renderers' own attempt count and the sweeper cover that.
 func (d *Dispatcher) startAdvisories(_, runCtx context.Context) (func(), error) {
-	ch := make(chan *nats.Msg, 256)
-	sub, err := d.res.JS.Conn().ChanQueueSubscribe(natsjs.MaxDeliveriesAdvisory, advisoryQueue, ch)
+	w, err := d.work.WatchExhausted(advisoryQueue)
 	if err != nil {
-		return nil, err
-	}
-	if err := d.res.JS.Conn().Flush(); err != nil {
-		_ = sub.Unsubscribe()
 		return nil, err
 	}
 	d.spawn(func() {
 		for {
-			select {
-			case <-runCtx.Done():
+			a, err := w.Next(runCtx)
+			if runCtx.Err() != nil {
 				return
-			case m := <-ch:
-				d.exhausted(runCtx, m)
 			}
+			if err != nil {
+				d.log.Warn("advisory ignored", "err", err)
+				continue
+			}
+			d.exhausted(runCtx, a)
 		}
 	})
-	return func() { _ = sub.Unsubscribe() }, nil
+	return w.Stop, nil
 }
 
 // exhausted handles one max-deliveries advisory: the job of the dead work
@@ -44,15 +41,10 @@ func (d *Dispatcher) startAdvisories(_, runCtx context.Context) (func(), error) 
 // vanished; exhausted where no attempt reached a verdict) unless it is
 // finished or its worker is demonstrably alive; the dead message is removed
 // from the work queue.
-func (d *Dispatcher) exhausted(ctx context.Context, m *nats.Msg) {
-	a, err := natsjs.ParseMaxDeliveries(m.Data)
-	if err != nil {
-		d.log.Warn("advisory ignored", "err", err)
-		return
-	}
+func (d *Dispatcher) exhausted(ctx context.Context, a natsjs.MaxDeliveries) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	key, err := natsjs.WorkAt(octx, d.res.JS, a.StreamSeq)
+	key, err := d.work.At(octx, a.StreamSeq)
 	if err != nil {
 		if !errors.Is(err, natsjs.ErrWorkGone) {
 			d.log.Warn("advisory: work message not readable", "seq", a.StreamSeq, "err", err)
@@ -60,7 +52,7 @@ func (d *Dispatcher) exhausted(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	now := d.cfg.Now().UTC()
-	rec, err := d.res.Jobs.Mutate(octx, key, func(n *job.Record) error {
+	rec, err := d.jobs.Mutate(octx, key, func(n *job.Record) error {
 		if n.State.Terminal() {
 			return errSkip
 		}
@@ -76,7 +68,7 @@ func (d *Dispatcher) exhausted(ctx context.Context, m *nats.Msg) {
 	})
 	switch {
 	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound), err == nil:
-		if err := natsjs.DeleteWork(octx, d.res.JS, a.StreamSeq); err != nil {
+		if err := d.work.Delete(octx, a.StreamSeq); err != nil {
 			d.log.Warn("could not delete dead work message", "seq", a.StreamSeq, "err", err)
 		}
 	default:

@@ -14,12 +14,12 @@ func (d *Dispatcher) observeGauges(ctx context.Context) {
 	for state, n := range d.running.counts() {
 		d.cfg.Metrics.SetJobs(string(state), n)
 	}
-	if d.relayCons == nil {
+	if d.relayLog == nil {
 		return
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	if info, err := d.relayCons.Info(octx); err == nil {
-		d.cfg.Metrics.SetRelayBacklog(info.NumPending + uint64(info.NumAckPending))
+	if n, err := d.relayLog.Backlog(octx); err == nil {
+		d.cfg.Metrics.SetRelayBacklog(n)
 	}
 }

@@ -7,11 +7,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// relayPullExpiry is how long one pull request of the relay lasts.
-const relayPullExpiry = 5 * time.Second
 
 // relayRetry is how long a record change that could not be relayed waits
 // before it is delivered again.
@@ -24,22 +20,16 @@ const relayRetry = time.Second
 // Because it follows the durable log, a job committed by a gateway that
 // died before publishing still reaches the queue.
 func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
-	cons, err := natsjs.EnsureRelayConsumer(sctx, d.res.JS)
+	changes, err := d.jobs.ConsumeChanges(sctx, d.cfg.RelayBatch)
 	if err != nil {
 		return nil, err
 	}
-	// A short pull expiry (heartbeats at half of it) notices within seconds
-	// that a pull died with a cluster node, instead of after the default 30s.
-	it, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.RelayBatch), jetstream.PullExpiry(relayPullExpiry))
-	if err != nil {
-		return nil, err
-	}
-	d.relayCons = cons
+	d.relayLog = changes
 	d.spawn(func() {
 		for {
-			msg, err := it.Next()
+			c, err := changes.Next()
 			if err != nil {
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				if errors.Is(err, natsjs.ErrFeedStopped) {
 					return
 				}
 				d.log.Warn("relay pull failed", "err", err)
@@ -49,44 +39,39 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 				}
 				continue
 			}
-			d.relay(runCtx, msg)
+			d.relay(runCtx, c)
 		}
 	})
-	return it.Drain, nil
+	return changes.Stop, nil
 }
 
 // relay handles one record change.
-func (d *Dispatcher) relay(ctx context.Context, msg jetstream.Msg) {
-	if natsjs.KVOperation(msg.Headers()) != "" {
-		_ = msg.Ack() // deletions and purges announce nothing
+func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
+	if c.Deleted() {
+		_ = c.Ack() // deletions, purges and expiries announce nothing
 		return
 	}
-	md, err := msg.Metadata()
+	rec, err := c.Record()
 	if err != nil {
-		_ = msg.TermWithReason("no metadata")
-		return
-	}
-	rec, err := job.UnmarshalRecord(msg.Data(), md.Sequence.Stream)
-	if err != nil {
-		d.log.Error("relay: undecodable job record", "subject", msg.Subject(), "err", err)
-		_ = msg.TermWithReason("undecodable record")
+		d.log.Error("relay: undecodable job record", "subject", c.Subject(), "err", err)
+		_ = c.Term("undecodable record")
 		return
 	}
 	octx, cancel := opCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	if rec.State == job.StateQueued {
-		if err := natsjs.PublishWork(octx, d.res.JS, rec, 0); err != nil {
+		if err := d.work.Publish(octx, rec, 0); err != nil {
 			d.log.Warn("relay: work not published, will retry", "job_id", rec.ID, "err", err)
-			_ = msg.NakWithDelay(relayRetry)
+			_ = c.Nak(relayRetry)
 			return
 		}
 		d.cfg.Metrics.Relayed("work")
 	}
-	if err := natsjs.PublishEvent(octx, d.res.JS, rec); err != nil {
+	if err := d.events.Publish(octx, rec); err != nil {
 		d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
-		_ = msg.NakWithDelay(relayRetry)
+		_ = c.Nak(relayRetry)
 		return
 	}
 	d.cfg.Metrics.Relayed("event")
-	_ = msg.Ack()
+	_ = c.Ack()
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // errSkip: on a fresh read the job needs nothing after all.
@@ -17,7 +16,7 @@ var errSkip = errors.New("nothing to do")
 // and the ticker that recovers the silent ones. It returns once the watch
 // has delivered the bucket's current records.
 func (d *Dispatcher) startSweeper(sctx, runCtx context.Context) (func(), error) {
-	w, err := d.res.Jobs.KV().WatchAll(runCtx)
+	w, err := d.jobs.Follow(runCtx)
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +25,7 @@ func (d *Dispatcher) startSweeper(sctx, runCtx context.Context) (func(), error) 
 	select {
 	case <-ready:
 	case <-sctx.Done():
-		_ = w.Stop()
+		w.Stop()
 		return nil, sctx.Err()
 	}
 	d.spawn(func() {
@@ -41,20 +40,20 @@ func (d *Dispatcher) startSweeper(sctx, runCtx context.Context) (func(), error) 
 			}
 		}
 	})
-	return func() { _ = w.Stop() }, nil
+	return w.Stop, nil
 }
 
-func (d *Dispatcher) watch(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
+func (d *Dispatcher) watch(ctx context.Context, w *natsjs.RecordWatch, ready chan struct{}) {
 	initial := true
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case e, ok := <-w.Updates():
+		case e, ok := <-w.Changes():
 			if !ok {
 				return
 			}
-			if e == nil {
+			if e.Synced {
 				if initial {
 					initial = false
 					close(ready)
@@ -62,16 +61,16 @@ func (d *Dispatcher) watch(ctx context.Context, w jetstream.KeyWatcher, ready ch
 				}
 				continue
 			}
-			if e.Operation() != jetstream.KeyValuePut {
-				d.running.forget(e.Key())
+			if e.Deleted {
+				d.running.forget(e.Key)
 				continue
 			}
-			r, err := job.UnmarshalRecord(e.Value(), e.Revision())
+			r, err := e.Record()
 			if err != nil {
-				d.running.forget(e.Key())
+				d.running.forget(e.Key)
 				continue
 			}
-			d.running.observe(e.Key(), r)
+			d.running.observe(e.Key, r)
 		}
 	}
 }
@@ -108,7 +107,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	cur, err := d.res.Jobs.Get(octx, key)
+	cur, err := d.jobs.Get(octx, key)
 	if err != nil {
 		if !errors.Is(err, job.ErrNotFound) {
 			d.log.Warn("sweeper: could not read job", "key", key, "err", err)
@@ -121,7 +120,7 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	}
 	var dead uint64
 	if cur.Attempt < d.cfg.MaxAttempts {
-		ws, err := natsjs.PendingWork(octx, d.res.JS, cur.Tenant, cur.Requester, cur.ID)
+		ws, err := d.work.Pending(octx, cur.Tenant, cur.Requester, cur.ID)
 		if err != nil {
 			d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
 			return
@@ -151,14 +150,14 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	}
 	// A compare-and-set against the version judged silent: if anything
 	// wrote the job meanwhile, this sweep leaves it.
-	if err := d.res.Jobs.Update(octx, next); err != nil {
+	if err := d.jobs.Update(octx, next); err != nil {
 		if !errors.Is(err, natsjs.ErrStale) {
 			d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
 		}
 		return
 	}
 	if dead != 0 {
-		if err := natsjs.DeleteWork(octx, d.res.JS, dead); err != nil {
+		if err := d.work.Delete(octx, dead); err != nil {
 			d.log.Warn("could not delete dead work message", "job_id", cur.ID, "err", err)
 		}
 	}
@@ -173,12 +172,12 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 	if rec.State == job.StateFailed {
 		d.cfg.Metrics.StalledJob("failed")
 		d.log.Info("job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
-		if err := natsjs.PublishEvent(ctx, d.res.JS, rec); err != nil {
+		if err := d.events.Publish(ctx, rec); err != nil {
 			d.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
 		}
 		return
 	}
-	if err := natsjs.PublishWork(ctx, d.res.JS, rec, int(rec.Revision)); err != nil {
+	if err := d.work.Publish(ctx, rec, int(rec.Revision)); err != nil {
 		// The record says a retry is due now; if the work never reaches the
 		// queue the job goes silent again and the next sweep re-dispatches.
 		d.log.Warn("re-dispatch not published", "by", by, "job_id", rec.ID, "err", err)
@@ -198,7 +197,7 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	if !ok {
 		return
 	}
-	ws, err := natsjs.PendingWork(octx, d.res.JS, tenant, requester, id)
+	ws, err := d.work.Pending(octx, tenant, requester, id)
 	if err != nil {
 		d.log.Warn("sweeper: could not look up work", "job_id", id, "err", err)
 		return
@@ -213,7 +212,7 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	}
 	seq := ws.Seq
 	now := d.cfg.Now().UTC()
-	rec, err := d.res.Jobs.Mutate(octx, key, func(n *job.Record) error {
+	rec, err := d.jobs.Mutate(octx, key, func(n *job.Record) error {
 		if n.State != job.StateQueued {
 			return errSkip
 		}
@@ -236,7 +235,7 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 		return
 	}
 	if dead {
-		if err := natsjs.DeleteWork(octx, d.res.JS, seq); err != nil {
+		if err := d.work.Delete(octx, seq); err != nil {
 			d.log.Warn("could not delete dead work message", "job_id", id, "err", err)
 		}
 	}

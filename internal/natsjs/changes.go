@@ -15,7 +15,12 @@ import (
 type RecordChange struct {
 	Key      string // the record key, tenant.requester.id
 	Revision uint64
-	data     []byte
+	// Deleted: the record was deleted or expired (Follow only).
+	Deleted bool
+	// Synced marks the end of the current records (Follow only): it carries
+	// no record, every record stored when the watch began came before it.
+	Synced bool
+	data   []byte
 }
 
 // Record decodes the changed record.
@@ -41,17 +46,46 @@ func (s *Store) WatchChanges() (*RecordWatch, error) {
 		return nil, fmt.Errorf("watch jobs: %w", unavailable(err))
 	}
 	rw := &RecordWatch{w: w, cancel: cancel, ch: make(chan RecordChange, 64)}
-	go rw.run()
+	go rw.run(ctx, false)
 	return rw, nil
 }
 
-func (rw *RecordWatch) run() {
+// Follow delivers every current record, then a Synced marker, then every
+// change as it is stored, deletions and expiries included, until ctx ends
+// or Stop.
+func (s *Store) Follow(ctx context.Context) (*RecordWatch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch jobs: %w", unavailable(err))
+	}
+	rw := &RecordWatch{w: w, cancel: cancel, ch: make(chan RecordChange, 64)}
+	go rw.run(ctx, true)
+	return rw, nil
+}
+
+func (rw *RecordWatch) run(ctx context.Context, all bool) {
 	defer close(rw.ch)
 	for e := range rw.w.Updates() {
-		if e == nil || e.Operation() != jetstream.KeyValuePut {
+		var c RecordChange
+		switch {
+		case e == nil && all:
+			c.Synced = true
+		case e == nil:
 			continue
+		case e.Operation() != jetstream.KeyValuePut && all:
+			c = RecordChange{Key: e.Key(), Revision: e.Revision(), Deleted: true}
+		case e.Operation() != jetstream.KeyValuePut:
+			continue
+		default:
+			c = RecordChange{Key: e.Key(), Revision: e.Revision(), data: e.Value()}
 		}
-		rw.ch <- RecordChange{Key: e.Key(), Revision: e.Revision(), data: e.Value()}
+		select {
+		case rw.ch <- c:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

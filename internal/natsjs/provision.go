@@ -200,7 +200,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 	if err != nil {
 		return nil, fmt.Errorf("provision %s: %w", BucketResults, err)
 	}
-	res.Jobs = &Store{kv: jobs, ttl: l.JobTTL, nc: js.Conn()}
+	res.Jobs = &Store{kv: jobs, ttl: l.JobTTL, nc: js.Conn(), js: js}
 	res.Work, res.Events = NewWorkQueue(js), NewEventStream(js)
 	res.Files, res.Secrets, res.Notices = NewResultFiles(res.Results), NewSecrets(res.Meta), NewNotices(notices)
 	return res, nil

@@ -24,7 +24,8 @@ var (
 type Store struct {
 	kv  jetstream.KeyValue
 	ttl time.Duration
-	nc  *nats.Conn // for Ping; nil in a Store built without a connection
+	nc  *nats.Conn          // for Ping; nil in a Store built without a connection
+	js  jetstream.JetStream // for the change log consumer
 }
 
 // KV exposes the bucket for watchers (the gateway's change feed, sweepers).

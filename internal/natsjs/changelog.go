@@ -1,0 +1,139 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// relayPullExpiry is how long one pull request of the relay lasts: short
+// (heartbeats at half of it), so a pull that died with a cluster node is
+// noticed within seconds, not after the default 30s.
+const relayPullExpiry = 5 * time.Second
+
+// ChangeLog delivers the job record change log through the dispatchers'
+// shared durable consumer (the relay's).
+type ChangeLog struct {
+	cons jetstream.Consumer
+	iter jetstream.MessagesContext
+}
+
+// ConsumeChanges binds to (creating or updating) the relay consumer and
+// starts pulling batch changes at a time.
+func (s *Store) ConsumeChanges(ctx context.Context, batch int) (*ChangeLog, error) {
+	if s.js == nil {
+		return nil, errors.New("change log: store has no JetStream handle")
+	}
+	cons, err := EnsureRelayConsumer(ctx, s.js)
+	if err != nil {
+		return nil, err
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(max(batch, 1)), jetstream.PullExpiry(relayPullExpiry))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", ConsumerRelay, mapErr(err))
+	}
+	return &ChangeLog{cons: cons, iter: iter}, nil
+}
+
+// Next waits for the next change. After Stop it returns ErrFeedStopped;
+// other errors are transient: call Next again.
+func (l *ChangeLog) Next() (*LoggedChange, error) {
+	m, err := l.iter.Next()
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return nil, ErrFeedStopped
+		}
+		return nil, mapErr(err)
+	}
+	return &LoggedChange{msg: m}, nil
+}
+
+// Stop stops pulling and lets the changes in hand be acknowledged.
+func (l *ChangeLog) Stop() { l.iter.Drain() }
+
+// Backlog is how many changes wait for the relay (pending plus unacked).
+func (l *ChangeLog) Backlog(ctx context.Context) (uint64, error) {
+	info, err := l.cons.Info(ctx)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// LoggedChange is one delivered change of the record change log. Every one
+// must end in Ack, Nak or Term.
+type LoggedChange struct {
+	msg jetstream.Msg
+}
+
+// Subject names the change in logs.
+func (c *LoggedChange) Subject() string { return c.msg.Subject() }
+
+// Deleted reports a deletion, purge or expiry of the record: nothing to
+// announce.
+func (c *LoggedChange) Deleted() bool {
+	h := c.msg.Headers()
+	return KVOperation(h) != "" || (h != nil && h.Get(jetstream.MarkerReasonHeader) != "")
+}
+
+// Record decodes the record as of this change; its revision is the change's
+// stream sequence.
+func (c *LoggedChange) Record() (*job.Record, error) {
+	md, err := c.msg.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("change %s: %w", c.msg.Subject(), err)
+	}
+	return job.UnmarshalRecord(c.msg.Data(), md.Sequence.Stream)
+}
+
+// Ack marks the change relayed.
+func (c *LoggedChange) Ack() error { return c.msg.Ack() }
+
+// Nak has the change delivered again after delay.
+func (c *LoggedChange) Nak(delay time.Duration) error { return c.msg.NakWithDelay(delay) }
+
+// Term drops the change for good.
+func (c *LoggedChange) Term(reason string) error { return c.msg.TermWithReason(reason) }
+
+// ExhaustedWatch delivers the max-deliveries advisories of the renderers'
+// consumer to one member of a queue group. Advisories are plain NATS
+// messages: a process that is down misses them.
+type ExhaustedWatch struct {
+	sub *nats.Subscription
+	ch  chan *nats.Msg
+}
+
+// WatchExhausted subscribes to the advisories in queue group group; the
+// subscription is in place on the server when it returns.
+func (q *WorkQueue) WatchExhausted(group string) (*ExhaustedWatch, error) {
+	nc := q.js.Conn()
+	ch := make(chan *nats.Msg, 256)
+	sub, err := nc.ChanQueueSubscribe(MaxDeliveriesAdvisory, group, ch)
+	if err != nil {
+		return nil, fmt.Errorf("advisories: %w", mapErr(err))
+	}
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("advisories: %w", mapErr(err))
+	}
+	return &ExhaustedWatch{sub: sub, ch: ch}, nil
+}
+
+// Next waits for the next advisory until ctx ends (ctx's error). An
+// advisory that cannot be read is an error too; the watch goes on.
+func (w *ExhaustedWatch) Next(ctx context.Context) (MaxDeliveries, error) {
+	select {
+	case <-ctx.Done():
+		return MaxDeliveries{}, ctx.Err()
+	case m := <-w.ch:
+		return ParseMaxDeliveries(m.Data)
+	}
+}
+
+// Stop ends the subscription.
+func (w *ExhaustedWatch) Stop() { _ = w.sub.Unsubscribe() }
