@@ -171,6 +171,12 @@ func DeleteWork(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 		return fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))
 	}
 	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(mapMsgErr(err), ErrWorkGone) {
+		// The server answers a delete of a message that is gone with a
+		// generic "delete failed" (10057), not "not found": ask whether
+		// it is still there.
+		if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			return nil
+		}
 		return fmt.Errorf("delete work message %d: %w", seq, mapErr(err))
 	}
 	return nil

@@ -1,0 +1,59 @@
+package natsjs_test
+
+import (
+	"testing"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/stretchr/testify/require"
+)
+
+// The adapters answer with the domain's errors, whatever JetStream said.
+func TestAdaptersMapErrors(t *testing.T) {
+	t.Parallel()
+	res, err := provision(setupProvision(t), natsjs.DefaultLayout())
+	require.NoError(t, err)
+	ctx := storeCtx(t)
+
+	n := res.Notices
+	_, _, err = n.Get(ctx, "mail.4.r.job_x.succeeded")
+	require.ErrorIs(t, err, job.ErrNotFound)
+	rev, err := n.Create(ctx, "mail.4.r.job_x.succeeded", []byte("claim"))
+	require.NoError(t, err)
+	_, err = n.Create(ctx, "mail.4.r.job_x.succeeded", []byte("again"))
+	require.ErrorIs(t, err, natsjs.ErrExists)
+	next, err := n.Update(ctx, "mail.4.r.job_x.succeeded", []byte("sent"), rev)
+	require.NoError(t, err)
+	_, err = n.Update(ctx, "mail.4.r.job_x.succeeded", []byte("stale"), rev)
+	require.ErrorIs(t, err, natsjs.ErrStale)
+	require.ErrorIs(t, n.Delete(ctx, "mail.4.r.job_x.succeeded", rev), natsjs.ErrStale)
+	v, got, err := n.Get(ctx, "mail.4.r.job_x.succeeded")
+	require.NoError(t, err)
+	require.Equal(t, "sent", string(v))
+	require.Equal(t, next, got)
+	require.NoError(t, n.Delete(ctx, "mail.4.r.job_x.succeeded", next))
+	_, _, err = n.Get(ctx, "mail.4.r.job_x.succeeded")
+	require.ErrorIs(t, err, job.ErrNotFound, "a deleted key reads as missing")
+
+	_, err = res.Files.Open(ctx, "job_gone.pdf")
+	require.ErrorIs(t, err, job.ErrResultExpired)
+
+	r := newRecord("4", "reviewer-47", "job_work")
+	require.NoError(t, res.Work.Publish(ctx, r, 0))
+	require.NoError(t, res.Work.Publish(ctx, r, 0), "a duplicate publish is absorbed")
+	ws, err := res.Work.Pending(ctx, "4", "reviewer-47", "job_work")
+	require.NoError(t, err)
+	require.NotZero(t, ws.Seq)
+	require.False(t, ws.Delivered, "no renderer ran")
+	key, err := res.Work.At(ctx, ws.Seq)
+	require.NoError(t, err)
+	require.Equal(t, r.Key(), key)
+	require.NoError(t, res.Work.Delete(ctx, ws.Seq))
+	require.NoError(t, res.Work.Delete(ctx, ws.Seq), "deleting what is gone is not an error")
+	_, err = res.Work.At(ctx, ws.Seq)
+	require.ErrorIs(t, err, natsjs.ErrWorkGone)
+	ws, err = res.Work.Pending(ctx, "4", "reviewer-47", "job_work")
+	require.NoError(t, err)
+	require.Zero(t, ws.Seq, "the queue holds no work of the job")
+	require.NoError(t, res.Jobs.Ping(ctx))
+}
