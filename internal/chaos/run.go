@@ -39,10 +39,11 @@ type Options struct {
 	MaxFollowers int
 	WebhookFail  int  // percent of webhook deliveries the sink answers 503
 	SyncAlways   bool // nats-server sync_interval "always"
+	Strict       bool // count KnownIssues as anomalies too
 
 	Root     string // module root; default: found above the working dir
 	WorkDir  string // default: a new temp dir
-	Keep     bool   // keep WorkDir (always kept when anomalies are found)
+	Keep     bool   // keep the stores and binaries of a clean run too
 	Race     bool   // build jobgate with -race
 	Binaries *Binaries
 	Logf     func(format string, args ...any)
@@ -129,9 +130,16 @@ func Run(ctx context.Context, o Options) (*Report, string, error) {
 	if err != nil {
 		return nil, histPath, err
 	}
-	rep := Check(entries, o.Bound)
+	rep := Check(entries, o.Bound, o.Strict)
 	if err := os.WriteFile(filepath.Join(o.WorkDir, "report.txt"), []byte(rep.String()), 0o644); err != nil {
 		return rep, histPath, err
+	}
+	if len(rep.Anomalies) == 0 && !o.Keep {
+		// A clean run keeps its history, report and logs; the stores and
+		// binaries (hundreds of MB) go.
+		for _, d := range []string{"nats", "data", "bin", "token"} {
+			_ = os.RemoveAll(filepath.Join(o.WorkDir, d))
+		}
 	}
 	return rep, histPath, nil
 }

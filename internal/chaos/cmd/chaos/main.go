@@ -32,6 +32,8 @@ func main() {
 	flag.BoolVar(&o.SyncAlways, "sync-always", false, "NATS nodes fsync every write (sync_interval: always)")
 	flag.BoolVar(&o.Race, "race", false, "build jobgate with the race detector")
 	flag.StringVar(&o.WorkDir, "work-dir", "", "where binaries, logs, stores and the history go (default: a new temp dir)")
+	flag.BoolVar(&o.Keep, "keep", false, "keep the NATS stores and binaries of a clean run (a run with anomalies keeps them anyway)")
+	flag.BoolVar(&o.Strict, "strict", false, "known issues (chaos.KnownIssues) count as anomalies too")
 	check := flag.String("check", "", "only check this history file (with --bound) and print the report")
 	flag.Parse()
 
@@ -41,7 +43,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		rep := chaos.Check(entries, o.Bound)
+		rep := chaos.Check(entries, o.Bound, o.Strict)
 		fmt.Print(rep)
 		if len(rep.Anomalies) > 0 {
 			os.Exit(1)
