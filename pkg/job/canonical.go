@@ -248,6 +248,12 @@ func appendCanonicalNumber(b []byte, lit string) ([]byte, error) {
 		}
 		return append(b, lit...), nil
 	}
+	if !validNumber(lit) { // a json.Number made in Go may hold anything
+		return b, &canonError{reason: fmt.Sprintf("invalid number %q", lit)}
+	}
+	if n, ok := smallIntegral(lit); ok { // 47.0, 6.3e1: no float round trip
+		return strconv.AppendInt(b, n, 10), nil
+	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
@@ -285,12 +291,26 @@ func plainSmallInt(s string) bool {
 	return true
 }
 
+// validNumber: lit follows the JSON number grammar (strconv also takes
+// hex, underscores, "Inf" and "NaN").
+func validNumber(lit string) bool {
+	p := strictParser{b: []byte(lit), s: lit}
+	if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
+		return false
+	}
+	_, err := p.number()
+	return err == nil && p.i == len(lit)
+}
+
 // decimalParts splits a JSON number literal into significant digits
 // (without leading or trailing zeros; "" for zero) and the power of ten
 // they are multiplied by. ok is false for a literal that is not a number.
 func decimalParts(lit string) (digits string, exp int, ok bool) {
 	s := strings.TrimPrefix(lit, "-")
-	mant, expPart, hasExp := strings.Cut(strings.ToLower(s), "e")
+	mant, expPart, hasExp := s, "", false
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, expPart, hasExp = s[:i], s[i+1:], true
+	}
 	if hasExp {
 		e, err := strconv.Atoi(expPart)
 		if err != nil {
@@ -310,6 +330,29 @@ func decimalParts(lit string) (digits string, exp int, ok bool) {
 	trimmed := strings.TrimRight(digits, "0")
 	exp += len(digits) - len(trimmed)
 	return trimmed, exp, true
+}
+
+// smallIntegral returns the value of a literal whose exact value is an
+// integer of at most 15 digits, which is written as that integer.
+func smallIntegral(lit string) (int64, bool) {
+	digits, exp, ok := decimalParts(lit)
+	if !ok || exp < 0 || exp > 400 || len(digits)+exp > 15 {
+		return 0, false
+	}
+	if digits == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	for range exp {
+		n *= 10
+	}
+	if strings.HasPrefix(lit, "-") {
+		n = -n
+	}
+	return n, true
 }
 
 // shortestParts is decimalParts of the shortest decimal that reads back as

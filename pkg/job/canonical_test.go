@@ -116,6 +116,7 @@ func TestCanonicalNumberLiterals(t *testing.T) {
 	for _, lit := range []string{
 		"9007199254740993", "-9007199254740993", "12345678901234567890", "9007199254740993.0",
 		"9.007199254740993e15", "1152921504606846976", "1e400", "-1e400", "1e99999999999999999999",
+		"0x10", "NaN", "Inf", "1_0", "+1", "01", "1.", ".5", "", "-", "1e",
 	} {
 		_, err := AppendCanonical(nil, json.Number(lit))
 		var ce *CanonicalError
