@@ -57,11 +57,13 @@ func (s *Schema) JSON() json.RawMessage { return s.canonical }
 // Compile checks and compiles a params schema. It refuses, with an *Error
 // (or an error wrapping job.ErrMalformed for invalid JSON):
 //   - anything but a draft 2020-12 schema whose top level is "type":"object";
-//   - $id, and $ref/$dynamicRef other than fragments of this document
-//     (nothing is ever loaded: the loader fails every URL);
+//   - $id, $dynamicRef, and a $ref that is not a JSON pointer into this
+//     document (nothing is ever loaded: the loader fails every URL);
 //   - unbounded input: a string type without maxLength, an array type
 //     without maxItems, an object type that allows additional or pattern
-//     properties without maxProperties (enum and const are bounded);
+//     properties without maxProperties (enum and const are bounded). A
+//     subschema without "type" is not checked: it accepts any value, which
+//     only the gateway's 64 KiB body limit bounds;
 //   - a default that does not validate against its own schema;
 //   - what the JSON Schema library itself refuses (metaschema, regexps).
 func Compile(raw []byte) (*Schema, error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Request is a validated submission: its type, its params with defaults
@@ -62,7 +63,11 @@ func DecodeSubmission(body []byte, types Types) (*Request, error) {
 	default:
 		var found bool
 		if schema, found = types.Schema(typ); !found || schema == nil {
-			fe = append(fe, FieldError{Field: "/type", Rule: "enum", Message: fmt.Sprintf("unknown job type %q", typ)})
+			shown := typ
+			if len(shown) > MaxTypeNameLen { // no name is longer; do not echo a whole body
+				shown = strings.ToValidUTF8(shown[:MaxTypeNameLen], "") + "..."
+			}
+			fe = append(fe, FieldError{Field: "/type", Rule: "enum", Message: fmt.Sprintf("unknown job type %q", shown)})
 		}
 	}
 	params, present := top["params"]

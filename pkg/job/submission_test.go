@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -101,8 +102,14 @@ func TestDecodeSubmissionErrors(t *testing.T) {
 		require.ErrorIs(t, err, ErrValidation)
 		require.Equal(t, want, ve.Errors, body)
 	}
+	// A long type name is not echoed whole.
+	_, err := DecodeSubmission([]byte(`{"type":"`+strings.Repeat("x", 10000)+`"}`), stubTypes{})
+	var long *ValidationError
+	require.ErrorAs(t, err, &long)
+	require.Equal(t, `unknown job type "`+strings.Repeat("x", MaxTypeNameLen)+`..."`, long.Errors[0].Message)
+
 	// A number a double cannot hold exactly is not silently rounded.
-	_, err := DecodeSubmission([]byte(`{"type":"permit_report","params":{"case_id":12345678901234567890,"revision":1}}`), stubTypes{})
+	_, err = DecodeSubmission([]byte(`{"type":"permit_report","params":{"case_id":12345678901234567890,"revision":1}}`), stubTypes{})
 	var ve *ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Len(t, ve.Errors, 1)
