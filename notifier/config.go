@@ -47,8 +47,12 @@ type Config struct {
 	StopGrace time.Duration
 	// Instance names this process in logs and mail claims.
 	Instance string
-	// BaseURL prefixes the job links in mails (e.g. http://host:8080).
+	// BaseURL is where people reach the reviewer's page (e.g.
+	// http://host:8080); a mail links to <BaseURL>/#job=<id>.
 	BaseURL string
+	// ResultTTL is how long result files are kept (JOBGATE_RESULT_TTL); a
+	// mail about a result says until when. Zero leaves that line out.
+	ResultTTL time.Duration
 	// Metrics exports the delivery counts (jobgate_deliveries_total); nil
 	// exports nothing.
 	Metrics *metrics.Metrics

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
@@ -159,7 +162,13 @@ func (n *Notifier) mailClaimed(ctx context.Context, claimKey string, log *slog.L
 	return true, nil
 }
 
-// buildMail writes the notice of a terminal event.
+// buildMail writes the notice of a terminal event. Its links open the
+// reviewer's page on this job (`<base>/#job=<id>`): a person reads the mail
+// in a browser-less client, clicks, signs in and sees the job with its
+// Download button; an API path would answer 401 without a bearer token.
+// Every string that did not come from jobgate itself (a worker's error
+// message, which may echo what a user typed) goes through plain() so it
+// cannot add lines or controls to the mail.
 func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) {
 	r := ev.Job
 	m := mail.NewMsg()
@@ -170,7 +179,8 @@ func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) 
 		return nil, "", fmt.Errorf("mail to: %w", err)
 	}
 	verb := map[job.State]string{job.StateSucceeded: "is ready", job.StateFailed: "failed", job.StateCanceled: "was canceled"}[r.State]
-	m.Subject(fmt.Sprintf("Your %s job %s %s", r.Type, r.ID, verb))
+	typ, id := plain(r.Type, 64), plain(r.ID, 64)
+	m.Subject(fmt.Sprintf("Your %s job %s %s", typ, id, verb))
 	// The same Message-ID for any copy lets a mail client fold duplicates,
 	// should an operator ever resend by hand.
 	m.SetMessageIDWithValue(r.ID + "." + string(r.State) + "@jobgate")
@@ -178,8 +188,9 @@ func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) 
 	m.SetGenHeader("Auto-Submitted", "auto-generated")
 	m.SetGenHeader("X-Jobgate-Event", ev.ID)
 
+	page := n.cfg.BaseURL + "/#job=" + url.QueryEscape(r.ID)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Your %s job %s %s.\n\n", r.Type, r.ID, verb)
+	fmt.Fprintf(&b, "Your %s job %s %s.\n\n", typ, id, verb)
 	fmt.Fprintf(&b, "State:      %s\n", r.State)
 	fmt.Fprintf(&b, "Attempts:   %d\n", r.Attempt)
 	fmt.Fprintf(&b, "Submitted:  %s\n", r.CreatedAt.UTC().Format(time.RFC3339))
@@ -187,17 +198,46 @@ func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) 
 		fmt.Fprintf(&b, "Finished:   %s\n", r.FinishedAt.UTC().Format(time.RFC3339))
 	}
 	if r.Error != nil {
-		fmt.Fprintf(&b, "Error:      %s: %s\n", r.Error.Category, r.Error.Message)
+		fmt.Fprintf(&b, "Error:      %s: %s\n", plain(string(r.Error.Category), 64), plain(r.Error.Message, 500))
 	}
 	if r.Result != nil {
-		fmt.Fprintf(&b, "Result:     %s, %d bytes, sha256 %s\n", r.Result.ContentType, r.Result.Size, r.Result.SHA256)
-		fmt.Fprintf(&b, "Download:   %s%s\n", n.cfg.BaseURL, r.Links.Result)
+		fmt.Fprintf(&b, "Result:     %s, %d bytes, sha256 %s\n", plain(r.Result.ContentType, 128), r.Result.Size, plain(r.Result.SHA256, 64))
+		if r.FinishedAt != nil && n.cfg.ResultTTL > 0 {
+			// The file is stored just before the job is marked finished, so
+			// it goes at this time or a moment before.
+			fmt.Fprintf(&b, "Kept until: %s\n", r.FinishedAt.Add(n.cfg.ResultTTL).UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(&b, "Download:   %s\n", page)
+		b.WriteString("\nThe link opens the reviewer's page: sign in as usual, then press Download PDF.\n")
+	} else {
+		fmt.Fprintf(&b, "Details:    %s\n", page)
+		b.WriteString("\nThe link opens the reviewer's page: sign in as usual to see the job.\n")
 	}
-	fmt.Fprintf(&b, "Status:     %s%s\n", n.cfg.BaseURL, r.Links.Self)
-	b.WriteString("\nThis notice is sent once per job. The download link needs your usual sign-in.\n")
+	b.WriteString("This notice is sent once per job.\n")
 	m.SetBodyString(mail.TypeTextPlain, b.String())
 	name := ev.Tenant + "." + ev.Requester + "." + keyToken(r.ID) + "." + string(r.State) + ".eml"
 	return m, name, nil
+}
+
+// plain makes s safe to show on one line of a plain-text mail: control and
+// bidirectional-override characters (which could add lines, fake a link or
+// reorder what the reader sees) become spaces, and it is cut to max runes.
+func plain(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == max {
+			b.WriteString("…")
+			break
+		}
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) ||
+			r == '\u2028' || r == '\u2029' {
+			r = ' '
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }
 
 // smtpMailer sends through an SMTP server.

@@ -2,6 +2,8 @@ package notifier
 
 import (
 	"context"
+	"io"
+	"mime/quotedprintable"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/jobgate/jobgate/internal/jobtest"
 
@@ -89,26 +92,51 @@ func TestMailContent(t *testing.T) {
 	sink := jobtest.NewSMTPSink(t)
 	cfg := smtpConfig(sink, "content")
 	cfg.BaseURL = "http://jobs.example.test/"
+	cfg.ResultTTL = 168 * time.Hour
 	n, b := setup(t, cfg)
-	b.publish(t, record("4", "reviewer-48", "job_content_ok", job.StateSucceeded))
+	ok := record("4", "reviewer-48", "job_content_ok", job.StateSucceeded)
+	b.publish(t, ok)
 	b.publish(t, record("4", "reviewer-48", "job_content_bad", job.StateFailed))
+	// A message a worker wrote, echoing what a user typed: it must not be
+	// able to add lines (a fake link) or controls to the mail.
+	evil := record("4", "reviewer-48", "job_content_evil", job.StateFailed)
+	evil.Error.Message = "no such case\r\nDownload:   http://evil.example/\x1b[31m\u202e<b>x</b>"
+	b.publish(t, evil)
 	b.publish(t, record("4", "no-address", "job_content_none", job.StateSucceeded))
-	require.Eventually(t, func() bool { return n.Stats().Events == 3 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Events == 4 }, waitTimeout, 10*time.Millisecond)
 	mails := sink.Received()
-	require.Len(t, mails, 2, "a requester without an address gets no mail")
+	require.Len(t, mails, 3, "a requester without an address gets no mail")
 	bodies := map[string]string{}
 	for _, m := range mails {
 		require.Equal(t, "jobgate@example.test", m.From)
 		require.Equal(t, []string{"reviewer48@example.test"}, m.To)
 		msg, err := mail.ReadMessage(strings.NewReader(m.Data))
 		require.NoError(t, err)
-		bodies[msg.Header.Get("Subject")] = m.Data
+		require.Equal(t, "quoted-printable", msg.Header.Get("Content-Transfer-Encoding"))
+		text, err := io.ReadAll(quotedprintable.NewReader(msg.Body))
+		require.NoError(t, err)
+		bodies[msg.Header.Get("Subject")] = strings.ReplaceAll(string(text), "\r\n", "\n")
 	}
-	ok := bodies["Your permit_report job job_content_ok is ready"]
-	require.Contains(t, ok, "http://jobs.example.test/v1/jobs/job_content_ok/result")
-	require.Contains(t, ok, "application/pdf")
+	body := bodies["Your permit_report job job_content_ok is ready"]
+	// The link opens in a browser: the reviewer's page, which signs in and
+	// then shows this job; an API path would answer 401 without a token.
+	require.Contains(t, body, "Download:   http://jobs.example.test/#job=job_content_ok\n")
+	require.NotContains(t, body, "/v1/")
+	require.Contains(t, body, "application/pdf")
+	kept := ok.FinishedAt.Add(168 * time.Hour).UTC().Format(time.RFC3339)
+	require.Contains(t, body, "Kept until: "+kept+"\n", "the mail says when the result expires")
 	bad := bodies["Your permit_report job job_content_bad failed"]
 	require.Contains(t, bad, "render_error: page 12 did not render")
+	require.Contains(t, bad, "Details:    http://jobs.example.test/#job=job_content_bad\n")
+	require.NotContains(t, bad, "Kept until")
+	worse := bodies["Your permit_report job job_content_evil failed"]
+	require.Contains(t, worse, "render_error: no such case  Download:   http://evil.example/ [31m <b>x</b>\n")
+	for _, line := range strings.Split(worse, "\n") {
+		require.False(t, strings.HasPrefix(line, "Download:"), "an injected line: %q", line)
+		for _, r := range line {
+			require.False(t, unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r), "a control character in %q", line)
+		}
+	}
 }
 
 func TestMailRetriedWhenServerDefers(t *testing.T) {

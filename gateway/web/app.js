@@ -8,6 +8,10 @@
 //                                           a later sign-in resends them with the same key
 //   localStorage   jobgate.view.<t>/<s>     the job in the live view, restored on reload or reopen
 // The job list itself always comes from the server (GET /v1/jobs).
+//
+// Deep link: `/#job=<id>` (the link in a notice mail) opens that job after
+// sign-in. The id rides in the fragment, which a browser never sends to the
+// server, so it shows up in no access log.
 (() => {
   'use strict';
 
@@ -506,10 +510,21 @@
     }
   }
 
-  // After a reload or reopen: the job that was in view, else the newest one
-  // still running, else the newest one.
+  // linkedJob is the job id of a `#job=<id>` deep link, or null.
+  function linkedJob() {
+    const m = /^#(?:.*&)?job=([A-Za-z0-9_-]{1,64})(?:&|$)/.exec(location.hash);
+    return m ? m[1] : null;
+  }
+
+  // After a reload or reopen: the job of a deep link, else the job that was
+  // in view, else the newest one still running, else the newest one.
   async function restoreView() {
-    const saved = localStorage.getItem(scopeKey(VIEW_PREFIX));
+    const linked = linkedJob();
+    if (linked) {
+      // Used once: from here on the view is remembered as usual.
+      history.replaceState(null, '', location.pathname + location.search);
+    }
+    const saved = linked || localStorage.getItem(scopeKey(VIEW_PREFIX));
     if (saved && !jobs.has(saved)) {
       // Older than the first page of the list: read it directly.
       try {
@@ -520,6 +535,7 @@
       }
     }
     if (saved && jobs.has(saved)) return select(saved);
+    if (linked) $('jobs-error').textContent = 'The report in that link is not visible to this sign-in.';
     const running = order.find((id) => !TERMINAL.has(jobs.get(id).state));
     const pick = running || order[0];
     if (pick) select(pick); else renderDetail();
@@ -854,6 +870,7 @@
       if (b) select(b.dataset.id);
     });
     document.addEventListener('visibilitychange', onVisibility);
+    window.addEventListener('hashchange', () => { if (session && linkedJob()) restoreView(); });
 
     const stored = sessionStorage.getItem(TOKEN_KEY);
     const s = stored && parseToken(stored);
