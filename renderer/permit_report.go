@@ -2,22 +2,19 @@ package renderer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"math/rand/v2"
 	"time"
 
 	"github.com/go-pdf/fpdf"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
-// reportDate is the creation and modification date stamped into every
-// report. A fixed date keeps the bytes a pure function of the request, so a
+// defaultReportDate is the report date when the input carries no creation
+// time. A fixed date keeps the bytes a pure function of the request, so a
 // re-render after a crash stores the very same file.
-var reportDate = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+var defaultReportDate = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ContentTypePDF is the content type of permit reports.
 const ContentTypePDF = "application/pdf"
@@ -29,53 +26,62 @@ type ReportInput struct {
 	CaseID    int64
 	Revision  int64
 	Pages     int
+	// CreatedAt is when the job was created: the report's date (and the
+	// PDF's creation date), so a re-render yields the same bytes. Zero
+	// means defaultReportDate.
+	CreatedAt time.Time
+}
+
+// reportDate is the date the report carries, in UTC.
+func (in ReportInput) reportDate() time.Time {
+	if in.CreatedAt.IsZero() {
+		return defaultReportDate
+	}
+	return in.CreatedAt.UTC()
 }
 
 // errOutputTooLarge: the finished document exceeds the output budget.
 var errOutputTooLarge = errors.New("report exceeds the output size budget")
 
 // RenderPermitReport writes a permit report of exactly in.Pages pages to w:
-// a title page (tenant, case, revision, requester) followed by generated
-// inspection pages, every page numbered. The output is a pure function of
-// in. After each finished page it calls progress with the number of pages
-// done; an error from progress, or ctx ending, stops the render.
+// a title page, a summary page with the results per section (from page 2),
+// then inspection pages, each recording measured items against their
+// limits; every page numbered. With one page, the title page carries the
+// totals. The output is a pure function of in. After each finished page it
+// calls progress with the number of pages done; an error from progress, or
+// ctx ending, stops the render.
 func RenderPermitReport(ctx context.Context, in ReportInput, w io.Writer, progress func(done int) error) error {
 	if in.Pages < 1 {
 		return permanent(job.CategoryRenderError, "pages must be at least 1, got %d", in.Pages)
 	}
-	pdf := fpdf.New("P", "mm", "A4", "")
-	pdf.SetCreationDate(reportDate)
-	pdf.SetModificationDate(reportDate)
-	pdf.SetCatalogSort(true)
-	pdf.SetCompression(true)
-	pdf.SetProducer("jobgate", false)
-	pdf.SetTitle(fmt.Sprintf("Permit report, case %d, revision %d", in.CaseID, in.Revision), false)
-	pdf.SetAuthor("jobgate", false)
-	pdf.AliasNbPages("{nb}")
-	pdf.SetAutoPageBreak(false, 15)
-	pdf.SetFooterFunc(func() {
-		pdf.SetY(-15)
-		pdf.SetFont("Helvetica", "", 8)
-		pdf.SetTextColor(110, 110, 110)
-		pdf.CellFormat(0, 10, fmt.Sprintf("Case %d / revision %d", in.CaseID, in.Revision), "", 0, "L", false, 0, "")
-		pdf.SetX(10)
-		pdf.CellFormat(0, 10, fmt.Sprintf("Page %d of {nb}", pdf.PageNo()), "", 0, "R", false, 0, "")
-	})
-
-	titlePage(pdf, in)
-	if err := step(ctx, pdf, progress, 1); err != nil {
+	// The summary comes before the pages it sums up: generate every page's
+	// items first (cheap, nothing is kept but the totals), then draw.
+	sum, err := summarize(ctx, in)
+	if err != nil {
 		return err
 	}
-	for page := 2; page <= in.Pages; page++ {
-		contentPage(pdf, in, page)
-		if err := step(ctx, pdf, progress, page); err != nil {
+	d := newReportDoc(in, sum)
+	d.titlePage()
+	if err := step(ctx, d.pdf, progress, 1); err != nil {
+		return err
+	}
+	if in.Pages >= 2 {
+		d.summaryPage()
+		if err := step(ctx, d.pdf, progress, 2); err != nil {
+			return err
+		}
+	}
+	for page := firstInspectionPage; page <= in.Pages; page++ {
+		p := generatePage(in, page)
+		d.inspectionPage(&p)
+		if err := step(ctx, d.pdf, progress, page); err != nil {
 			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := pdf.Output(w); err != nil {
+	if err := d.pdf.Output(w); err != nil {
 		if errors.Is(err, errOutputTooLarge) {
 			return err
 		}
@@ -97,124 +103,41 @@ func step(ctx context.Context, pdf *fpdf.Fpdf, progress func(int) error, done in
 	return nil
 }
 
-func titlePage(pdf *fpdf.Fpdf, in ReportInput) {
-	pdf.AddPage()
-	pdf.SetTextColor(20, 40, 80)
-	pdf.SetFont("Helvetica", "B", 28)
-	pdf.SetY(60)
-	pdf.CellFormat(0, 14, "Permit Report", "", 1, "C", false, 0, "")
-	pdf.SetFont("Helvetica", "", 14)
-	pdf.CellFormat(0, 9, fmt.Sprintf("Case %d - Revision %d", in.CaseID, in.Revision), "", 1, "C", false, 0, "")
-	pdf.Ln(20)
-	pdf.SetTextColor(0, 0, 0)
-	rows := [][2]string{
-		{"Tenant", in.Tenant},
-		{"Case", fmt.Sprintf("%d", in.CaseID)},
-		{"Revision", fmt.Sprintf("%d", in.Revision)},
-		{"Requested by", in.Requester},
-		{"Pages", fmt.Sprintf("%d", in.Pages)},
-	}
-	for _, r := range rows {
-		pdf.SetX(45)
-		pdf.SetFont("Helvetica", "B", 12)
-		pdf.CellFormat(45, 10, r[0], "B", 0, "L", false, 0, "")
-		pdf.SetFont("Helvetica", "", 12)
-		pdf.CellFormat(75, 10, r[1], "B", 1, "L", false, 0, "")
-	}
-	pdf.Ln(25)
-	pdf.SetFont("Helvetica", "I", 10)
-	pdf.SetTextColor(90, 90, 90)
-	pdf.MultiCell(0, 6, "This report lists the inspection items recorded for the case at the revision named above. "+
-		"It was generated by jobgate; the same case, revision and page count always yield the same document.", "", "C", false)
+// reportDoc is a report being drawn.
+type reportDoc struct {
+	pdf  *fpdf.Fpdf
+	in   ReportInput
+	sum  *reportSummary
+	date time.Time
+	buf  []byte // scratch for formatting values
 }
 
-var (
-	sections = []string{
-		"Structural frame", "Foundations", "Fire separation", "Means of egress", "Electrical service",
-		"Plumbing and drainage", "Mechanical ventilation", "Accessibility", "Energy envelope", "Site works",
-	}
-	checks = []string{
-		"Anchor spacing", "Beam bearing length", "Slab thickness", "Rebar cover", "Door clearance",
-		"Handrail height", "Stair riser height", "Smoke seal continuity", "Breaker rating", "Earth bonding",
-		"Trap seal depth", "Vent stack size", "Duct insulation", "Air change rate", "Ramp gradient",
-		"Threshold height", "Window U-value", "Wall insulation", "Drain fall", "Kerb height",
-	}
-	results = []string{"Pass", "Pass", "Pass", "Pass", "Observation", "Fail", "N/A"}
-	words   = []string{
-		"inspection", "confirmed", "the", "drawing", "measured", "on", "site", "as", "specified", "within",
-		"tolerance", "reviewer", "noted", "minor", "deviation", "corrected", "before", "sign-off", "revision",
-		"permit", "condition", "applies", "to", "each", "level", "and", "zone", "recorded", "below",
-	}
-)
-
-// pageRand is the page's own generator: seeded by case, revision and page,
-// so every page is reproducible on its own.
-func pageRand(in ReportInput, page int) *rand.Rand {
-	h := fnv.New64a()
-	var b [24]byte
-	binary.LittleEndian.PutUint64(b[0:], uint64(in.CaseID))
-	binary.LittleEndian.PutUint64(b[8:], uint64(in.Revision))
-	binary.LittleEndian.PutUint64(b[16:], uint64(page))
-	h.Write(b[:])
-	s := h.Sum64()
-	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
-}
-
-func contentPage(pdf *fpdf.Fpdf, in ReportInput, page int) {
-	rng := pageRand(in, page)
-	pdf.AddPage()
-	pdf.SetTextColor(110, 110, 110)
-	pdf.SetFont("Helvetica", "", 8)
-	pdf.CellFormat(0, 6, fmt.Sprintf("Permit report - case %d - revision %d", in.CaseID, in.Revision), "B", 1, "L", false, 0, "")
-	pdf.Ln(4)
-
-	pdf.SetTextColor(20, 40, 80)
-	pdf.SetFont("Helvetica", "B", 14)
-	pdf.CellFormat(0, 8, fmt.Sprintf("Section %d: %s", page-1, sections[rng.IntN(len(sections))]), "", 1, "L", false, 0, "")
-	pdf.SetTextColor(0, 0, 0)
-	pdf.SetFont("Helvetica", "", 10)
-	pdf.MultiCell(0, 5, paragraph(rng, 40+rng.IntN(30)), "", "J", false)
-	pdf.Ln(3)
-
-	pdf.SetFont("Helvetica", "B", 9)
-	pdf.SetFillColor(225, 230, 240)
-	widths := []float64{32, 70, 30, 58}
-	for i, h := range []string{"Item", "Check", "Result", "Measured"} {
-		pdf.CellFormat(widths[i], 7, h, "1", 0, "L", true, 0, "")
-	}
-	pdf.Ln(-1)
-	pdf.SetFont("Helvetica", "", 9)
-	for row := range 22 {
-		item := fmt.Sprintf("C%d-%d-%03d-%02d", in.CaseID, in.Revision, page, row+1)
-		check := checks[rng.IntN(len(checks))]
-		result := results[rng.IntN(len(results))]
-		measured := fmt.Sprintf("%.1f mm (limit %.0f)", 5+rng.Float64()*400, 10+float64(rng.IntN(40))*10)
-		fill := row%2 == 1
-		pdf.SetFillColor(246, 247, 250)
-		pdf.CellFormat(widths[0], 6.5, item, "1", 0, "L", fill, 0, "")
-		pdf.CellFormat(widths[1], 6.5, check, "1", 0, "L", fill, 0, "")
-		pdf.CellFormat(widths[2], 6.5, result, "1", 0, "L", fill, 0, "")
-		pdf.CellFormat(widths[3], 6.5, measured, "1", 1, "L", fill, 0, "")
-	}
-	pdf.Ln(4)
-	pdf.SetFont("Helvetica", "I", 9)
-	pdf.MultiCell(0, 4.5, paragraph(rng, 20+rng.IntN(20)), "", "L", false)
-}
-
-func paragraph(rng *rand.Rand, n int) string {
-	b := make([]byte, 0, n*9)
-	for i := range n {
-		w := words[rng.IntN(len(words))]
-		if i == 0 {
-			b = append(b, w[0]-'a'+'A')
-			w = w[1:]
-		} else {
-			b = append(b, ' ')
-		}
-		b = append(b, w...)
-		if i%11 == 10 && i != n-1 {
-			b = append(b, '.')
-		}
-	}
-	return string(append(b, '.'))
+func newReportDoc(in ReportInput, sum *reportSummary) *reportDoc {
+	d := &reportDoc{in: in, sum: sum, date: in.reportDate(), buf: make([]byte, 0, 64)}
+	pdf := fpdf.New("P", "mm", "A4", "")
+	pdf.SetCreationDate(d.date)
+	pdf.SetModificationDate(d.date)
+	pdf.SetCatalogSort(true)
+	pdf.SetCompression(true)
+	pdf.SetProducer("jobgate", false)
+	pdf.SetTitle(fmt.Sprintf("Permit inspection report, case %d, revision %d", in.CaseID, in.Revision), false)
+	pdf.SetSubject(fmt.Sprintf("Building permit inspection, case %d", in.CaseID), false)
+	pdf.SetAuthor("jobgate", false)
+	pdf.AliasNbPages("{nb}")
+	pdf.SetMargins(marginX, 12, marginX)
+	pdf.SetAutoPageBreak(false, 15)
+	footer := cp1252(fmt.Sprintf("Case %d · revision %d · %s", in.CaseID, in.Revision, d.date.Format("2 January 2006")))
+	pdf.SetFooterFunc(func() {
+		pdf.SetDrawColor(190, 196, 208)
+		pdf.SetLineWidth(0.2)
+		pdf.Line(marginX, pageH-14, pageW-marginX, pageH-14)
+		pdf.SetY(-13)
+		pdf.SetFont("Helvetica", "", 8)
+		pdf.SetTextColor(110, 110, 110)
+		pdf.CellFormat(0, 6, footer, "", 0, "L", false, 0, "")
+		pdf.SetX(marginX)
+		pdf.CellFormat(0, 6, fmt.Sprintf("Page %d of {nb}", pdf.PageNo()), "", 0, "R", false, 0, "")
+	})
+	d.pdf = pdf
+	return d
 }
