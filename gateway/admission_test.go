@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,17 +23,21 @@ func TestConcurrentDuplicatesMakeOneJob(t *testing.T) {
 	const n = 64
 	var wg sync.WaitGroup
 	results := make([]response, n)
+	errs := make([]error, n)
 	start := make(chan struct{})
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i] = b.submit(t, tok, "same-click", permit)
+			results[i], errs[i] = b.try(http.MethodPost, "/v1/jobs", tok, permit, "Idempotency-Key: same-click")
 		}()
 	}
 	close(start)
 	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "request %d", i)
+	}
 
 	accepted := 0
 	ids := map[string]bool{}
@@ -252,10 +257,58 @@ func TestLostCreateAckIsRecognized(t *testing.T) {
 
 	r := b.submit(t, tok, "lost", permit)
 	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
 	require.Equal(t, id, r.job(t).ID)
-	_, err = b.res.Jobs.KV().Get(context.Background(), rec.Key())
+	stored, err := b.res.Jobs.Get(context.Background(), rec.Key())
 	require.NoError(t, err)
-	var _ jetstream.KeyValueEntry
+	require.Equal(t, rec.Revision, stored.Revision, "the replay wrote nothing")
+	require.Equal(t, 1, b.countJobs(t))
+
+	// The same key with another request is a conflict, not a second job.
+	other := `{"type":"permit_report","params":{"case_id":47,"revision":30,"pages":63}}`
+	r = b.submit(t, tok, "lost", other)
+	require.Equal(t, http.StatusConflict, r.status)
+	require.Equal(t, id, r.json(t)["job_id"])
+	require.Equal(t, 1, b.countJobs(t))
+}
+
+// A replay through another gateway on the same bucket (one that never saw the
+// key, so its seen-keys cache cannot shortcut to a read) meets the stored
+// record through the create-only commit and changes nothing: same job, same
+// stored revision, no second record.
+func TestReplayThroughASecondGateway(t *testing.T) {
+	t.Parallel()
+	g1, b := setup(t)
+	tok := b.token(t, "4", "reviewer-47", false)
+	first := b.submit(t, tok, "k-two-gateways", permit)
+	require.Equal(t, http.StatusAccepted, first.status)
+	id := first.job(t).ID
+	key := job.StoreKey("4", "reviewer-47", id)
+	before, err := b.res.Jobs.Get(context.Background(), key)
+	require.NoError(t, err)
+
+	g2, err := New(g1.cfg, b.res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	g2.cfg.Addr = "127.0.0.1:0"
+	require.NoError(t, g2.Start(context.Background()))
+	t.Cleanup(g2.Stop)
+	require.False(t, g2.seen.has(key), "the second gateway has not seen the key")
+	b2 := *b
+	b2.url = "http://" + g2.Addr()
+	b2.http = &http.Client{Transport: &validatingTransport{t: t, next: http.DefaultTransport, router: specRouter(t, b2.url)}}
+
+	again := b2.submit(t, tok, "k-two-gateways", permit)
+	require.Equal(t, http.StatusOK, again.status)
+	require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	require.Equal(t, id, again.job(t).ID)
+	after, err := b.res.Jobs.Get(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, before.Revision, after.Revision, "the replay did not write the record")
+	require.Equal(t, 1, b.countJobs(t))
+
+	conflict := b2.submit(t, tok, "k-two-gateways", `{"type":"permit_report","params":{"case_id":47,"revision":30,"pages":63}}`)
+	require.Equal(t, http.StatusConflict, conflict.status)
+	require.Equal(t, 1, b.countJobs(t))
 }
 
 // With LeaveWorkToRelay the admission is the commit alone: nothing lands on

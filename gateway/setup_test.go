@@ -132,12 +132,22 @@ func (r response) job(t *testing.T) job.Resource {
 // do sends one request; headers are "Name: value" strings.
 func (b *testBundle) do(t *testing.T, method, path, token, body string, headers ...string) response {
 	t.Helper()
+	r, err := b.try(method, path, token, body, headers...)
+	require.NoError(t, err)
+	return r
+}
+
+// try is do without failing the test, for goroutines other than the test's
+// (require must not be called there): the caller checks the error.
+func (b *testBundle) try(method, path, token, body string, headers ...string) (response, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, b.url+path, rd)
-	require.NoError(t, err)
+	if err != nil {
+		return response{}, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -149,11 +159,15 @@ func (b *testBundle) do(t *testing.T, method, path, token, body string, headers 
 		req.Header.Add(k, v)
 	}
 	resp, err := b.http.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return response{}, err
+	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}, nil
 }
 
 func (b *testBundle) submit(t *testing.T, token, key, body string) response {

@@ -267,8 +267,15 @@ func TestLongPollAnswersOnChange(t *testing.T) {
 	idle := b.do(t, http.MethodGet, "/v1/jobs/"+id+"?wait=200ms", tok, "", "If-None-Match: "+tag)
 	require.Equal(t, http.StatusNotModified, idle.status)
 
-	done := make(chan response, 1)
-	go func() { done <- b.do(t, http.MethodGet, "/v1/jobs/"+id+"?wait=20s", tok, "", "If-None-Match: "+tag) }()
+	type answer struct {
+		r   response
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := b.try(http.MethodGet, "/v1/jobs/"+id+"?wait=20s", tok, "", "If-None-Match: "+tag)
+		done <- answer{r, err}
+	}()
 	require.Eventually(t, func() bool { return g.changes.watchers() == 1 }, 5*time.Second, 5*time.Millisecond)
 	changedAt := time.Now()
 	b.advance(t, "4", "reviewer-47", id, func(r *job.Record) error {
@@ -276,7 +283,9 @@ func TestLongPollAnswersOnChange(t *testing.T) {
 		return r.Transition(job.StateRunning, time.Now())
 	})
 	select {
-	case r := <-done:
+	case a := <-done:
+		require.NoError(t, a.err)
+		r := a.r
 		require.Equal(t, http.StatusOK, r.status)
 		require.Equal(t, job.StateRunning, r.job(t).State)
 		require.Less(t, time.Since(changedAt), 2*time.Second, "answered on the change, long before the 20s deadline")

@@ -49,6 +49,35 @@ func (u *updates) next(t *testing.T, ok func(*job.Resource) bool) *job.Resource 
 
 // driveJob moves a job through running with progress to succeeded, waiting
 // for Wait to report each step before the next.
+// waitResult is what a Wait run in another goroutine ended with.
+type waitResult struct {
+	res *job.Resource
+	err error
+}
+
+// waitAsync runs c.Wait in its own goroutine; the result is checked on the
+// test's goroutine (recvWait), never with require inside the goroutine.
+func waitAsync(ctx context.Context, c *client.Client, id string, on func(*job.Resource)) <-chan waitResult {
+	done := make(chan waitResult, 1)
+	go func() {
+		res, err := c.Wait(ctx, id, on)
+		done <- waitResult{res, err}
+	}()
+	return done
+}
+
+func recvWait(t *testing.T, done <-chan waitResult) *job.Resource {
+	t.Helper()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		return r.res
+	case <-time.After(60 * time.Second):
+		t.Fatal("Wait did not return")
+		return nil
+	}
+}
+
 func driveJob(t *testing.T, b *testBundle, u *updates, id string, pdf []byte) {
 	u.next(t, func(r *job.Resource) bool { return r.State == job.StateQueued })
 	b.mutate(t, id, func(r *job.Record) error {
@@ -81,14 +110,9 @@ func TestWaitFollowsEvents(t *testing.T) {
 	require.NoError(t, err)
 
 	u := newUpdates()
-	done := make(chan *job.Resource, 1)
-	go func() {
-		res, err := c.Wait(ctx, sub.Job.ID, u.on)
-		require.NoError(t, err)
-		done <- res
-	}()
+	done := waitAsync(ctx, c, sub.Job.ID, u.on)
 	driveJob(t, b, u, sub.Job.ID, []byte("%PDF-1.7 three pages"))
-	final := <-done
+	final := recvWait(t, done)
 	require.Equal(t, job.StateSucceeded, final.State)
 	require.NotNil(t, final.Result)
 	last := u.got[len(u.got)-1]
@@ -126,14 +150,9 @@ func TestWaitFallsBackToPolling(t *testing.T) {
 	require.NoError(t, err)
 
 	u := newUpdates()
-	done := make(chan *job.Resource, 1)
-	go func() {
-		res, err := c.Wait(ctx, sub.Job.ID, u.on)
-		require.NoError(t, err)
-		done <- res
-	}()
+	done := waitAsync(ctx, c, sub.Job.ID, u.on)
 	driveJob(t, b, u, sub.Job.ID, []byte("%PDF-1.7 polled"))
-	final := <-done
+	final := recvWait(t, done)
 	require.Equal(t, job.StateSucceeded, final.State)
 	polls := 0
 	for _, r := range p.requests() {
@@ -169,15 +188,20 @@ func TestGetIfChanged(t *testing.T) {
 	require.Nil(t, same.Job)
 
 	// A long-poll answers as soon as the job changes.
-	changed := make(chan *client.Snapshot, 1)
+	type answer struct {
+		s   *client.Snapshot
+		err error
+	}
+	changed := make(chan answer, 1)
 	go func() {
 		s, err := c.GetIfChanged(ctx, sub.Job.ID, s.ETag, 20*time.Second)
-		require.NoError(t, err)
-		changed <- s
+		changed <- answer{s, err}
 	}()
 	b.mutate(t, sub.Job.ID, func(r *job.Record) error { return r.Transition(job.StateRunning, time.Now()) })
 	select {
-	case got := <-changed:
+	case a := <-changed:
+		require.NoError(t, a.err)
+		got := a.s
 		require.False(t, got.NotModified)
 		require.Equal(t, job.StateRunning, got.Job.State)
 	case <-time.After(25 * time.Second):
