@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
@@ -14,6 +15,10 @@ import (
 type Config struct {
 	// Addr is the listen address (host:port); port 0 picks a free one.
 	Addr string
+	// Listener, if set, is Addr already bound: the process binds it before
+	// it starts anything, so a taken port fails at once. The gateway
+	// closes it when it stops.
+	Listener net.Listener
 	// AuthSecret verifies bearer tokens (HS256). Required.
 	AuthSecret []byte
 	// LinkTTL is the lifetime of a signed result link (default 5m).

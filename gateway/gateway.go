@@ -157,9 +157,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err := g.init(ctx); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", g.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("gateway listen %s: %w", g.cfg.Addr, err)
+	ln := g.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", g.cfg.Addr); err != nil {
+			return fmt.Errorf("gateway listen %s: %w", g.cfg.Addr, err)
+		}
 	}
 	g.ln = ln
 	ln = lingerListener{ln} // a 413 reaches a client still sending its body

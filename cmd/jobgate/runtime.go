@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type runtime struct {
 	res      *natsjs.Resources
 	fp       *failpoint.Set
 	metrics  *metrics.Metrics
+	// httpListener is the gateway's address, bound before anything else
+	// started (see claimProcessResources); nil in processes without one.
+	httpListener net.Listener
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/config"
 )
 
 // runServe runs gateway, dispatcher, renderer and notifier in one process on
@@ -19,6 +21,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	claim, err := claimProcessResources(cfg, true)
+	if err != nil {
+		return err
+	}
+	defer claim.release()
 	if _, err := auth.LoadSecret(cfg.AuthSecret, cfg.DataDir, cfg.Embedded()); err != nil {
 		return err
 	}
@@ -27,7 +34,48 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rt.close()
+	rt.httpListener = claim.http
 	return m.runServices(ctx, rt, []string{"dispatcher", "renderer", "notifier", "gateway"}, true)
+}
+
+// processClaim is what a process takes before it starts anything: the
+// data dir's lock (embedded server only) and the gateway's listen address.
+type processClaim struct {
+	http   net.Listener // nil without a gateway
+	unlock func()
+}
+
+// claimProcessResources takes the data dir lock, then binds the HTTP
+// address, so a second server on the same data dir or a port that is taken
+// fails at once, naming the lock or the address, before the embedded NATS
+// server, the secrets or any stream is touched.
+func claimProcessResources(cfg *config.Config, gateway bool) (*processClaim, error) {
+	c := &processClaim{unlock: func() {}}
+	if cfg.Embedded() {
+		unlock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		c.unlock = unlock
+	}
+	if gateway {
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			c.unlock()
+			return nil, fmt.Errorf("gateway listen %s: %w", cfg.HTTPAddr, err)
+		}
+		c.http = ln
+	}
+	return c, nil
+}
+
+// release closes the listener (a no-op once the gateway has shut it down)
+// and drops the lock, last, after the embedded server has stopped.
+func (c *processClaim) release() {
+	if c.http != nil {
+		_ = c.http.Close()
+	}
+	c.unlock()
 }
 
 // runComponent runs one component against an external NATS (or, without
@@ -42,6 +90,11 @@ func (m *Main) runComponent(ctx context.Context, name string, args []string) err
 	if err != nil {
 		return err
 	}
+	claim, err := claimProcessResources(cfg, name == "gateway")
+	if err != nil {
+		return err
+	}
+	defer claim.release()
 	if name == "gateway" {
 		if _, err := auth.LoadSecret(cfg.AuthSecret, cfg.DataDir, cfg.Embedded()); err != nil {
 			return err
@@ -52,6 +105,7 @@ func (m *Main) runComponent(ctx context.Context, name string, args []string) err
 		return err
 	}
 	defer rt.close()
+	rt.httpListener = claim.http
 	return m.runServices(ctx, rt, []string{name}, false)
 }
 

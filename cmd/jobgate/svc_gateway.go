@@ -14,6 +14,7 @@ func newGateway(rt *runtime, serve bool) (service, error) {
 	}
 	return gateway.New(gateway.Config{
 		Addr:             rt.cfg.HTTPAddr,
+		Listener:         rt.httpListener,
 		AuthSecret:       secret,
 		LinkTTL:          rt.cfg.ResultLinkTTL,
 		ReadRate:         rt.cfg.Gateway.ReadRate,

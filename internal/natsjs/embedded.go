@@ -69,13 +69,44 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	// The server reports what stops it from starting (a taken --nats-listen
+	// port, a JetStream store it cannot open) only through its logger's
+	// Fatalf; catch that so the caller learns the cause at once instead of
+	// after the readiness timeout.
+	fatal := &fatalLogger{ch: make(chan string, 1)}
+	s.SetLogger(fatal, false, false)
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		return nil, errors.New("embedded nats: not ready within 30s")
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-fatal.ch:
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded nats: %s", msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, errors.New("embedded nats: not ready within 30s")
+		}
 	}
 	return &Embedded{srv: s}, nil
 }
+
+// fatalLogger is the embedded server's logger: silent (the server runs with
+// NoLog), except that the first fatal message is kept for StartEmbedded.
+type fatalLogger struct{ ch chan string }
+
+func (l *fatalLogger) Fatalf(format string, v ...any) {
+	select {
+	case l.ch <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+func (*fatalLogger) Noticef(string, ...any) {}
+func (*fatalLogger) Warnf(string, ...any)   {}
+func (*fatalLogger) Errorf(string, ...any)  {}
+func (*fatalLogger) Debugf(string, ...any)  {}
+func (*fatalLogger) Tracef(string, ...any)  {}
 
 // Server returns the underlying server (tests, accounts).
 func (e *Embedded) Server() *server.Server { return e.srv }
