@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,7 +66,10 @@ func ModuleRoot(dir string) (string, error) {
 }
 
 // freePorts reserves n distinct loopback ports and releases them for the
-// processes to bind (another program could take one in between; rare).
+// processes to bind. They are taken below the kernel's ephemeral range:
+// a killed gateway or NATS node binds its port again on restart, and the
+// clients' thousands of outgoing connections draw their local ports from
+// that range, so one could otherwise take it meanwhile.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -73,16 +77,39 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	ports := make([]int, n)
-	for i := range ports {
+	low := ephemeralLow()
+	ports := make([]int, 0, n)
+	start := 10000 + int(time.Now().UnixNano()%int64(low-11000))
+	for p := start; len(ports) < n && p < start+4000 && p < low; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, p)
+	}
+	for len(ports) < n { // no room below the range: any free port
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("free port: %w", err)
 		}
 		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// ephemeralLow is the start of the kernel's ephemeral port range (Linux;
+// 32768 elsewhere or when the range leaves no room below it).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 11000 {
+				return v
+			}
+		}
+	}
+	return 32768
 }
 
 // Kinds of process.
