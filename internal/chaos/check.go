@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -34,9 +35,10 @@ func (r *Report) AnomalyKinds() map[string]int {
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix.
 var KnownIssues = map[string]string{
-	"events-backwards": "the renderer publishes a job's running and terminal events itself while the dispatcher's relay " +
-		"may still publish an older change it fetched before (relay paused or slow): JOBGATE_EVENTS then holds " +
-		"queued after running",
+	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
+		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
+		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +
+		"worker's claim, JOBGATE_EVENTS holds the job's queued event after its running event",
 }
 
 func (r *Report) String() string {
@@ -472,7 +474,7 @@ func (c *checker) checkEvents(finals map[string]Entry, events map[string][]Entry
 				continue // a copy (after a crash) of a change already published
 			}
 			seen[e.MsgID] = e
-			if prev != nil && (rank(e.State) < rank(prev.State) || e.Attempt < prev.Attempt) {
+			if prev != nil && (rank(e.State) < rank(prev.State) || e.Attempt < prev.Attempt || revBefore(e.MsgID, prev.MsgID)) {
 				c.anomaly("events-backwards", "job %s: event %s (seq %d) after %s (seq %d)", id, e.MsgID, e.Seq, prev.MsgID, prev.Seq)
 			}
 			if terminal(e.State) {
@@ -491,6 +493,23 @@ func (c *checker) checkEvents(finals map[string]Entry, events map[string][]Entry
 			c.anomaly("terminal-transition-twice", "job %s: %d terminal changes published: %v", id, len(terms), terms)
 		}
 	}
+}
+
+// revBefore reports whether change id a names an earlier record revision
+// than b, where both are <job>.<revision> (the contract's event ids).
+func revBefore(a, b string) bool {
+	ra, okA := msgRev(a)
+	rb, okB := msgRev(b)
+	return okA && okB && ra < rb
+}
+
+func msgRev(id string) (uint64, bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(id[i+1:], 10, 64)
+	return n, err == nil
 }
 
 // checkPublished: every version of a job a reader saw is a stored change

@@ -150,6 +150,14 @@ func TestCheckFindsAnomalies(t *testing.T) {
 		})},
 		{"terminal-transition-twice", add(Entry{Kind: "final-event", Job: j, MsgID: j + ".succeeded.2", State: "succeeded", Attempt: 2, Seq: 4})},
 		{"events-backwards", add(Entry{Kind: "final-event", Job: j, MsgID: j + ".running.2", State: "running", Attempt: 2, Seq: 4})},
+		{"events-backwards", edit(func(es []Entry) []Entry {
+			// Revision ids out of order, states in order.
+			return append(drop("final-event")(es),
+				Entry{Kind: "final-event", Job: j, MsgID: j + ".5", State: "queued", Seq: 1},
+				Entry{Kind: "final-event", Job: j, MsgID: j + ".7", State: "running", Attempt: 1, Done: 2, Seq: 2},
+				Entry{Kind: "final-event", Job: j, MsgID: j + ".6", State: "running", Attempt: 1, Done: 1, Seq: 3},
+				Entry{Kind: "final-event", Job: j, MsgID: j + ".8", State: "succeeded", Attempt: 1, Seq: 4})
+		})},
 		{"event-copy-differs", add(Entry{Kind: "final-event", Job: j, MsgID: j + ".running.1", State: "queued", Attempt: 1, Seq: 4})},
 		{"webhook-bad-signature", add(Entry{Kind: "webhook", WebhookID: j + ".running.1", Job: j, State: "running", Attempt: 1, Status: 204, Digest: "d2"})},
 		{"webhook-id-reused", add(Entry{Kind: "webhook", WebhookID: j + ".running.1", Job: j, State: "running", Attempt: 1, Status: 204, SigOK: true, Digest: "d9"})},

@@ -34,6 +34,8 @@ func main() {
 	flag.StringVar(&o.WorkDir, "work-dir", "", "where binaries, logs, stores and the history go (default: a new temp dir)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the NATS stores and binaries of a clean run (a run with anomalies keeps them anyway)")
 	flag.BoolVar(&o.Strict, "strict", false, "known issues (chaos.KnownIssues) count as anomalies too")
+	jobgateBin := flag.String("jobgate", "", "use this jobgate binary instead of building ./cmd/jobgate")
+	natsBin := flag.String("nats-server", "", "use this nats-server binary instead of building the version go.mod pins")
 	check := flag.String("check", "", "only check this history file (with --bound) and print the report")
 	flag.Parse()
 
@@ -49,6 +51,13 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if *jobgateBin != "" || *natsBin != "" {
+		if *jobgateBin == "" || *natsBin == "" {
+			fmt.Fprintln(os.Stderr, "--jobgate and --nats-server go together")
+			os.Exit(2)
+		}
+		o.Binaries = &chaos.Binaries{Jobgate: *jobgateBin, NATSServer: *natsBin}
 	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano() % 1_000_000_000)
