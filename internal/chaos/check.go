@@ -155,6 +155,9 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 			cancels[e.Job] = append(cancels[e.Job], e)
 		case "fault":
 			faults = append(faults, e)
+			if e.Action == "restart" && e.Err != "" {
+				c.anomaly("restart-failed", "%s at %s: %s", e.Target, e.T.Format(time.RFC3339Nano), e.Err)
+			}
 		case "exit":
 			c.anomaly("process-exit", "%s exited without being killed at %s: %s", e.Target, e.T.Format(time.RFC3339Nano), e.Note)
 		case "webhook":

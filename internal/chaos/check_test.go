@@ -172,6 +172,7 @@ func TestCheckFindsAnomalies(t *testing.T) {
 		{"mail-wrong-state", add(Entry{Kind: "mail", MessageID: j + ".failed@jobgate", Job: j, State: "failed"})},
 		{"count-mismatch", drop("final-list")},
 		{"list-state-mismatch", set("final-list", func(e *Entry) { e.State = "running" })},
+		{"restart-failed", add(Entry{Kind: "fault", Target: "gateway-2", Action: "restart", Err: "not ready within 60s"})},
 		{"process-exit", add(Entry{Kind: "exit", Target: "gateway-1", Note: "exit status 1"})},
 		{"incomplete-history", edit(func(es []Entry) []Entry { return es[:len(es)-1] })},
 	} {

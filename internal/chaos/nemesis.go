@@ -180,9 +180,21 @@ func (n *nemesis) inject(ctx context.Context, i, lane int, p *proc, f fault) {
 // until it is ready, where it can tell.
 func (n *nemesis) restart(ctx context.Context, p *proc) {
 	e := Entry{Kind: "fault", Target: p.name, Action: "restart"}
-	if err := p.start(); err != nil {
-		e.Err = err.Error()
-	} else if err := p.waitHealthy(ctx, 60*time.Second); err != nil {
+	// A start that fails is retried: a process left down would stall the
+	// run and fail it for the wrong reason. (One that starts and then exits
+	// by itself is the supervisor's: an anomaly, and restarted there.)
+	var err error
+	for try := 1; try <= 5; try++ {
+		if err = p.start(); err == nil || ctx.Err() != nil {
+			break
+		}
+		e.Note = fmt.Sprintf("start try %d: %v", try, err)
+		sleepCtx(ctx, time.Second)
+	}
+	if err == nil {
+		err = p.waitHealthy(ctx, 60*time.Second)
+	}
+	if err != nil {
 		e.Err = err.Error()
 	}
 	n.h.Add(e)
