@@ -13,9 +13,12 @@ run: build
 	$(BIN) serve --dev $(ARGS)
 
 ## test: the whole suite with the race detector, real embedded JetStream,
-## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it)
+## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it),
+## third-party clients for the interop suite (Node.js packages pinned in
+## internal/interop/node, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it)
 test:
 	@scripts/ensure-chromium.sh
+	@scripts/ensure-interop.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
