@@ -57,7 +57,7 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func setupServe(t *testing.T) *cliBundle {
+func setupServe(t *testing.T, extra ...string) *cliBundle {
 	t.Helper()
 	dir := t.TempDir()
 	addr := freeAddr(t)
@@ -65,7 +65,7 @@ func setupServe(t *testing.T) *cliBundle {
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
 	m := &Main{Stdout: logs, Stderr: logs, Getenv: func(string) string { return "" }}
-	go func() { done <- m.Run(ctx, []string{"serve", "--data-dir", dir, "--http-addr", addr}) }()
+	go func() { done <- m.Run(ctx, append([]string{"serve", "--data-dir", dir, "--http-addr", addr}, extra...)) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -111,7 +111,15 @@ func (b *cliBundle) run(t *testing.T, ctx context.Context, args ...string) (stri
 	return out.String(), errOut.String(), err
 }
 
-func outLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
+// outLines splits output into lines; no output is no lines (not one empty
+// line, which would let a count of one pass without any job).
+func outLines(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
 
 // The CLI end to end against `serve`: submit --wait renders a real PDF with
 // a progress bar and prints the id then the path; fetch downloads the same
@@ -215,11 +223,45 @@ func TestCLIErrors(t *testing.T) {
 	require.Equal(t, exitConflict, ExitCode(err))
 	require.Contains(t, err.Error(), id)
 
-	// Result not ready is a conflict too; a canceled job's watch exits 4.
+	// Result not ready is a conflict too.
 	_, _, err = b.run(t, ctx, "fetch", id, "--out", filepath.Join(b.dir, "x.pdf"))
 	if err != nil { // the renderer may have been quicker
 		require.Equal(t, exitConflict, ExitCode(err), err.Error())
 	}
+
+	// A canceled job: watch exits 4, fetch is a conflict.
+	out, _, err = b.run(t, ctx, "submit", "--param", "case_id=47", "--param", "revision=31", "--param", "pages=2000")
+	require.NoError(t, err)
+	long := strings.TrimSpace(out)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.url+"/v1/jobs/"+long, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "a 2000-page report is still going when canceled")
+	_, _, err = b.run(t, ctx, "watch", long)
+	require.Equal(t, exitCanceled, ExitCode(err), "watch of a canceled job: %v", err)
+	_, _, err = b.run(t, ctx, "fetch", long, "--out", filepath.Join(b.dir, "canceled.pdf"))
+	require.Equal(t, exitConflict, ExitCode(err), "fetch of a canceled job: %v", err)
+}
+
+// A job that fails makes submit --wait exit 3: here every attempt runs out
+// of its 100ms budget and one attempt is all a job gets.
+func TestCLIFailedJobExits3(t *testing.T) {
+	t.Parallel()
+	b := setupServe(t, "--render-timeout", "100ms", "--max-attempts", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, errOut, err := b.run(t, ctx, "submit", "--param", "case_id=47", "--param", "revision=29", "--param", "pages=2000", "--wait")
+	require.Error(t, err, "out: %s\nerr: %s", out, errOut)
+	require.Equal(t, exitFailed, ExitCode(err), "%v", err)
+	id := outLines(out)[0]
+	out, _, err = b.run(t, ctx, "status", "--json", id)
+	require.NoError(t, err)
+	var res job.Resource
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, job.StateFailed, res.State)
 }
 
 // kill -9 in the middle of `submit --wait`, after the server committed the
@@ -291,7 +333,11 @@ func TestCLIKilledSubmitResumes(t *testing.T) {
 
 	out, _, err = b.run(t, ctx, "jobs", "--json")
 	require.NoError(t, err)
-	require.Len(t, outLines(out), 1, "the server holds one job")
+	ls := outLines(out)
+	require.Len(t, ls, 1, "the server holds one job")
+	var listed job.Resource
+	require.NoError(t, json.Unmarshal([]byte(ls[0]), &listed))
+	require.Equal(t, id, listed.ID, "and it is the resumed one")
 }
 
 // TestHelperCLIProcess runs a CLI command as a separate process for

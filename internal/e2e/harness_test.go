@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,11 +170,29 @@ func (s *system) listJobs(t *testing.T, tok string) []job.Resource {
 	return page.Jobs
 }
 
+// skipBrowser decides on JOBGATE_SKIP_BROWSER: skip (with the reason) on a
+// developer's machine, but a CI run (CI=true, as GitHub Actions, GitLab and
+// most CI services set it) must prove the page works, so there it is an
+// error rather than a silent pass.
+func skipBrowser(getenv func(string) string) (reason string, err error) {
+	if getenv("JOBGATE_SKIP_BROWSER") != "1" {
+		return "", nil
+	}
+	if ci := strings.ToLower(getenv("CI")); ci == "true" || ci == "1" {
+		return "", errors.New("JOBGATE_SKIP_BROWSER=1 is not allowed under CI=true: the browser test of the reviewer's page must run in CI")
+	}
+	return "JOBGATE_SKIP_BROWSER=1: skipping the browser test of the reviewer's page", nil
+}
+
 // chromiumPath finds Debian's chromium (or another Chrome) for the test.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("JOBGATE_SKIP_BROWSER") == "1" {
-		t.Skip("JOBGATE_SKIP_BROWSER=1: skipping the browser test of the reviewer's page")
+	reason, err := skipBrowser(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason != "" {
+		t.Skip(reason)
 	}
 	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {

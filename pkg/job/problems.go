@@ -141,6 +141,17 @@ func (p *Problem) Error() string {
 	if msg == "" {
 		msg = http.StatusText(p.Status)
 	}
+	if len(p.Errors) > 0 {
+		// The fields are what a person fixes: name them, not only "invalid".
+		parts := make([]string, len(p.Errors))
+		for i, fe := range p.Errors {
+			parts[i] = fe.Field + ": " + fe.Message
+		}
+		msg += ": " + strings.Join(parts, "; ")
+	}
+	if p.JobID != "" && !strings.Contains(msg, p.JobID) {
+		msg += " (it belongs to job " + p.JobID + ")"
+	}
 	if slug := p.Slug(); slug != "" {
 		return fmt.Sprintf("%s (%d %s)", msg, p.Status, slug)
 	}

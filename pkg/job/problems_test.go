@@ -90,8 +90,12 @@ func TestProblemDetails(t *testing.T) {
 	require.Equal(t, "params.pages", ve.Errors[0].Field)
 	require.Same(t, p, ve.Problem)
 
+	require.Contains(t, p.Error(), "params.pages: too big", "a client's error names the fields")
+
 	p = job.NewProblem(&job.ConflictError{JobID: "job_abc"})
 	require.Equal(t, 409, p.Status)
+	p.Detail = "the journal holds this key for a different request"
+	require.Contains(t, p.Error(), "job_abc", "a client's error names the job the key belongs to")
 	require.Equal(t, "job_abc", p.JobID)
 	var ce *job.ConflictError
 	require.ErrorAs(t, p, &ce)
