@@ -65,7 +65,9 @@ func setupServe(t *testing.T, extra ...string) *cliBundle {
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
 	m := &Main{Stdout: logs, Stderr: logs, Getenv: func(string) string { return "" }}
-	go func() { done <- m.Run(ctx, append([]string{"serve", "--data-dir", dir, "--http-addr", addr}, extra...)) }()
+	go func() {
+		done <- m.Run(ctx, append([]string{"serve", "--data-dir", dir, "--http-addr", addr}, extra...))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
