@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -74,7 +75,9 @@ func running(n int, worker string, heartbeat time.Time) func(r *job.Record) {
 	return func(r *job.Record) {
 		hb := heartbeat.UTC()
 		if r.State == job.StateQueued {
-			_ = r.Transition(job.StateRunning, hb)
+			if err := r.Transition(job.StateRunning, hb); err != nil {
+				panic(fmt.Sprintf("fixture %s: %v", r.ID, err)) // a broken test, not a finding
+			}
 		}
 		r.Attempt, r.Worker, r.HeartbeatAt = n, worker, &hb
 		r.UpdatedAt = hb

@@ -27,7 +27,10 @@ func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
 	res, err := natsjs.Provision(context.Background(), js, natsjs.DefaultLayout())
 	if err != nil {
 		b.Fatal(err)

@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -84,12 +85,12 @@ func record(tenant, requester, id string, state job.State) *job.Record {
 	if state == job.StateQueued {
 		return r
 	}
-	_ = r.Transition(job.StateRunning, now)
+	mustTransition(r, job.StateRunning, now)
 	r.Attempt = 1
 	if state == job.StateRunning {
 		return r
 	}
-	_ = r.Transition(state, now.Add(time.Second))
+	mustTransition(r, state, now.Add(time.Second))
 	switch state {
 	case job.StateSucceeded:
 		r.Output = &job.Output{Object: id, ContentType: "application/pdf", Size: 12345, SHA256: strings.Repeat("ab", 32)}
@@ -180,4 +181,11 @@ func mustAddr(t testing.TB, s string) netip.Addr {
 	a, err := netip.ParseAddr(s)
 	require.NoError(t, err)
 	return a
+}
+
+// mustTransition moves a fixture record; an illegal move is a broken test.
+func mustTransition(r *job.Record, to job.State, at time.Time) {
+	if err := r.Transition(to, at); err != nil {
+		panic(fmt.Sprintf("fixture %s: %v", r.ID, err))
+	}
 }

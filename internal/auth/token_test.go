@@ -46,24 +46,18 @@ func TestVerifyRejectsForgeries(t *testing.T) {
 	secret := []byte("s3cret")
 	v := NewVerifier(secret, nil)
 	exp := jwt.NewNumericDate(time.Now().Add(time.Hour))
+	sign := func(m jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(m, claims).SignedString(key)
+		require.NoError(t, err)
+		return s
+	}
 	for name, tok := range map[string]string{
-		"alg none": func() string {
-			s, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"tenant": "4", "sub": "x", "exp": exp}).SignedString(jwt.UnsafeAllowNoneSignatureType)
-			return s
-		}(),
-		"no exp": func() string {
-			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"tenant": "4", "sub": "x"}).SignedString(secret)
-			return s
-		}(),
-		"bad tenant": func() string {
-			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"tenant": "4.5", "sub": "x", "exp": exp}).SignedString(secret)
-			return s
-		}(),
-		"no sub": func() string {
-			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"tenant": "4", "exp": exp}).SignedString(secret)
-			return s
-		}(),
-		"garbage": "a.b.c",
+		"alg none":   sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"tenant": "4", "sub": "x", "exp": exp}),
+		"no exp":     sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"tenant": "4", "sub": "x"}),
+		"bad tenant": sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"tenant": "4.5", "sub": "x", "exp": exp}),
+		"no sub":     sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"tenant": "4", "exp": exp}),
+		"wrong key":  sign(jwt.SigningMethodHS256, []byte("another secret"), jwt.MapClaims{"tenant": "4", "sub": "x", "exp": exp}),
+		"garbage":    "a.b.c",
 	} {
 		_, err := v.Verify(tok)
 		require.ErrorIs(t, err, job.ErrUnauthorized, name)
