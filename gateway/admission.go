@@ -59,7 +59,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 			g.cfg.Metrics.Admission("conflict", 0)
 		} else {
 			g.cfg.Metrics.Admission("unavailable", 0)
-			g.log.Warn("admission failed", "tenant", id.Tenant, "key_hash", job.HashKey(key), "err", err)
+			g.log.Warn("admission failed", "tenant", id.Tenant, "key_hash", g.ids.KeyHash(id.Tenant, id.Requester, key), "err", err)
 		}
 		return writeProblem(c, err)
 	}
@@ -115,7 +115,7 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 	}
 	now := g.cfg.Now().UTC()
 	rec := &job.Record{
-		ID: jobID, Tenant: tenant, Requester: requester, KeyHash: job.HashKey(key),
+		ID: jobID, Tenant: tenant, Requester: requester, KeyHash: g.ids.KeyHash(tenant, requester, key),
 		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}

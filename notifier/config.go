@@ -182,25 +182,32 @@ func (c *Config) validate() error {
 }
 
 func validateWebhook(h Webhook, allowPrivate bool) error {
+	// Errors name the URL redacted (RedactURL): the path and query carry
+	// the receiver's token, and these errors end up in logs.
+	shown := RedactURL(h.URL)
 	u, err := url.Parse(h.URL)
 	if err != nil {
-		return fmt.Errorf("url: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL it quotes
+		}
+		return fmt.Errorf("url %s: %w", shown, err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return fmt.Errorf("url %q: scheme must be http or https", h.URL)
+		return fmt.Errorf("url %s: scheme must be http or https", shown)
 	}
 	if u.Hostname() == "" || u.User != nil {
-		return fmt.Errorf("url %q: needs a host and no user info", h.URL)
+		return fmt.Errorf("url %s: needs a host and no user info", shown)
 	}
 	if !allowPrivate {
 		// The dialer checks every address it connects to; refusing obvious
 		// cases here reports them at start-up instead of at the first job.
 		host := strings.ToLower(u.Hostname())
 		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-			return fmt.Errorf("url %q: %w", h.URL, ErrForbiddenAddress)
+			return fmt.Errorf("url %s: %w", shown, ErrForbiddenAddress)
 		}
 		if ip, err := netip.ParseAddr(host); err == nil && !PublicAddr(ip) {
-			return fmt.Errorf("url %q: %w", h.URL, ErrForbiddenAddress)
+			return fmt.Errorf("url %s: %w", shown, ErrForbiddenAddress)
 		}
 	}
 	if h.Secret == "" {

@@ -34,7 +34,7 @@ func newEndpoint(tenant string, h Webhook) (*endpoint, error) {
 	}
 	u, err := url.Parse(h.URL)
 	if err != nil {
-		return nil, err
+		return nil, redactErr(err, h.URL)
 	}
 	ep := &endpoint{tenant: tenant, url: h.URL, host: u.Host, key: key, id: endpointKey(tenant, h.URL)}
 	if len(h.States) > 0 {
@@ -159,7 +159,7 @@ func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byt
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, redactErr(err, ep.url)
 	}
 	ts := n.cfg.Now().Unix()
 	req.Header.Set("Content-Type", "application/json")
@@ -169,7 +169,8 @@ func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byt
 	req.Header.Set(HeaderSignature, Sign(ep.key, id, ts, body))
 	resp, err := n.http.Do(req)
 	if err != nil {
-		return 0, 0, err
+		// The client's error quotes the URL, with the receiver's token.
+		return 0, 0, redactErr(err, ep.url)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused

@@ -175,7 +175,9 @@ func TestGatewayCrashAfterCommit(t *testing.T) {
 	all := d.allRecords(t)
 	require.Len(t, all, 1, "one job for the key")
 	require.Equal(t, a.id, all[0].ID)
-	require.Equal(t, job.HashKey(key), all[0].KeyHash)
+	idSecret, err := d.obs.Secrets.Get(ctx, natsjs.SecretJobID)
+	require.NoError(t, err)
+	require.Equal(t, job.NewIDDeriver(idSecret).KeyHash(tenant, requester, key), all[0].KeyHash)
 
 	// Meanwhile the cluster keeps admitting through the surviving gateway.
 	others := map[string]string{key: a.id}

@@ -39,8 +39,9 @@ func DeriveID(secret []byte, tenant, requester, key string) string {
 	return "job_" + idEncoding.EncodeToString(m.Sum(nil))[:26]
 }
 
-// HashKey returns a short, non-reversible tag for an idempotency key, for
-// logs and records; the raw key is never stored or logged.
+// HashKey returns a short tag for an idempotency key, for a client's own
+// logs. It is a plain digest: a guessable key can be recovered from it by
+// hashing candidates, so servers tag keys with IDDeriver.KeyHash instead.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -85,4 +86,31 @@ func (d *IDDeriver) Derive(tenant, requester, key string) string {
 	var enc [52]byte // base32 of 32 bytes, unpadded
 	idEncoding.Encode(enc[:], sum[:])
 	return "job_" + string(enc[:26])
+}
+
+// keyHashDomain starts the message of a key hash; a job id's message starts
+// with a tenant id, which never holds this byte, so the two never share an
+// input.
+const keyHashDomain = 0x01
+
+// KeyHash returns the tag of an idempotency key in the server's logs and
+// records (key_hash): 8 bytes of an HMAC under the deriver's secret over the
+// key in its scope, hex. Without the secret it gives nothing away, even for
+// a key that is easy to guess; under one secret it is stable, so log lines
+// of one key still line up.
+func (d *IDDeriver) KeyHash(tenant, requester, key string) string {
+	m := d.pool.Get().(hash.Hash)
+	m.Reset()
+	msg := make([]byte, 0, len(tenant)+len(requester)+len(key)+3)
+	msg = append(msg, keyHashDomain)
+	msg = append(msg, tenant...)
+	msg = append(msg, 0)
+	msg = append(msg, requester...)
+	msg = append(msg, 0)
+	msg = append(msg, key...)
+	m.Write(msg)
+	var sum [sha256.Size]byte
+	m.Sum(sum[:0])
+	d.pool.Put(m)
+	return hex.EncodeToString(sum[:8])
 }
