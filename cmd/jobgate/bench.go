@@ -122,31 +122,19 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		return err
 	}
 	defer rt.close()
-	var started []service
-	defer func() {
-		for i := len(started) - 1; i >= 0; i-- {
-			started[i].Stop()
-		}
-	}()
 	env := bench.TargetEnv{Res: rt.res, Log: rt.log}
-	for _, name := range names {
-		svc, err := newService(rt, name, false)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if svc == nil {
-			continue
-		}
-		if err := svc.Start(ctx); err != nil {
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		started = append(started, svc)
+	var svcs services
+	defer svcs.stop()
+	err = svcs.start(ctx, rt, names, false, func(svc service) {
 		if gw, ok := svc.(interface {
 			Addr() string
 			SSEStreams() int64
 		}); ok {
 			env.URL, env.SSEStreams = "http://"+gw.Addr(), gw.SSEStreams
 		}
+	})
+	if err != nil {
+		return err
 	}
 	return bench.ServeTarget(ctx, env, m.Stdin, m.Stdout)
 }

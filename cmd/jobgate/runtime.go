@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// runtime is what every service of a process shares: settings, logger, the
+// process is what every service of a process shares: settings, logger, the
 // NATS connection (to an embedded or external server) and the provisioned
 // JetStream resources.
-type runtime struct {
+type process struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	embedded *natsjs.Embedded // nil against an external NATS
@@ -46,8 +46,8 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 
 // openRuntime connects (starting the embedded server when no URL is set) and
 // provisions the deployment's streams and buckets.
-func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.Writer, configure ...func(*natsjs.EmbeddedConfig)) (*runtime, error) {
-	rt := &runtime{cfg: cfg, log: newLogger(cfg, logw), metrics: metrics.New()}
+func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.Writer, configure ...func(*natsjs.EmbeddedConfig)) (*process, error) {
+	rt := &process{cfg: cfg, log: newLogger(cfg, logw), metrics: metrics.New()}
 	if name != "serve" {
 		rt.log = rt.log.With("process", name)
 	}
@@ -88,18 +88,11 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 	layout.Replicas = cfg.NATS.Replicas
 	layout.JobTTL = cfg.JobTTL
 	layout.ResultTTL = cfg.ResultTTL
-	// Provisioning waits for a cluster that is still electing leaders.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		rt.res, err = natsjs.Provision(pctx, js, layout)
-		cancel()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil || !natsjs.Unavailable(err) {
-			break
-		}
-		rt.log.Warn("jetstream not ready, retrying provisioning", "err", err)
-		time.Sleep(time.Second)
-	}
+	// Provision retries what a forming cluster outgrows (no leader yet,
+	// too few peers) by itself; this bounds how long it may.
+	pctx, cancel := context.WithTimeout(ctx, provisionPatience)
+	rt.res, err = natsjs.Provision(pctx, js, layout)
+	cancel()
 	if err != nil {
 		rt.close()
 		return nil, err
@@ -107,7 +100,7 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 	return rt, nil
 }
 
-func (rt *runtime) close() {
+func (rt *process) close() {
 	if rt.nc != nil {
 		_ = rt.nc.Drain()
 		rt.nc.Close()
@@ -117,8 +110,49 @@ func (rt *runtime) close() {
 	}
 }
 
+// provisionPatience bounds the wait for a cluster that is still electing
+// leaders when a process starts.
+const provisionPatience = 60 * time.Second
+
 // service is what every component is: started with a context, stopped once.
 type service interface {
 	Start(ctx context.Context) error
 	Stop()
+}
+
+// services are the components a process started, stopped in reverse order
+// so the gateway drains before the workers go.
+type services struct {
+	started []service
+}
+
+// start builds and starts the named components in order; each, if not nil,
+// sees every started one. On an error the ones already started keep
+// running: stop ends them.
+func (s *services) start(ctx context.Context, rt *process, names []string, serve bool, each func(service)) error {
+	for _, name := range names {
+		svc, err := newService(rt, name, serve)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if svc == nil {
+			continue
+		}
+		if err := svc.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		s.started = append(s.started, svc)
+		if each != nil {
+			each(svc)
+		}
+	}
+	return nil
+}
+
+// stop stops the started components, the last started first.
+func (s *services) stop() {
+	for i := len(s.started) - 1; i >= 0; i-- {
+		s.started[i].Stop()
+	}
+	s.started = nil
 }

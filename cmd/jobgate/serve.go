@@ -111,25 +111,11 @@ func (m *Main) runComponent(ctx context.Context, name string, args []string) err
 
 // runServices starts the named components, waits for ctx, then stops them
 // in reverse order so the gateway drains before the workers go.
-func (m *Main) runServices(ctx context.Context, rt *runtime, names []string, serve bool) error {
-	var started []service
-	defer func() {
-		for i := len(started) - 1; i >= 0; i-- {
-			started[i].Stop()
-		}
-	}()
-	for _, name := range names {
-		svc, err := newService(rt, name, serve)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if svc == nil {
-			continue
-		}
-		if err := svc.Start(ctx); err != nil {
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		started = append(started, svc)
+func (m *Main) runServices(ctx context.Context, rt *process, names []string, serve bool) error {
+	var svcs services
+	defer svcs.stop()
+	if err := svcs.start(ctx, rt, names, serve, nil); err != nil {
+		return err
 	}
 	if serve {
 		m.printBanner(rt)
@@ -140,7 +126,7 @@ func (m *Main) runServices(ctx context.Context, rt *runtime, names []string, ser
 	return nil
 }
 
-func newService(rt *runtime, name string, serve bool) (service, error) {
+func newService(rt *process, name string, serve bool) (service, error) {
 	switch name {
 	case "gateway":
 		return newGateway(rt, serve)
@@ -154,7 +140,7 @@ func newService(rt *runtime, name string, serve bool) (service, error) {
 	return nil, fmt.Errorf("unknown component %q", name)
 }
 
-func (m *Main) printBanner(rt *runtime) {
+func (m *Main) printBanner(rt *process) {
 	fmt.Fprintf(m.Stdout, `jobgate is serving
   API:       http://%s  (OpenAPI at /openapi.yaml, page at /)
   data dir:  %s

@@ -4,7 +4,7 @@ import "github.com/jobgate/jobgate/dispatcher"
 
 // newDispatcher builds the dispatcher (relay, sweeper, exhaustion handler)
 // from the runtime's settings; the finer knobs keep their defaults.
-func newDispatcher(rt *runtime) (service, error) {
+func newDispatcher(rt *process) (service, error) {
 	return dispatcher.New(dispatcher.Config{
 		MaxAttempts:   rt.cfg.MaxAttempts,
 		RenderTimeout: rt.cfg.RenderTimeout,

@@ -7,7 +7,7 @@ import (
 
 // newGateway builds the HTTP gateway. Only `serve` honours --dev (the
 // page's /dev/token login); a standalone gateway never offers it.
-func newGateway(rt *runtime, serve bool) (service, error) {
+func newGateway(rt *process, serve bool) (service, error) {
 	secret, err := auth.LoadSecret(rt.cfg.AuthSecret, rt.cfg.DataDir, false)
 	if err != nil {
 		return nil, err

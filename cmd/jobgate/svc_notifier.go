@@ -10,7 +10,7 @@ import (
 
 // newNotifier builds the notifier from the runtime's settings. Without an
 // SMTP host, mails land as .eml files in <data dir>/outbox.
-func newNotifier(rt *runtime) (service, error) {
+func newNotifier(rt *process) (service, error) {
 	c := rt.cfg.Notifier
 	host, _ := os.Hostname()
 	cfg := notifier.Config{

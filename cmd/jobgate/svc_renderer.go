@@ -4,7 +4,7 @@ import "github.com/jobgate/jobgate/renderer"
 
 // newRenderer builds a renderer from the runtime's settings; the finer knobs
 // keep their documented defaults.
-func newRenderer(rt *runtime) (service, error) {
+func newRenderer(rt *process) (service, error) {
 	return renderer.New(renderer.Config{
 		Concurrency:    rt.cfg.Renderer.Concurrency,
 		MaxAttempts:    rt.cfg.MaxAttempts,
