@@ -229,6 +229,12 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
+// MinJobTTL is the shortest job_ttl: the work stream keeps its messages for
+// the job TTL and must remember their ids (its duplicate window, 10m in
+// natsjs.DefaultLayout) at least as long, which JetStream enforces when the
+// stream is created. A test in natsjs provisions a layout with it.
+const MinJobTTL = 10 * time.Minute
+
 // Validate checks every setting and says which one is wrong.
 func (c *Config) Validate() error {
 	var errs []error
@@ -238,8 +244,8 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir must not be empty"))
 	}
-	if c.JobTTL < time.Minute {
-		errs = append(errs, fmt.Errorf("job_ttl must be at least 1m, got %s", c.JobTTL))
+	if c.JobTTL < MinJobTTL {
+		errs = append(errs, fmt.Errorf("job_ttl must be at least 10m (the work queue remembers message ids for 10m and keeps messages no longer than job_ttl), got %s", c.JobTTL))
 	}
 	if c.ResultTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("result_ttl must be at least 1m, got %s", c.ResultTTL))

@@ -44,8 +44,12 @@ func (l Layout) validate() error {
 	if l.Replicas < 1 || l.Replicas > 5 {
 		return fmt.Errorf("replicas must be 1 to 5, got %d", l.Replicas)
 	}
-	if l.JobTTL < time.Minute {
-		return fmt.Errorf("job TTL must be at least 1m, got %s", l.JobTTL)
+	if l.JobTTL < l.DuplicateWindow || l.JobTTL < time.Minute {
+		// JOBGATE_WORK keeps messages for the job TTL and must remember
+		// their ids for its duplicate window; JetStream refuses a window
+		// longer than the age limit.
+		return fmt.Errorf("%s: job TTL must be at least %s (the work queue's duplicate window), got %s",
+			SettingJobTTL, max(l.DuplicateWindow, time.Minute), l.JobTTL)
 	}
 	if l.ResultTTL < time.Minute {
 		return fmt.Errorf("result TTL must be at least 1m, got %s", l.ResultTTL)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -134,4 +135,27 @@ func TestProvisionReplicasNeedCluster(t *testing.T) {
 	require.NotErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "cluster")
 	require.ErrorContains(t, err, "JOBGATE_NATS_REPLICAS")
+}
+
+// The shortest job TTL the settings accept is one provisioning accepts, and
+// a shorter one is refused by the layout with words an operator can act on,
+// not by the server's "duplicates window can not be larger then max age".
+func TestShortestValidJobTTLProvisions(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	c.JobTTL = config.MinJobTTL - time.Second
+	require.ErrorContains(t, c.Validate(), "job_ttl must be at least 10m")
+	c.JobTTL = config.MinJobTTL
+	require.NoError(t, c.Validate())
+
+	js := setupProvision(t)
+	l := natsjs.DefaultLayout()
+	l.JobTTL = 5 * time.Minute
+	_, err := provision(js, l)
+	require.ErrorContains(t, err, "job TTL must be at least 10m0s")
+	require.NotContains(t, err.Error(), "API error")
+
+	l.JobTTL = config.MinJobTTL
+	_, err = provision(js, l)
+	require.NoError(t, err)
 }
