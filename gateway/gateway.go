@@ -93,6 +93,9 @@ type Gateway struct {
 
 // New builds a gateway on provisioned resources.
 func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Gateway, error) {
+	if err := CheckDev(cfg.withDefaults().Addr, cfg.Dev); err != nil {
+		return nil, err
+	}
 	if res == nil || res.Jobs == nil {
 		return nil, errors.New("gateway: resources required")
 	}
@@ -104,6 +107,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
+
 	if log == nil {
 		log = slog.Default()
 	}

@@ -65,10 +65,7 @@ func (g *Gateway) pageRoutes() {
 		}
 		return serveAsset(c, asset)
 	})
-	if g.cfg.Dev {
-		if !loopback(g.cfg.Addr) {
-			g.log.Warn("development mode: /dev/token mints a token for anyone who can reach this address", "addr", g.cfg.Addr)
-		}
+	if g.cfg.Dev { // New refused it on anything but a loopback address
 		a.Post("/dev/token", g.devToken)
 	}
 }
@@ -170,6 +167,16 @@ func (g *Gateway) devToken(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(body)
+}
+
+// CheckDev refuses development mode (the /dev/token sign-in, which mints a
+// token for anyone who can reach it) on an address other machines reach.
+func CheckDev(addr string, dev bool) error {
+	if dev && !loopback(addr) {
+		return fmt.Errorf("development mode (--dev, JOBGATE_DEV, dev: true) mints tokens for anyone who can reach %s: "+
+			"it needs a loopback address such as 127.0.0.1:8080", addr)
+	}
+	return nil
 }
 
 // loopback reports whether a listen address only accepts local clients.

@@ -102,3 +102,18 @@ func TestDevTokenMintsShortLivedToken(t *testing.T) {
 	r = b.do(t, http.MethodPost, "/dev/token", "", `{"tenant":"4","subject":"x"}`)
 	require.Equal(t, http.StatusUnsupportedMediaType, r.status)
 }
+
+// The development sign-in mints a token for anyone who can reach it; on an
+// address other machines reach, the gateway does not start at all.
+func TestDevModeRefusedOnNonLoopbackAddress(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "192.0.2.7:8080", "[::]:8080", "example.com:8080"} {
+		_, err := New(Config{Addr: addr, AuthSecret: []byte("s"), Dev: true}, nil, nil)
+		require.Error(t, err, addr)
+		require.ErrorContains(t, err, addr)
+		require.NoError(t, CheckDev(addr, false), "without dev mode any address is fine")
+	}
+	for _, addr := range []string{"127.0.0.1:8080", "localhost:8080", "[::1]:8080"} {
+		require.NoError(t, CheckDev(addr, true), addr)
+	}
+}

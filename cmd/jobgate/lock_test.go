@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"net"
@@ -154,4 +155,23 @@ func TestTakenPortsAreNamedAtOnce(t *testing.T) {
 		c.exitsAtOnce(t)
 		require.Contains(t, c.out.String(), addr)
 	})
+}
+
+func TestServeRefusesDevModeOnNonLoopbackAddress(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out syncBuffer
+	m := &Main{Stdout: &out, Stderr: &out, Getenv: func(k string) string {
+		if k == "JOBGATE_DEV" {
+			return "true"
+		}
+		return ""
+	}}
+	err := m.Run(context.Background(), []string{"serve", "--data-dir", dir, "--http-addr", "0.0.0.0:0"})
+	require.Error(t, err)
+	require.NotZero(t, ExitCode(err))
+	require.ErrorContains(t, err, "0.0.0.0:0")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "refused before anything was created")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
 )
@@ -20,6 +21,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	cfg, err := sf.load(fs, m.Getenv)
 	if err != nil {
 		return err
+	}
+	if err := gateway.CheckDev(cfg.HTTPAddr, cfg.Dev); err != nil {
+		return err // before anything is created
 	}
 	claim, err := claimProcessResources(cfg, true)
 	if err != nil {
