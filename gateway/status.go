@@ -179,11 +179,15 @@ func decodeCursor(s string) (cursor, error) {
 }
 
 // cancelJob is DELETE /v1/jobs/{id}: queued or running jobs become canceled
-// at once; a running render notices at its next checkpoint.
+// at once; a running render notices at its next checkpoint. Only the
+// requester cancels: an admin token reads the tenant's jobs but cancels its
+// own only, and someone else's job answers like a missing one (404).
 func (g *Gateway) cancelJob(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
 	defer cancel()
-	rec, err := g.lookup(ctx, identity(c), strings.Clone(c.Params("id")))
+	own := identity(c)
+	own.Admin = false
+	rec, err := g.lookup(ctx, own, strings.Clone(c.Params("id")))
 	if err != nil {
 		return writeProblem(c, err)
 	}

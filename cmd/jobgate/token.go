@@ -16,7 +16,7 @@ func (m *Main) runToken(_ context.Context, args []string) error {
 	tenant := fs.String("tenant", "", "tenant id (required)")
 	subject := fs.String("subject", "", "requester id (required)")
 	ttl := fs.Duration("ttl", time.Hour, "token lifetime")
-	admin := fs.Bool("admin", false, "may read every job of the tenant")
+	admin := fs.Bool("admin", false, "may read every job of the tenant (it cancels only its own)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
