@@ -13,7 +13,8 @@ run: build
 	$(BIN) serve --dev $(ARGS)
 
 ## test: the whole suite with the race detector, real embedded JetStream,
-## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it),
+## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it,
+## except under CI=true),
 ## third-party clients for the interop suite (Node.js packages pinned in
 ## internal/interop/node, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it)
 test:
@@ -46,10 +47,17 @@ CHAOS_FLAGS ?= --duration 10m
 chaos:
 	$(GO) run ./internal/chaos/cmd/chaos $(CHAOS_FLAGS)
 
+## lint: gofmt, goimports ordering, go vet and staticcheck (pinned versions, fetched by
+##       `go run` through the module proxy on first use), with and without -tags bench
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOIMPORTS   ?= $(GO) run golang.org/x/tools/cmd/goimports@v0.52.0
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	@out="$$($(GOIMPORTS) -l $$(git ls-files '*.go'))"; test -z "$$out" || (echo "goimports ordering:"; echo "$$out"; exit 1)
 	$(GO) vet ./...
-	$(GO) vet -tags bench ./cmd/jobgate
+	$(GO) vet -tags bench ./cmd/jobgate ./internal/bench
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags bench ./cmd/jobgate ./internal/bench
 
 ## fuzz: a short run of every fuzz target
 fuzz:

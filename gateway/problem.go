@@ -14,7 +14,6 @@ type Problem = job.Problem
 
 // The gateway's own names for sentinels of the catalogue.
 var (
-	errResultGone       = job.ErrResultExpired
 	errUnsupportedMedia = job.ErrUnsupportedMedia
 	errBadQuery         = job.ErrBadRequest
 	errBadRequest       = job.ErrBadRequest

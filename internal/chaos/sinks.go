@@ -55,12 +55,6 @@ func (s *webhookSink) delivered(job, state string) bool {
 	return s.ok[job][state]
 }
 
-func (s *webhookSink) deliveries() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.count
-}
-
 func (s *webhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
 
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/gateway"

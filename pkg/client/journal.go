@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobgate/jobgate/pkg/job"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // EntryState is where a journaled submission is.
@@ -111,7 +112,7 @@ func (j *Journal) update(fn func(tx *bolt.Tx) error) error {
 	}
 	db, err := bolt.Open(j.path, 0o600, &bolt.Options{Timeout: j.lockTimeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return fmt.Errorf("%w: %s still held after %s", ErrJournalLocked, j.path, j.lockTimeout)
 		}
 		return fmt.Errorf("journal %s: %w", j.path, err)
