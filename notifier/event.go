@@ -65,3 +65,22 @@ func (ev *event) webhookBody() ([]byte, error) {
 		Data:      ev.Data,
 	})
 }
+
+// jobScope names the event's job in the notifier's keys: its id and its
+// created_at. A job admitted again under the same key after its record
+// expired has the same id (ids derive from the key) but a later created_at,
+// so its notices are a scope of their own and the old job's delivery states
+// and mail claims, which may outlive its record, do not swallow them.
+func (ev *event) jobScope() string {
+	return keyToken(ev.Job.ID) + ".c" + strconv.FormatInt(ev.Job.CreatedAt.UnixMilli(), 10)
+}
+
+// webhookKey is the delivery state of the event at one endpoint.
+func (ev *event) webhookKey(endpoint string) string {
+	return "wh." + endpoint + "." + ev.jobScope() + "." + keyToken(ev.ID)
+}
+
+// mailScope names the one mail of the event's job and state.
+func (ev *event) mailScope() string {
+	return ev.Tenant + "." + ev.Requester + "." + ev.jobScope() + "." + string(ev.Job.State)
+}

@@ -42,7 +42,7 @@ type mailer interface {
 // runMail sends the one mail of a terminal event, unless it was sent (or
 // claimed) before by any instance for any copy of this event.
 func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome {
-	scope := ev.Tenant + "." + ev.Requester + "." + keyToken(ev.Job.ID) + "." + string(ev.Job.State)
+	scope := ev.mailScope()
 	claimKey, tryKey := "mail."+scope, "mailtry."+scope
 	log := n.log.With("tenant", ev.Tenant, "requester", ev.Requester, "job", ev.Job.ID, "state", ev.Job.State, "event", ev.ID)
 	if done, err := n.mailClaimed(ctx, claimKey, log); err != nil {

@@ -198,13 +198,13 @@ func TestMailClaimLeftByCrashedSenderIsNotResent(t *testing.T) {
 	// An instance claimed the mail and died mid-conversation long ago.
 	r := record("4", "reviewer-47", "job_crashed_sender", job.StateSucceeded)
 	claim := `{"status":"sending","attempts":1,"instance":"gone","updated_at":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + `"}`
-	_, err := b.res.Notices.Create(context.Background(), "mail.4.reviewer-47."+r.ID+".succeeded", []byte(claim))
+	_, err := b.res.Notices.Create(context.Background(), "mail."+eventOf(r).mailScope(), []byte(claim))
 	require.NoError(t, err)
 	b.publish(t, r)
 	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
 	require.Empty(t, sink.Received(), "at most one mail: an unfinished claim is never sent again")
 	require.Equal(t, int64(1), n.Stats().MailsUncertain, "and the doubt is counted")
-	st, err := loadState(context.Background(), b.res.Notices, "mail.4.reviewer-47."+r.ID+".succeeded")
+	st, err := loadState(context.Background(), b.res.Notices, "mail."+eventOf(r).mailScope())
 	require.NoError(t, err)
 	require.Equal(t, statusUncertain, st.Status)
 }

@@ -14,12 +14,15 @@ import (
 
 // Keys of the NOTICES bucket, all written by this package:
 //
-//	wh.<endpoint>.<event>      delivery state of one event at one endpoint
-//	whoff.<endpoint>           the endpoint answered 410 Gone: disabled
-//	mail.<t>.<r>.<job>.<state> the create-only mail claim (at most one mail)
+//	wh.<endpoint>.<job>.<event>   delivery state of one event at one endpoint
+//	whoff.<endpoint>              the endpoint answered 410 Gone: disabled
+//	mail.<t>.<r>.<job>.<state>    the create-only mail claim (at most one mail)
 //	mailtry.<t>.<r>.<job>.<state> attempts of a mail not sent yet
 //
-// <endpoint> is a hash of tenant and URL, <event> the event's message id.
+// <endpoint> is a hash of tenant and URL, <event> the event's message id,
+// <job> the job id and its created_at (event.jobScope), so a job admitted
+// again under its key after its record expired is notified again. Keys live
+// as long as records do (the bucket's TTL is the job TTL).
 
 // Delivery statuses. Every status but pending is final.
 const (

@@ -93,7 +93,7 @@ func TestNoticeStoreOutageIsNotAnAttempt(t *testing.T) {
 	o = n.runWebhook(context.Background(), ep, ev, body)
 	require.True(t, o.done)
 	require.Equal(t, 1, rcv.count())
-	st, err := loadState(context.Background(), store, "wh."+ep.id+"."+keyToken(ev.ID))
+	st, err := loadState(context.Background(), store, ev.webhookKey(ep.id))
 	require.NoError(t, err)
 	require.Equal(t, statusDelivered, st.Status)
 	require.Equal(t, 1, st.Attempts, "the outage did not count as an attempt")

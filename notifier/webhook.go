@@ -63,7 +63,7 @@ const transientDelay = 2 * time.Second
 
 // runWebhook makes at most one delivery attempt of ev at ep, if one is due.
 func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body []byte) outcome {
-	key := "wh." + ep.id + "." + keyToken(ev.ID)
+	key := ev.webhookKey(ep.id)
 	log := n.log.With("tenant", ev.Tenant, "job", ev.Job.ID, "state", ev.Job.State, "webhook_id", ev.ID, "endpoint", ep.id, "host", ep.host)
 	st, err := loadState(ctx, n.notices, key)
 	if err != nil {

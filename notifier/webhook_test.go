@@ -107,7 +107,7 @@ func TestWebhookGivesUpAfterSchedule(t *testing.T) {
 	require.Equal(t, int64(1), s.WebhooksFailed)
 	require.Equal(t, int64(2), s.WebhookRetries)
 	// The final failure is on record for operators, too.
-	st, err := loadState(context.Background(), b.res.Notices, "wh."+endpointKey("4", rcv.srv.URL)+"."+natsjs.EventMsgID(r))
+	st, err := loadState(context.Background(), b.res.Notices, eventOf(r).webhookKey(endpointKey("4", rcv.srv.URL)))
 	require.NoError(t, err)
 	require.Equal(t, statusFailed, st.Status)
 	require.Equal(t, 3, st.Attempts)
