@@ -6,29 +6,26 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Config tunes a dispatcher. Zero fields take the documented defaults.
 type Config struct {
-	// MaxAttempts is how many render attempts a job gets (as the
-	// renderers' setting). Default 3.
+	// MaxAttempts is how many attempts a job gets when its record carries
+	// no limit of its own (records admitted before job types). Default 3.
 	MaxAttempts int
-	// RenderTimeout is the budget of one attempt (as the renderers'
-	// setting). Default 2m.
+	// RenderTimeout is the budget of one attempt when its record carries
+	// none. Default 2m.
 	RenderTimeout time.Duration
-	// Grace is added to RenderTimeout before a running job whose worker
-	// stopped writing heartbeats is recovered. Default 30s.
+	// Grace is added to a job's attempt budget before a running job whose
+	// worker stopped writing heartbeats is recovered. Default 30s.
 	Grace time.Duration
-	// LiveHeartbeat: a worker whose heartbeat is younger than this is alive,
-	// and a max-deliveries advisory leaves its job alone (the renderers'
-	// StaleAfter). Default 15s.
-	LiveHeartbeat time.Duration
 	// SweepInterval is how often the in-memory running jobs are checked.
 	// Default 5s.
 	SweepInterval time.Duration
 	// QueuedCheckAfter: a job still queued this long after its last change
 	// has its work message looked up (once per period): a lost one is
-	// published again, a dead one fails the job. It should exceed the
+	// published again. It should exceed the
 	// work queue's de-duplication window. Default 15m.
 	QueuedCheckAfter time.Duration
 	// RelayBatch is how many record changes the relay fetches at once.
@@ -51,9 +48,6 @@ func (c Config) withDefaults() Config {
 	if c.Grace == 0 {
 		c.Grace = 30 * time.Second
 	}
-	if c.LiveHeartbeat == 0 {
-		c.LiveHeartbeat = 15 * time.Second
-	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
@@ -74,8 +68,8 @@ func (c Config) validate() error {
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max attempts must be at least 1, got %d", c.MaxAttempts))
 	}
-	if c.RenderTimeout <= 0 || c.Grace <= 0 || c.LiveHeartbeat <= 0 || c.SweepInterval <= 0 || c.QueuedCheckAfter <= 0 {
-		errs = append(errs, errors.New("render timeout, grace, live heartbeat, sweep interval and queued check must be positive"))
+	if c.RenderTimeout <= 0 || c.Grace <= 0 || c.SweepInterval <= 0 || c.QueuedCheckAfter <= 0 {
+		errs = append(errs, errors.New("render timeout, grace, sweep interval and queued check must be positive"))
 	}
 	if c.RelayBatch < 1 {
 		errs = append(errs, fmt.Errorf("relay batch must be at least 1, got %d", c.RelayBatch))
@@ -83,5 +77,8 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// staleAfter is how long a running job may go without a sign of life.
-func (c Config) staleAfter() time.Duration { return c.RenderTimeout + c.Grace }
+// staleAfter is how long a running job may go without a sign of life: its
+// attempt budget (the type's, as the record carries it) plus grace.
+func (c Config) staleAfter(r *job.Record) time.Duration {
+	return r.TimeoutOr(c.RenderTimeout) + c.Grace
+}

@@ -29,18 +29,17 @@ type records interface {
 // (natsjs.WorkQueue).
 type workQueue interface {
 	Publish(ctx context.Context, r *job.Record, generation int) error
-	At(ctx context.Context, seq uint64) (string, error)
-	Delete(ctx context.Context, seq uint64) error
-	Pending(ctx context.Context, tenant, requester, id string) (natsjs.WorkState, error)
-	WatchExhausted(group string) (*natsjs.ExhaustedWatch, error)
+	Pending(ctx context.Context, r *job.Record) (natsjs.WorkState, error)
 }
 
-// eventPublisher publishes job events (natsjs.EventStream).
+// eventPublisher publishes job events and reads which was stored last
+// (natsjs.EventStream).
 type eventPublisher interface {
 	Publish(ctx context.Context, r *job.Record) error
+	LastRevision(ctx context.Context, r *job.Record) (uint64, error)
 }
 
-// Dispatcher runs the relay, the sweeper and the exhaustion handler. Any
+// Dispatcher runs the relay and the sweeper. Any
 // number of dispatchers may run at once: the relay's consumer is shared,
 // and every recovery is a compare-and-set on the job record, so two
 // dispatchers never both act on one job.
@@ -76,8 +75,8 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	return &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker()}, nil
 }
 
-// Start creates the relay consumer, subscribes to max-deliveries advisories
-// and starts the record watch; it returns once all three are in place.
+// Start creates the relay consumer and starts the record watch; it returns
+// once both are in place.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -90,7 +89,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
-		d.startRelay, d.startAdvisories, d.startSweeper,
+		d.startRelay, d.startSweeper,
 	} {
 		stop, err := start(sctx, runCtx)
 		if err != nil {
@@ -103,7 +102,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		}
 		d.stops = append(d.stops, stop)
 	}
-	d.log.Info("dispatcher started", "max_attempts", d.cfg.MaxAttempts, "stale_after", d.cfg.staleAfter())
+	d.log.Info("dispatcher started", "grace", d.cfg.Grace, "sweep_interval", d.cfg.SweepInterval)
 	return nil
 }
 

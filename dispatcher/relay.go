@@ -13,12 +13,9 @@ import (
 // before it is delivered again.
 const relayRetry = time.Second
 
-// startRelay consumes the record change log: for every change the queued
-// job's work is published (generation 0, so it is the very message the
-// gateway publishes and de-duplication makes the normal case free) and the
-// change's event is published (de-duplicated per state and attempt).
-// Because it follows the durable log, a job committed by a gateway that
-// died before publishing still reaches the queue.
+// startRelay consumes the record change log (see relay). Because it
+// follows the durable log, a job committed by a gateway that died before
+// publishing still reaches the queue.
 func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 	changes, err := d.jobs.ConsumeChanges(sctx, d.cfg.RelayBatch)
 	if err != nil {
@@ -45,7 +42,19 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 	return changes.Stop, nil
 }
 
-// relay handles one record change.
+// eventGrace is how long the relay leaves a terminal change's event to the
+// writer of the change before it checks that the event was stored.
+const eventGrace = 2 * time.Second
+
+// relay handles one record change. Work: a queued job's work message is
+// published (generation 0, the very message the gateway publishes, so
+// de-duplication makes the normal case free): this closes the gap of a
+// gateway that died between its commit and its publish. Events: the writer
+// of a change publishes its event, once, so a plain NATS subscriber sees
+// each change one time; the relay publishes the admission's (the gateway
+// leaves that to it, keeping admission to its own writes) unless the job
+// has moved on already, and, after a grace period, the event of a terminal
+// change whose writer died before publishing it.
 func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	if c.Deleted() {
 		_ = c.Ack() // deletions, purges and expiries announce nothing
@@ -59,19 +68,45 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	}
 	octx, cancel := opCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	if rec.State == job.StateQueued {
+	switch {
+	case rec.State == job.StateQueued:
 		if err := d.work.Publish(octx, rec, 0); err != nil {
 			d.log.Warn("relay: work not published, will retry", "job_id", rec.ID, "err", err)
 			_ = c.Nak(relayRetry)
 			return
 		}
 		d.cfg.Metrics.Relayed("work")
+		// A worker that claimed the job already announced a newer change:
+		// an admission event now would arrive after it.
+		if cur, err := d.jobs.Get(octx, rec.Key()); err == nil && cur.Revision > rec.Revision {
+			break
+		}
+		if err := d.events.Publish(octx, rec); err != nil {
+			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
+			_ = c.Nak(relayRetry)
+			return
+		}
+		d.cfg.Metrics.Relayed("event")
+	case rec.State.Terminal():
+		if age := d.cfg.Now().Sub(c.Stored()); age < eventGrace {
+			_ = c.Nak(eventGrace - age)
+			return
+		}
+		last, err := d.events.LastRevision(octx, rec)
+		if err != nil {
+			d.log.Warn("relay: events not readable, will retry", "job_id", rec.ID, "err", err)
+			_ = c.Nak(relayRetry)
+			return
+		}
+		if last < rec.Revision {
+			if err := d.events.Publish(octx, rec); err != nil {
+				d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
+				_ = c.Nak(relayRetry)
+				return
+			}
+			d.log.Info("relay: published the event its writer left out", "job_id", rec.ID, "state", rec.State)
+			d.cfg.Metrics.Relayed("event")
+		}
 	}
-	if err := d.events.Publish(octx, rec); err != nil {
-		d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
-		_ = c.Nak(relayRetry)
-		return
-	}
-	d.cfg.Metrics.Relayed("event")
 	_ = c.Ack()
 }

@@ -2,10 +2,12 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
 )
@@ -25,44 +27,50 @@ func TestRelayPublishesWorkOfAJobCommittedButNeverPublished(t *testing.T) {
 	require.Equal(t, []string{rec.ID}, b.workIDs(t, rec))
 	require.Eventually(t, func() bool { return len(jobtest.Events(t, b.conn.Res, rec)) == 1 }, 10*time.Second, 20*time.Millisecond)
 	ev := jobtest.Events(t, b.conn.Res, rec)[0]
-	require.Equal(t, rec.ID+".queued.0", ev.MsgID)
+	require.Equal(t, fmt.Sprintf("%s.%d", rec.ID, rec.Revision), ev.MsgID)
 	require.Equal(t, job.StateQueued, ev.Resource.State)
 	require.Nil(t, ev.Resource.Result)
 }
 
-func TestRelayPublishesAnEventPerStateChange(t *testing.T) {
+func TestRelayAnnouncesAdmissionsAndTerminalChangesTheirWriterLeftOut(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t)
 	rec := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "events", Pages: 5})
-	waitEvents := func(ids ...string) []jobtest.Event {
+	waitEvents := func(n int) []jobtest.Event {
 		t.Helper()
 		var evs []jobtest.Event
 		require.Eventually(t, func() bool {
 			evs = jobtest.Events(t, b.conn.Res, rec)
-			return len(evs) == len(ids)
+			return len(evs) == n
 		}, 10*time.Second, 20*time.Millisecond)
-		require.Equal(t, ids, jobtest.EventIDs(evs))
+		jobtest.RequireOneIDPerRevision(t, rec, evs)
 		return evs
 	}
-	waitEvents(rec.ID + ".queued.0")
+	// The gateway leaves the admission's event to the relay.
+	evs := waitEvents(1)
+	require.Equal(t, job.StateQueued, evs[0].Resource.State)
 
+	// A worker's own changes are its to announce: a running version and a
+	// checkpoint that no one announced stay unannounced by the relay ...
 	now := time.Now()
 	rec = b.mutate(t, rec, running(1, "renderer-x", now))
-	waitEvents(rec.ID+".queued.0", rec.ID+".running.1")
-
-	// A checkpoint of the same attempt is a change of the record, yet the
-	// same state: its event is the running.1 one, de-duplicated.
 	rec = b.mutate(t, rec, func(r *job.Record) { r.Progress = &job.Progress{Done: 2, Total: 5, Unit: "pages"} })
+	// ... but a terminal change whose writer died before announcing it is
+	// announced by the relay after its grace period, under its revision.
 	rec = b.mutate(t, rec, func(r *job.Record) { require.NoError(t, r.Transition(job.StateFailed, time.Now())) })
-	evs := waitEvents(rec.ID+".failed.1", rec.ID+".queued.0", rec.ID+".running.1")
-	require.Equal(t, job.StateFailed, evs[len(evs)-1].Resource.State)
+	evs = waitEvents(2)
+	require.Equal(t, job.StateFailed, evs[1].Resource.State)
+	require.Equal(t, fmt.Sprintf("%s.%d", rec.ID, rec.Revision), evs[1].MsgID)
 	require.Equal(t, []string{rec.ID}, b.workIDs(t, rec), "only the queued version asks for work")
 
-	// Deleting a record announces nothing.
-	require.NoError(t, b.conn.Res.Jobs.KV().Delete(context.Background(), rec.Key()))
-	other := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "after-delete"})
-	require.Eventually(t, func() bool { return len(jobtest.Events(t, b.conn.Res, other)) == 1 }, 10*time.Second, 20*time.Millisecond)
-	require.Len(t, jobtest.Events(t, b.conn.Res, rec), 3)
+	// A terminal change its writer did announce is not announced twice.
+	other := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "announced", Pages: 5})
+	other = b.mutate(t, other, func(r *job.Record) { require.NoError(t, r.Cancel(time.Now())) })
+	require.NoError(t, natsjs.PublishEvent(context.Background(), b.conn.Res.JS, other))
+	require.Never(t, func() bool { return len(jobtest.Events(t, b.conn.Res, other)) > 2 }, 4*time.Second, 100*time.Millisecond)
+	evs = jobtest.Events(t, b.conn.Res, other)
+	jobtest.RequireOneIDPerRevision(t, other, evs)
+	require.Equal(t, []job.State{job.StateQueued, job.StateCanceled}, jobtest.States(evs))
 }
 
 func TestSeveralDispatchersRelayEachJobOnce(t *testing.T) {

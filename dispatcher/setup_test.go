@@ -26,7 +26,6 @@ func testConfig() Config {
 		MaxAttempts:      3,
 		RenderTimeout:    200 * time.Millisecond,
 		Grace:            100 * time.Millisecond,
-		LiveHeartbeat:    500 * time.Millisecond,
 		SweepInterval:    50 * time.Millisecond,
 		QueuedCheckAfter: time.Hour,
 	}

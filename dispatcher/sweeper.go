@@ -70,7 +70,7 @@ func (d *Dispatcher) watch(ctx context.Context, w *natsjs.RecordWatch, ready cha
 				d.running.forget(e.Key)
 				continue
 			}
-			d.running.observe(e.Key, r)
+			d.running.observe(e.Key, r, d.cfg.staleAfter(r))
 		}
 	}
 }
@@ -80,7 +80,7 @@ func (d *Dispatcher) watch(ctx context.Context, w *natsjs.RecordWatch, ready cha
 func (d *Dispatcher) sweep(ctx context.Context) {
 	now := d.cfg.Now()
 	d.observeGauges(ctx)
-	stale, queued := d.running.due(now.Add(-d.cfg.staleAfter()), now.Add(-d.cfg.QueuedCheckAfter))
+	stale, queued := d.running.due(now, now.Add(-d.cfg.QueuedCheckAfter))
 	for _, key := range stale {
 		if ctx.Err() != nil {
 			return
@@ -98,7 +98,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 }
 
 // recoverSilent handles a running job with no sign of life for longer than
-// the render budget plus grace. After its last attempt it fails with that
+// its attempt budget plus grace. After its last attempt it fails with that
 // attempt's cause (worker_lost when the attempt's worker vanished). While
 // attempts remain it is re-dispatched (a silent attempt counts as
 // worker_lost), unless its work message is still in the queue and may yet
@@ -115,38 +115,32 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 		return
 	}
 	now := d.cfg.Now().UTC()
-	if cur.State != job.StateRunning || now.Sub(lastSign(cur)) <= d.cfg.staleAfter() {
+	if cur.State != job.StateRunning || now.Sub(lastSign(cur)) <= d.cfg.staleAfter(cur) {
 		return
 	}
-	var dead uint64
-	if cur.Attempt < d.cfg.MaxAttempts {
-		ws, err := d.work.Pending(octx, cur.Tenant, cur.Requester, cur.ID)
+	maxAttempts := cur.AttemptsOr(d.cfg.MaxAttempts)
+	if cur.Attempt < maxAttempts {
+		ws, err := d.work.Pending(octx, cur)
 		if err != nil {
 			d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
 			return
 		}
-		switch {
-		case ws.Seq == 0:
-		case ws.Dead():
-			dead = ws.Seq
-		case !ws.Delivered || !d.running.suspect(key, ws.Seq):
+		if ws.Seq != 0 && (!ws.Delivered || !d.running.suspect(key, ws.Seq)) {
 			return
 		}
 	}
 	next := cur.Clone()
-	if next.Attempt >= d.cfg.MaxAttempts {
-		f := job.FinalFailure(next, d.cfg.MaxAttempts)
-		if err := next.Transition(job.StateFailed, now); err != nil {
+	if next.Attempt >= maxAttempts {
+		if err := next.Fail(job.FinalFailure(next, maxAttempts), now); err != nil {
 			return
 		}
-		next.Error = f
 	} else {
 		if next.Worker != "" {
 			next.Error = job.WorkerLost(next)
 		}
-		next.Worker = ""
-		next.RetryAt = &now
-		next.UpdatedAt = now
+		if err := next.Release(now); err != nil {
+			return
+		}
 	}
 	// A compare-and-set against the version judged silent: if anything
 	// wrote the job meanwhile, this sweep leaves it.
@@ -155,11 +149,6 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 			d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
 		}
 		return
-	}
-	if dead != 0 {
-		if err := d.work.Delete(octx, dead); err != nil {
-			d.log.Warn("could not delete dead work message", "job_id", cur.ID, "err", err)
-		}
 	}
 	d.settled(octx, next, "sweeper")
 }
@@ -188,41 +177,35 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 }
 
 // checkQueued looks after a job queued for long: a job whose work message
-// is gone gets a new one; one whose message ran out of deliveries (and the
-// advisory was missed) fails.
+// is gone (lost between commit and publish beyond the relay's reach, or
+// dropped) gets a new one. A queued job is never failed for waiting: an
+// outage, or a type whose workers are all stopped, delays it; it runs when
+// a worker of its type is back.
 func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	tenant, requester, id, ok := natsjs.ScopeOf(key)
-	if !ok {
-		return
-	}
-	ws, err := d.work.Pending(octx, tenant, requester, id)
+	cur, err := d.jobs.Get(octx, key)
 	if err != nil {
-		d.log.Warn("sweeper: could not look up work", "job_id", id, "err", err)
+		if !errors.Is(err, job.ErrNotFound) {
+			d.log.Warn("sweeper: could not read job", "key", key, "err", err)
+		}
 		return
 	}
-	// A delivered message of a job that is still queued was never claimed.
-	// It is dead for sure when nothing at all awaits an ack; otherwise it is
-	// dead when the previous check (a period ago) saw it the same way, as
-	// a live delivery of a queued job is claimed within moments.
-	dead := ws.Dead() || (ws.Seq != 0 && ws.Delivered && d.running.suspect(key, ws.Seq))
-	if ws.Seq != 0 && !dead {
+	if cur.State != job.StateQueued {
+		return
+	}
+	ws, err := d.work.Pending(octx, cur)
+	if err != nil {
+		d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
+		return
+	}
+	if ws.Seq != 0 {
 		return // waiting its turn
 	}
-	seq := ws.Seq
 	now := d.cfg.Now().UTC()
 	rec, err := d.jobs.Mutate(octx, key, func(n *job.Record) error {
 		if n.State != job.StateQueued {
 			return errSkip
-		}
-		if dead {
-			f := job.FinalFailure(n, d.cfg.MaxAttempts)
-			if err := n.Transition(job.StateFailed, now); err != nil {
-				return err
-			}
-			n.Error = f
-			return nil
 		}
 		n.UpdatedAt = now // a new revision names the new work message
 		return nil
@@ -231,13 +214,8 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound):
 		return
 	case err != nil:
-		d.log.Warn("sweeper: could not recover queued job", "job_id", id, "err", err)
+		d.log.Warn("sweeper: could not recover queued job", "job_id", cur.ID, "err", err)
 		return
-	}
-	if dead {
-		if err := d.work.Delete(octx, seq); err != nil {
-			d.log.Warn("could not delete dead work message", "job_id", id, "err", err)
-		}
 	}
 	d.settled(octx, rec, "sweeper")
 }

@@ -39,8 +39,8 @@ func TestSweeperFailsAJobWhoseWorkerVanishedOnItsLastAttempt(t *testing.T) {
 	require.NotNil(t, done.FinishedAt)
 	require.Empty(t, b.workIDs(t, rec), "no more work for a failed job")
 	require.Eventually(t, func() bool {
-		return len(jobtest.Events(t, b.conn.Res, rec)) > 0 &&
-			jobtest.EventIDs(jobtest.Events(t, b.conn.Res, rec))[0] == rec.ID+".failed.3"
+		evs := jobtest.Events(t, b.conn.Res, rec)
+		return len(evs) == 1 && evs[0].Resource.State == job.StateFailed && evs[0].MsgID == fmt.Sprintf("%s.%d", rec.ID, done.Revision)
 	}, 10*time.Second, 20*time.Millisecond)
 }
 

@@ -9,11 +9,12 @@ import (
 
 // tracked is what the sweeper remembers of a job that is not terminal.
 type tracked struct {
-	state     job.State
-	lastSign  time.Time // last sign of life: heartbeat, retry due, or last change
-	changed   time.Time
-	lastCheck time.Time // queued jobs: when their work message was last looked up
-	suspect   uint64    // queued jobs: a delivered, unclaimed work message seen at lastCheck
+	state      job.State
+	lastSign   time.Time     // last sign of life: heartbeat, retry due, or last change
+	staleAfter time.Duration // silence after which a running job is recovered
+	changed    time.Time
+	lastCheck  time.Time // queued jobs: when their work message was last looked up
+	suspect    uint64    // queued jobs: a delivered, unclaimed work message seen at lastCheck
 }
 
 // tracker holds the non-terminal jobs, fed by a watch of the record bucket,
@@ -26,7 +27,7 @@ type tracker struct {
 func newTracker() *tracker { return &tracker{jobs: make(map[string]*tracked)} }
 
 // observe records the latest version of a job; terminal jobs are dropped.
-func (t *tracker) observe(key string, r *job.Record) {
+func (t *tracker) observe(key string, r *job.Record, staleAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r == nil || r.State.Terminal() {
@@ -34,7 +35,7 @@ func (t *tracker) observe(key string, r *job.Record) {
 		return
 	}
 	prev := t.jobs[key]
-	e := &tracked{state: r.State, lastSign: lastSign(r), changed: r.UpdatedAt}
+	e := &tracked{state: r.State, lastSign: lastSign(r), changed: r.UpdatedAt, staleAfter: staleAfter}
 	if prev != nil {
 		e.lastCheck, e.suspect = prev.lastCheck, prev.suspect
 	}
@@ -47,15 +48,16 @@ func (t *tracker) forget(key string) {
 	t.mu.Unlock()
 }
 
-// due lists the running jobs silent since before staleBefore and not
-// looked at since then, and the queued jobs unchanged since before
+// due lists the running jobs silent for longer than their own stale limit
+// and not looked at since then, and the queued jobs unchanged since before
 // queuedBefore whose work message was not looked up since then.
-func (t *tracker) due(staleBefore, queuedBefore time.Time) (stale, queued []string) {
+func (t *tracker) due(now, queuedBefore time.Time) (stale, queued []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, e := range t.jobs {
 		switch e.state {
 		case job.StateRunning:
+			staleBefore := now.Add(-e.staleAfter)
 			if e.lastSign.Before(staleBefore) && e.lastCheck.Before(staleBefore) {
 				stale = append(stale, k)
 			}

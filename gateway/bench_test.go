@@ -85,7 +85,7 @@ func BenchmarkRawFloor(b *testing.B) {
 			if err := bundle.res.Jobs.Create(ctx, rec); err != nil {
 				b.Fatal(err)
 			}
-			msg := &nats.Msg{Subject: natsjs.WorkSubject("4", "r", rec.ID), Data: []byte(rec.Key()), Header: nats.Header{}}
+			msg := &nats.Msg{Subject: natsjs.WorkSubject(rec.Type, "4", "r", rec.ID), Data: []byte(rec.Key()), Header: nats.Header{}}
 			msg.Header.Set(jetstream.MsgIDHeader, rec.ID)
 			if _, err := bundle.res.JS.PublishMsg(ctx, msg); err != nil {
 				b.Fatal(err)

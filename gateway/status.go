@@ -196,7 +196,7 @@ func (g *Gateway) cancelJob(c *fiber.Ctx) error {
 		if r.State.Terminal() {
 			return fmt.Errorf("job %s is %s: %w", r.ID, r.State, job.ErrTerminal)
 		}
-		return r.Transition(job.StateCanceled, now)
+		return r.Cancel(now)
 	})
 	if err != nil {
 		if errors.Is(err, natsjs.ErrStale) {

@@ -2,6 +2,7 @@ package renderer
 
 import (
 	"context"
+	"github.com/jobgate/jobgate/pkg/worker"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func benchJob(b *testing.B, pages int) {
 	cfg := testConfig()
 	cfg.Concurrency = 1
 	cfg.RenderTimeout = time.Minute
-	r, err := New(cfg, env.Connect(b, "renderer").Res, nil)
+	r, err := New(cfg, worker.Config{Conn: env.Connect(b, "renderer").NC})
 	if err != nil {
 		b.Fatal(err)
 	}

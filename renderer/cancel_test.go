@@ -29,7 +29,7 @@ func TestCanceledQueuedJobIsNeverRendered(t *testing.T) {
 
 func TestCanceledRunningJobStopsAtItsNextCheckpoint(t *testing.T) {
 	t.Parallel()
-	_, b := setup(t, func(c *Config) { c.CheckpointPercent = 1 })
+	_, b := setup(t)
 	rec := b.admit(t, "cancel-running", 2000)
 	jobtest.WaitFor(t, b.conn.Res, rec.Key(), 30*time.Second, func(r *job.Record) bool {
 		return r.State == job.StateRunning && r.Progress != nil && r.Progress.Done > 0

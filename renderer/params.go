@@ -1,46 +1,30 @@
 package renderer
 
-import (
-	"bytes"
-	"encoding/json"
-	"fmt"
+import "encoding/json"
 
-	"github.com/jobgate/jobgate/pkg/job"
-)
+// TypeName is the job type this renderer runs.
+const TypeName = "permit_report"
 
-// reportParams are the canonical params of a permit_report job, as the
-// gateway stored them (defaults applied).
+// reportParams are the params of a permit_report job, as the gateway stored
+// them (validated against Schema, defaults applied).
 type reportParams struct {
 	CaseID   int64 `json:"case_id"`
 	Revision int64 `json:"revision"`
 	Pages    int   `json:"pages"`
 }
 
-func decodeParams(raw json.RawMessage) (reportParams, error) {
-	var p reportParams
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("params: %w", err)
-	}
-	return p, nil
-}
-
-// reportInput checks a claimed record against what this renderer can do and
-// its budgets; what it refuses is a permanent failure.
-func (r *Renderer) reportInput(rec *job.Record) (ReportInput, error) {
-	if rec.Type != job.PermitReport.Name {
-		return ReportInput{}, permanent(job.CategoryRenderError, "job type %q cannot be rendered", rec.Type)
-	}
-	p, err := decodeParams(rec.Params)
-	if err != nil {
-		return ReportInput{}, permanent(job.CategoryRenderError, "the job's params cannot be read: %v", err)
-	}
-	if p.CaseID < 1 || p.Revision < 1 || p.Pages < 1 {
-		return ReportInput{}, permanent(job.CategoryRenderError, "case_id, revision and pages must be at least 1")
-	}
-	if p.Pages > r.cfg.MaxPages {
-		return ReportInput{}, permanent(job.CategoryBudgetExceeded, "%d pages exceed the page budget of %d", p.Pages, r.cfg.MaxPages)
-	}
-	return ReportInput{Tenant: rec.Tenant, Requester: rec.Requester, CaseID: p.CaseID, Revision: p.Revision, Pages: p.Pages}, nil
-}
+// Schema is permit_report's params schema, as the contract states it:
+// case_id and revision integers ≥ 1 (required), pages 1–2000 (default 10),
+// nothing else.
+var Schema = json.RawMessage(`{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "permit_report params",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["case_id", "revision"],
+  "properties": {
+    "case_id": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "the permit case"},
+    "revision": {"type": "integer", "minimum": 1, "maximum": 9007199254740991, "description": "the case revision to report on"},
+    "pages": {"type": "integer", "minimum": 1, "maximum": 2000, "default": 10, "description": "pages of the report"}
+  }
+}`)

@@ -2,6 +2,7 @@ package renderer
 
 import (
 	"context"
+	"github.com/jobgate/jobgate/pkg/worker"
 	"log/slog"
 	"os"
 	"sync"
@@ -89,7 +90,7 @@ func (b *testBundle) startOn(t *testing.T, name string, opts ...func(*Config)) (
 	for _, o := range opts {
 		o(&cfg)
 	}
-	r, err := New(cfg, conn.Res, testLogger(t).With("worker", name))
+	r, err := New(cfg, worker.Config{Conn: conn.NC, Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(r.Stop)
@@ -134,4 +135,17 @@ func testLogger(t *testing.T) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// slowStart makes every attempt spend 1.5s before it renders its first page
+// (a slow render that looks at its context only between pages), so a 1s
+// time budget runs out in every attempt.
+func slowStart(c *Config) {
+	prev := c.OnRender
+	c.OnRender = func(r *job.Record) {
+		if prev != nil {
+			prev(r)
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
 }

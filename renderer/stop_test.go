@@ -15,13 +15,13 @@ import (
 
 func TestStopGivesBackARenderItCannotFinish(t *testing.T) {
 	t.Parallel()
-	a, b := setup(t, func(c *Config) { c.DrainTimeout = 100 * time.Millisecond; c.CheckpointPercent = 1 })
+	a, b := setup(t, func(c *Config) { c.DrainTimeout = 100 * time.Millisecond })
 	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "stopped-mid-render", Pages: 600})
 	history := jobtest.Watch(t, b.conn.Res, rec.Key())
 	b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "warm-up", Pages: 1}) // a job that does finish
 	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
 	jobtest.WaitFor(t, b.conn.Res, rec.Key(), 30*time.Second, func(r *job.Record) bool {
-		return r.State == job.StateRunning && r.Progress.Done > 0
+		return r.State == job.StateRunning && r.Progress != nil && r.Progress.Done > 0
 	})
 
 	stopped := make(chan struct{})
@@ -59,7 +59,8 @@ func TestStopLeavesNoGoroutineBehind(t *testing.T) {
 }
 
 func rendererGoroutines() int {
-	return strings.Count(goroutineDump(), "jobgate/renderer.(*")
+	d := goroutineDump()
+	return strings.Count(d, "jobgate/renderer.(*") + strings.Count(d, "jobgate/pkg/worker.")
 }
 
 func goroutineDump() string {

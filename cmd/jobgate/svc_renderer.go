@@ -1,9 +1,12 @@
 package main
 
-import "github.com/jobgate/jobgate/renderer"
+import (
+	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/renderer"
+)
 
-// newRenderer builds a renderer from the runtime's settings; the finer knobs
-// keep their documented defaults.
+// newRenderer builds a renderer (the permit_report worker) on the process's
+// connection; the finer knobs keep their documented defaults.
 func newRenderer(rt *process) (service, error) {
 	return renderer.New(renderer.Config{
 		Concurrency:    rt.cfg.Renderer.Concurrency,
@@ -12,5 +15,5 @@ func newRenderer(rt *process) (service, error) {
 		MaxOutputBytes: rt.cfg.Renderer.MaxOutputBytes,
 		Failpoints:     rt.fp,
 		Metrics:        rt.metrics,
-	}, rt.res, rt.log.With("service", "renderer"))
+	}, worker.Config{Conn: rt.nc, Logger: rt.log.With("service", "renderer")})
 }

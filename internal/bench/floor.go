@@ -59,7 +59,7 @@ func runFloor(ctx context.Context, res *natsjs.Resources, tenant string, clients
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				_, err := kv.Create(cctx, key, data, ttl)
 				if err == nil {
-					msg := &nats.Msg{Subject: natsjs.WorkSubject(tenant, requester, id), Data: []byte(key), Header: nats.Header{}}
+					msg := &nats.Msg{Subject: natsjs.WorkSubject("permit_report", tenant, requester, id), Data: []byte(key), Header: nats.Header{}}
 					msg.Header.Set(jetstream.MsgIDHeader, id)
 					_, err = res.JS.PublishMsg(cctx, msg)
 				}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/pkg/worker"
+
 	"github.com/jobgate/jobgate/internal/jobtest"
 
 	"github.com/jobgate/jobgate/dispatcher"
@@ -90,7 +92,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	}
 	for i, node := range []int{2, 0} {
 		name := fmt.Sprintf("renderer-%d", i+1)
-		r, err := renderer.New(renderer.Config{Worker: name, OnRender: d.renders.add}, connect(name, node), log.With("component", name))
+		r, err := renderer.New(renderer.Config{Worker: name, OnRender: d.renders.add}, worker.Config{Conn: connect(name, node).JS.Conn(), Logger: log.With("component", name)})
 		require.NoError(t, err)
 		require.NoError(t, r.Start(ctx))
 		t.Cleanup(r.Stop)
@@ -263,7 +265,7 @@ func (d *deployment) diagnose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, sc := range []struct{ stream, consumer string }{
-		{natsjs.StreamWork, natsjs.ConsumerRenderers}, {"KV_" + natsjs.BucketJobs, natsjs.ConsumerRelay},
+		{natsjs.StreamWork, natsjs.WorkConsumerName("permit_report")}, {"KV_" + natsjs.BucketJobs, natsjs.ConsumerRelay},
 		{natsjs.StreamEvents, natsjs.ConsumerNotifier},
 	} {
 		s, err := d.obs.JS.Stream(ctx, sc.stream)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jobgate/jobgate/pkg/worker"
 	"io"
 	"log/slog"
 	"net/http"
@@ -118,7 +119,7 @@ func startSystem(t *testing.T, heldRenders bool, tune ...func(*renderer.Config))
 	for _, f := range tune {
 		f(&rcfg)
 	}
-	rend, err := renderer.New(rcfg, sys.res, log.With("component", "renderer"))
+	rend, err := renderer.New(rcfg, worker.Config{Conn: sys.res.JS.Conn(), Logger: log.With("component", "renderer")})
 	require.NoError(t, err)
 	require.NoError(t, rend.Start(run))
 	sys.gw, err = gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: sys.secret, Dev: true},

@@ -291,7 +291,7 @@ func WorkIDs(t testing.TB, res *natsjs.Resources, rec *job.Record) []string {
 	defer cancel()
 	s, err := res.JS.Stream(ctx, natsjs.StreamWork)
 	require.NoError(t, err)
-	subject := natsjs.WorkSubject(rec.Tenant, rec.Requester, rec.ID)
+	subject := natsjs.WorkSubject(rec.Type, rec.Tenant, rec.Requester, rec.ID)
 	var ids []string
 	for seq := uint64(1); ; {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
@@ -301,5 +301,30 @@ func WorkIDs(t testing.TB, res *natsjs.Resources, rec *job.Record) []string {
 		require.NoError(t, err)
 		ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
 		seq = m.Sequence + 1
+	}
+}
+
+// States lists the states of events in stream order, a run of events of
+// one state (progress) counted once.
+func States(events []Event) []job.State {
+	var out []job.State
+	for _, e := range events {
+		if len(out) == 0 || out[len(out)-1] != e.Resource.State {
+			out = append(out, e.Resource.State)
+		}
+	}
+	return out
+}
+
+// RequireOneIDPerRevision checks that every event's Nats-Msg-Id is
+// <job id>.<revision> and that no two events share one.
+func RequireOneIDPerRevision(t testing.TB, rec *job.Record, events []Event) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, e := range events {
+		rev, ok := natsjs.EventRevision(e.MsgID)
+		require.True(t, ok && rev > 0 && e.MsgID == fmt.Sprintf("%s.%d", rec.ID, rev), "event id %q", e.MsgID)
+		require.False(t, seen[e.MsgID], "event id %q twice", e.MsgID)
+		seen[e.MsgID] = true
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -97,43 +96,13 @@ func (c *LoggedChange) Ack() error { return c.msg.Ack() }
 // Nak has the change delivered again after delay.
 func (c *LoggedChange) Nak(delay time.Duration) error { return c.msg.NakWithDelay(delay) }
 
+// Stored is when the change was stored.
+func (c *LoggedChange) Stored() time.Time {
+	if md, err := c.msg.Metadata(); err == nil {
+		return md.Timestamp
+	}
+	return time.Time{}
+}
+
 // Term drops the change for good.
 func (c *LoggedChange) Term(reason string) error { return c.msg.TermWithReason(reason) }
-
-// ExhaustedWatch delivers the max-deliveries advisories of the renderers'
-// consumer to one member of a queue group. Advisories are plain NATS
-// messages: a process that is down misses them.
-type ExhaustedWatch struct {
-	sub *nats.Subscription
-	ch  chan *nats.Msg
-}
-
-// WatchExhausted subscribes to the advisories in queue group group; the
-// subscription is in place on the server when it returns.
-func (q *WorkQueue) WatchExhausted(group string) (*ExhaustedWatch, error) {
-	nc := q.js.Conn()
-	ch := make(chan *nats.Msg, 256)
-	sub, err := nc.ChanQueueSubscribe(MaxDeliveriesAdvisory, group, ch)
-	if err != nil {
-		return nil, fmt.Errorf("advisories: %w", mapErr(err))
-	}
-	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("advisories: %w", mapErr(err))
-	}
-	return &ExhaustedWatch{sub: sub, ch: ch}, nil
-}
-
-// Next waits for the next advisory until ctx ends (ctx's error). An
-// advisory that cannot be read is an error too; the watch goes on.
-func (w *ExhaustedWatch) Next(ctx context.Context) (MaxDeliveries, error) {
-	select {
-	case <-ctx.Done():
-		return MaxDeliveries{}, ctx.Err()
-	case m := <-w.ch:
-		return ParseMaxDeliveries(m.Data)
-	}
-}
-
-// Stop ends the subscription.
-func (w *ExhaustedWatch) Stop() { _ = w.sub.Unsubscribe() }

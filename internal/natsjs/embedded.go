@@ -146,6 +146,9 @@ type ConnectConfig struct {
 	TLSCA     string
 	TLSCert   string
 	TLSKey    string
+	// InboxPrefix replaces _INBOX as the prefix of reply subjects (worker
+	// credentials may only subscribe under WorkerInboxPrefix).
+	InboxPrefix string
 }
 
 // Connect opens a connection to an external NATS deployment that reconnects
@@ -164,6 +167,9 @@ func Connect(cfg ConnectConfig) (*nats.Conn, error) {
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	if cfg.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(cfg.TLSCA))

@@ -1,26 +1,37 @@
 package natsjs
 
+import "strings"
+
 // Stream, bucket and subject names. Nothing outside this package spells them.
 const (
 	BucketJobs    = "JOBGATE_JOBS"    // KV: one record per job, key tenant.requester.id
 	BucketMeta    = "JOBGATE_META"    // KV: deployment secrets shared by every process
 	BucketNotices = "JOBGATE_NOTICES" // KV: create-only send records of the notifier
 	BucketResults = "JOBGATE_RESULTS" // object store: rendered results
-	StreamWork    = "JOBGATE_WORK"    // work queue for renderers
+	BucketTypes   = "JOBGATE_TYPES"   // KV: one declaration per job type, written by its workers
+	BucketWorkers = "JOBGATE_WORKERS" // KV: live worker processes, key type.worker, expiring
+	StreamWork    = "JOBGATE_WORK"    // work queue, one subject tree per job type
 	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
 
-	ConsumerRenderers = "renderers" // durable pull consumer on StreamWork
-	ConsumerRelay     = "relay"     // durable consumer on the job record change log
-	ConsumerNotifier  = "notifier"  // durable consumer on StreamEvents
-	workPrefix        = "jobgate.work."
-	eventsPrefix      = "jobgate.events."
-	jobChangesPrefix  = "$KV." + BucketJobs + "."
+	ConsumerRelay    = "relay"    // durable consumer on the job record change log
+	ConsumerNotifier = "notifier" // durable consumer on StreamEvents
+	workConsumerPre  = "work_"    // + type: the shared pull consumer of a type's workers
+	workPrefix       = "jobgate.work."
+	eventsPrefix     = "jobgate.events."
+	jobChangesPrefix = "$KV." + BucketJobs + "."
 )
 
-// WorkSubject is where the work message of a job is published.
-func WorkSubject(tenant, requester, id string) string {
-	return workPrefix + tenant + "." + requester + "." + id
+// WorkSubject is where the work message of a job is published: under its
+// type, so the workers of one type pull only that type's work.
+func WorkSubject(typ, tenant, requester, id string) string {
+	return workPrefix + typ + "." + tenant + "." + requester + "." + id
 }
+
+// TypeWork matches the work of one job type.
+func TypeWork(typ string) string { return workPrefix + typ + ".>" }
+
+// WorkConsumerName is the durable consumer shared by a type's workers.
+func WorkConsumerName(typ string) string { return workConsumerPre + typ }
 
 // EventSubject is where the state changes of a job are published.
 func EventSubject(tenant, requester, id string) string {
@@ -53,6 +64,11 @@ func ScopeOf(s string) (tenant, requester, id string, ok bool) {
 	switch {
 	case len(s) > len(workPrefix) && s[:len(workPrefix)] == workPrefix:
 		s = s[len(workPrefix):]
+		typ, rest, found := strings.Cut(s, ".")
+		if !found || typ == "" {
+			return "", "", "", false
+		}
+		s = rest
 	case len(s) > len(eventsPrefix) && s[:len(eventsPrefix)] == eventsPrefix:
 		s = s[len(eventsPrefix):]
 	}

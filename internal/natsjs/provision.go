@@ -144,10 +144,11 @@ type Resources struct {
 	Files   *ResultFiles // result files (JOBGATE_RESULTS)
 	Secrets *Secrets     // deployment secrets (JOBGATE_META)
 	Notices *Notices     // the notifier's send records (JOBGATE_NOTICES)
+	Types   *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
 	Layout  Layout
 
-	// The raw handles, for the renderer until it is rebuilt on the worker
-	// package, and for tests that inspect streams. Services do not use them.
+	// The raw handles, for the adapters of pkg/worker and for tests that
+	// inspect streams. Services do not use them.
 	JS      jetstream.JetStream
 	Meta    jetstream.KeyValue
 	Results jetstream.ObjectStore
@@ -183,18 +184,57 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 	if len(mismatches) > 0 {
 		return nil, fmt.Errorf("provision: %w", mismatchErrors(mismatches))
 	}
-	res := &Resources{JS: js, Layout: l}
+	res, err := bind(ctx, js, true)
+	if err != nil {
+		return nil, fmt.Errorf("provision: %w", err)
+	}
+	res.Layout = l
+	res.Jobs.ttl = l.JobTTL
+	return res, nil
+}
+
+// Bind returns handles on the resources of a deployment that some other
+// process provisioned, creating nothing and changing nothing: what a worker
+// process with worker credentials does (it may not create streams). It
+// waits, within ctx, for the deployment to be provisioned.
+func Bind(ctx context.Context, js jetstream.JetStream) (*Resources, error) {
+	for {
+		res, err := bind(ctx, js, false)
+		if err == nil {
+			return res, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) || ctx.Err() != nil {
+			return nil, fmt.Errorf("bind: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bind: the deployment's JetStream resources do not exist (is a jobgate server running against this NATS?): %w", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// bind opens every bucket; all also opens the ones only services use.
+func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, error) {
+	res := &Resources{JS: js, Types: &TypeStore{}}
 	var jobs, notices jetstream.KeyValue
-	for _, o := range []struct {
+	buckets := []struct {
 		bucket string
 		dst    *jetstream.KeyValue
-	}{{BucketJobs, &jobs}, {BucketMeta, &res.Meta}, {BucketNotices, &notices}} {
+	}{{BucketJobs, &jobs}, {BucketTypes, &res.Types.types}, {BucketWorkers, &res.Types.workers}}
+	if all {
+		buckets = append(buckets, []struct {
+			bucket string
+			dst    *jetstream.KeyValue
+		}{{BucketMeta, &res.Meta}, {BucketNotices, &notices}}...)
+	}
+	for _, o := range buckets {
 		err := retryTransient(ctx, func(ctx context.Context) (err error) {
 			*o.dst, err = js.KeyValue(ctx, o.bucket)
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("provision %s: %w", o.bucket, err)
+			return nil, fmt.Errorf("%s: %w", o.bucket, err)
 		}
 	}
 	err := retryTransient(ctx, func(ctx context.Context) (err error) {
@@ -202,11 +242,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provision %s: %w", BucketResults, err)
+		return nil, fmt.Errorf("%s: %w", BucketResults, err)
 	}
-	res.Jobs = &Store{kv: jobs, ttl: l.JobTTL, nc: js.Conn(), js: js}
+	res.Jobs = &Store{kv: jobs, nc: js.Conn(), js: js}
 	res.Work, res.Events = NewWorkQueue(js), NewEventStream(js)
-	res.Files, res.Secrets, res.Notices = NewResultFiles(res.Results), NewSecrets(res.Meta), NewNotices(notices)
+	res.Files = NewResultFiles(res.Results)
+	if all {
+		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)
+	}
 	return res, nil
 }
 
@@ -272,6 +315,14 @@ func (l Layout) resources() []resource {
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
 	}
+	typesKV := jetstream.KeyValueConfig{
+		Bucket: BucketTypes, Description: "jobgate job types, declared by their workers", History: 1,
+		Replicas: l.Replicas, Storage: jetstream.FileStorage,
+	}
+	workersKV := jetstream.KeyValueConfig{
+		Bucket: BucketWorkers, Description: "jobgate live worker processes per job type", History: 1,
+		TTL: PresenceTTL, LimitMarkerTTL: time.Minute, Replicas: l.Replicas, Storage: jetstream.FileStorage,
+	}
 	results := jetstream.ObjectStoreConfig{
 		Bucket: BucketResults, Description: "jobgate rendered results",
 		TTL: l.ResultTTL, Replicas: l.Replicas, Storage: jetstream.FileStorage,
@@ -292,6 +343,10 @@ func (l Layout) resources() []resource {
 			replicas: l.Replicas, history: 1}},
 		{name: BucketNotices, bucket: true, stream: "KV_" + BucketNotices, create: kv(noticesKV), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1}},
+		{name: BucketTypes, bucket: true, stream: "KV_" + BucketTypes, create: kv(typesKV), want: expect{
+			replicas: l.Replicas, history: 1}},
+		{name: BucketWorkers, bucket: true, stream: "KV_" + BucketWorkers, create: kv(workersKV), want: expect{
+			replicas: l.Replicas, maxAge: PresenceTTL, ageSetting: "worker presence TTL", history: 1, markerTTL: time.Minute}},
 		{name: StreamWork, stream: StreamWork, create: stream(work), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
 			retention: &workQueue, subjects: work.Subjects}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
@@ -25,7 +26,7 @@ func WorkMsgID(id string, generation int) string {
 // PublishWork puts a job on the work queue. Publishing the same job and
 // generation twice within the duplicate window stores one message.
 func PublishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int) error {
-	msg := &nats.Msg{Subject: WorkSubject(r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
+	msg := &nats.Msg{Subject: WorkSubject(r.Type, r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, WorkMsgID(r.ID, generation))
 	if err := publishOnce(ctx, js, msg); err != nil {
 		return fmt.Errorf("publish work %s: %w", r.ID, mapErr(err))
@@ -33,13 +34,26 @@ func PublishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, gen
 	return nil
 }
 
-// EventMsgID is the Nats-Msg-Id of a job's state change event.
+// EventMsgID is the Nats-Msg-Id of a job's change event: one per stored
+// revision of the record.
 func EventMsgID(r *job.Record) string {
-	return r.ID + "." + string(r.State) + "." + strconv.Itoa(r.Attempt)
+	return r.ID + "." + strconv.FormatUint(r.Revision, 10)
+}
+
+// EventRevision reads the record revision out of an event's Nats-Msg-Id.
+func EventRevision(msgID string) (uint64, bool) {
+	i := strings.LastIndexByte(msgID, '.')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(msgID[i+1:], 10, 64)
+	return n, err == nil
 }
 
 // PublishEvent publishes the state of r (its resource without result href)
-// on the job's event subject, de-duplicated per state and attempt.
+// on the job's event subject, de-duplicated per record revision. The writer
+// of a change publishes it, once; the relay only fills in what a crashed
+// writer left out (see LastEventRevision).
 func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) error {
 	data := r.Resource("", r.UpdatedAt).AppendJSON(make([]byte, 0, 768))
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
@@ -76,4 +90,22 @@ func publishOnce(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) err
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
+}
+
+// LastEventRevision is the record revision of the newest event stored for
+// the job, 0 when none is.
+func LastEventRevision(ctx context.Context, js jetstream.JetStream, r *job.Record) (uint64, error) {
+	s, err := js.Stream(ctx, StreamEvents)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
+	}
+	m, err := s.GetLastMsgForSubject(ctx, EventSubject(r.Tenant, r.Requester, r.ID))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("last event of %s: %w", r.ID, mapErr(err))
+	}
+	rev, _ := EventRevision(m.Header.Get(jetstream.MsgIDHeader))
+	return rev, nil
 }

@@ -69,7 +69,8 @@ func TenantPermissions(tenant string) *server.Permissions {
 // services of this process) keep full access without credentials: only code
 // inside the process can open one, because the server accepts them over an
 // in-memory pipe, never over its listener. Every network client must log in
-// as a tenant subscriber and is confined to that tenant's events.
+// as a tenant subscriber, confined to that tenant's events, or as a worker
+// (WorkerPermissions).
 type TenantAuth struct {
 	secret []byte
 }
@@ -105,6 +106,14 @@ func (a *TenantAuth) Check(c server.ClientAuthentication) bool {
 	opts := c.GetOpts()
 	if opts == nil {
 		return false
+	}
+	if opts.Username == WorkerUser {
+		want := WorkerPassword(a.secret)
+		if subtle.ConstantTimeCompare([]byte(opts.Password), []byte(want)) != 1 {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: WorkerUser, Permissions: WorkerPermissions()})
+		return true
 	}
 	tenant, ok := strings.CutPrefix(opts.Username, tenantUserPrefix)
 	if !ok || !job.ValidScopeID(tenant) {

@@ -8,8 +8,8 @@ import (
 )
 
 // WorkQueue is the JOBGATE_WORK stream as the services see it: work
-// messages published per job and dispatch generation, looked up and removed
-// by stream sequence. Its errors wrap job.ErrUnavailable and ErrWorkGone.
+// messages published per job and dispatch generation, looked up per job.
+// Its errors wrap job.ErrUnavailable and ErrWorkGone.
 type WorkQueue struct {
 	js jetstream.JetStream
 }
@@ -23,19 +23,10 @@ func (q *WorkQueue) Publish(ctx context.Context, r *job.Record, generation int) 
 	return PublishWork(ctx, q.js, r, generation)
 }
 
-// At returns the record key of the work message at seq; one that is gone is
-// ErrWorkGone.
-func (q *WorkQueue) At(ctx context.Context, seq uint64) (string, error) {
-	return WorkAt(ctx, q.js, seq)
-}
-
-// Delete removes the work message at seq; one already gone is not an error.
-func (q *WorkQueue) Delete(ctx context.Context, seq uint64) error { return DeleteWork(ctx, q.js, seq) }
-
-// Pending reports the work message of a job and what the renderers did with
-// it (see WorkState).
-func (q *WorkQueue) Pending(ctx context.Context, tenant, requester, id string) (WorkState, error) {
-	return PendingWork(ctx, q.js, tenant, requester, id)
+// Pending reports the work message of a job and whether its type's workers
+// were handed it yet (see WorkState).
+func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, error) {
+	return PendingWork(ctx, q.js, r)
 }
 
 // EventStream is the JOBGATE_EVENTS stream: one event per stored change of
@@ -50,4 +41,10 @@ func NewEventStream(js jetstream.JetStream) *EventStream { return &EventStream{j
 // Publish publishes the state of r on the job's event subject.
 func (e *EventStream) Publish(ctx context.Context, r *job.Record) error {
 	return PublishEvent(ctx, e.js, r)
+}
+
+// LastRevision is the record revision of the newest event stored for the
+// job, 0 when none is.
+func (e *EventStream) LastRevision(ctx context.Context, r *job.Record) (uint64, error) {
+	return LastEventRevision(ctx, e.js, r)
 }

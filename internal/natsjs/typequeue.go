@@ -1,0 +1,109 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TypeQueue is one job type's shared work queue as its workers see it.
+type TypeQueue struct {
+	cons jetstream.Consumer
+}
+
+// OpenTypeQueue creates or updates the type's consumer and returns its queue.
+func OpenTypeQueue(ctx context.Context, js jetstream.JetStream, w WorkConsumer) (*TypeQueue, error) {
+	c, err := EnsureWorkConsumer(ctx, js, w)
+	if err != nil {
+		return nil, err
+	}
+	return &TypeQueue{cons: c}, nil
+}
+
+// WorkMsg is one delivery of a job's work message.
+type WorkMsg struct {
+	msg jetstream.Msg
+	// Key is the record key of the job (tenant.requester.id); empty when
+	// the message names no job.
+	Key string
+	// Delivered counts the deliveries of this message, this one included.
+	Delivered uint64
+}
+
+// Next waits up to ctx's end for one delivery. It returns nil, nil when none
+// came in time.
+func (q *TypeQueue) Next(ctx context.Context) (*WorkMsg, error) {
+	msg, err := q.cons.Next(jetstream.FetchContext(ctx))
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+			errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+			return nil, nil
+		}
+		return nil, mapErr(err)
+	}
+	wm := &WorkMsg{msg: msg}
+	if md, err := msg.Metadata(); err == nil {
+		wm.Delivered = md.NumDelivered
+	}
+	if t, q, id, ok := ScopeOf(string(msg.Data())); ok {
+		wm.Key = job.StoreKey(t, q, id)
+	} else if t, q, id, ok := ScopeOf(msg.Subject()); ok {
+		wm.Key = job.StoreKey(t, q, id)
+	}
+	return wm, nil
+}
+
+// Ack removes the message from the queue: the job needs nothing more of it.
+func (m *WorkMsg) Ack() error { return m.msg.Ack() }
+
+// Nak hands the message back, to be delivered again after delay.
+func (m *WorkMsg) Nak(delay time.Duration) error {
+	if delay <= 0 {
+		return m.msg.Nak()
+	}
+	return m.msg.NakWithDelay(delay)
+}
+
+// InProgress tells the queue the delivery is being worked on: its ack timer
+// starts over.
+func (m *WorkMsg) InProgress() error { return m.msg.InProgress() }
+
+// Term drops a message that can never be worked on.
+func (m *WorkMsg) Term(reason string) error { return m.msg.TermWithReason(reason) }
+
+// PutResult streams a result object into the results store under name and
+// returns its size. A read error from r aborts the put and leaves nothing.
+func (r *Resources) PutResult(ctx context.Context, name, contentType, description string, body io.Reader) (int64, error) {
+	meta := jetstream.ObjectMeta{
+		Name: name, Description: description,
+		Headers: nats.Header{"Content-Type": []string{contentType}},
+	}
+	info, err := r.Results.Put(ctx, meta, body)
+	if err != nil {
+		return 0, fmt.Errorf("store result %s: %w", name, mapErr(err))
+	}
+	return int64(info.Size), nil
+}
+
+// DeleteResult removes a result object; one that is gone is not an error.
+func (r *Resources) DeleteResult(ctx context.Context, name string) error {
+	if err := r.Results.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("delete result %s: %w", name, mapErr(err))
+	}
+	return nil
+}
+
+// NewJetStream opens the JetStream API on a connection.
+func NewJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
+}

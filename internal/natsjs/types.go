@@ -1,0 +1,194 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PresenceTTL is how long a worker process counts as live after its last
+// announcement; workers announce themselves every PresenceTTL/3.
+const PresenceTTL = 30 * time.Second
+
+// Presence is what a live worker process says about itself, per job type.
+type Presence struct {
+	Worker      string    `json:"worker"`
+	Type        string    `json:"type"`
+	Concurrency int       `json:"concurrency"`
+	StartedAt   time.Time `json:"started_at"`
+	SeenAt      time.Time `json:"seen_at"`
+}
+
+// TypeStore keeps the job type declarations (JOBGATE_TYPES, one entry per
+// type, written by its workers) and the presence of worker processes
+// (JOBGATE_WORKERS, one expiring entry per type and worker).
+type TypeStore struct {
+	types   jetstream.KeyValue
+	workers jetstream.KeyValue
+}
+
+// Declare stores a type's declaration, replacing an earlier one: the worker
+// that started last speaks for the type.
+func (s *TypeStore) Declare(ctx context.Context, d *job.TypeDecl) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode type %s: %w", d.Name, err)
+	}
+	if cur, err := s.types.Get(ctx, d.Name); err == nil {
+		var have job.TypeDecl
+		if json.Unmarshal(cur.Value(), &have) == nil && sameDecl(&have, d) {
+			return nil // unchanged: no write, no change event for every gateway
+		}
+	}
+	if _, err := s.types.Put(ctx, d.Name, data); err != nil {
+		return fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
+	}
+	return nil
+}
+
+func sameDecl(a, b *job.TypeDecl) bool {
+	x, y := *a, *b
+	x.DeclaredAt, y.DeclaredAt = time.Time{}, time.Time{}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return string(ja) == string(jb)
+}
+
+// Get reads one declaration.
+func (s *TypeStore) Get(ctx context.Context, name string) (*job.TypeDecl, error) {
+	e, err := s.types.Get(ctx, name)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return decodeDecl(e.Value())
+}
+
+func decodeDecl(data []byte) (*job.TypeDecl, error) {
+	var d job.TypeDecl
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("decode type declaration: %w", err)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// TypeChange is one change of the declarations: a declaration, or the
+// removal of the type named Removed.
+type TypeChange struct {
+	Decl    *job.TypeDecl
+	Removed string
+}
+
+// WatchTypes sends every current declaration, then nil (caught up), then
+// every change, until ctx ends. Undecodable entries are skipped.
+func (s *TypeStore) WatchTypes(ctx context.Context, fn func(*TypeChange)) error {
+	w, err := s.types.WatchAll(ctx)
+	if err != nil {
+		return mapErr(err)
+	}
+	go func() {
+		defer w.Stop() //nolint:errcheck
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					fn(nil)
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					fn(&TypeChange{Removed: e.Key()})
+					continue
+				}
+				if d, err := decodeDecl(e.Value()); err == nil && d.Name == e.Key() {
+					fn(&TypeChange{Decl: d})
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// presenceKey is the workers bucket key of one worker of one type. Worker
+// names are free text; only the characters a key allows are kept.
+func presenceKey(typ, worker string) string {
+	var b strings.Builder
+	for _, c := range worker {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return typ + "." + b.String()
+}
+
+// Announce records that worker runs type now; it expires PresenceTTL later
+// unless announced again.
+func (s *TypeStore) Announce(ctx context.Context, p Presence) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if _, err := s.workers.Put(ctx, presenceKey(p.Type, p.Worker), data); err != nil {
+		return fmt.Errorf("announce worker: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Withdraw removes a worker's presence at once (a clean stop).
+func (s *TypeStore) Withdraw(ctx context.Context, typ, worker string) error {
+	if err := s.workers.Delete(ctx, presenceKey(typ, worker)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("withdraw worker: %w", mapErr(err))
+	}
+	return nil
+}
+
+// WatchWorkers sends every live presence, then nil, then every change (a
+// removal as a Presence with only Type and Worker set and a zero SeenAt),
+// until ctx ends.
+func (s *TypeStore) WatchWorkers(ctx context.Context, fn func(key string, p *Presence)) error {
+	w, err := s.workers.WatchAll(ctx)
+	if err != nil {
+		return mapErr(err)
+	}
+	go func() {
+		defer w.Stop() //nolint:errcheck
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					fn("", nil)
+					continue
+				}
+				var p Presence
+				if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &p) == nil {
+					fn(e.Key(), &p)
+					continue
+				}
+				fn(e.Key(), &Presence{})
+			}
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,65 @@
+package natsjs
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Worker processes (pkg/worker) outside the server's process log in as
+// WorkerUser with a password derived from the same data-dir secret as the
+// tenant subscribers' (`jobgate nats-user --worker` prints both).
+
+// WorkerUser is the NATS user name of worker processes.
+const WorkerUser = "worker"
+
+// WorkerInboxPrefix is the reply-subject prefix workers use: their
+// permissions let them subscribe there and nowhere else, so a worker never
+// sees another client's replies, nor any tenant's events.
+const WorkerInboxPrefix = "_JG_WORKER_INBOX"
+
+// WorkerPassword derives the NATS password of worker processes.
+func WorkerPassword(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("jobgate nats-user worker v1\x00"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// WorkerPermissions are exactly what a worker needs: declare types and
+// announce itself, pull and acknowledge work, read and compare-and-set job
+// records, store results, publish the events of its own changes. It cannot
+// create, change or delete streams, read events, or read other clients'
+// replies.
+func WorkerPermissions() *server.Permissions {
+	kv := func(b string) []string {
+		return []string{
+			"$KV." + b + ".>",
+			"$JS.API.STREAM.INFO.KV_" + b,
+			"$JS.API.DIRECT.GET.KV_" + b + ".>",
+			"$JS.API.STREAM.MSG.GET.KV_" + b,
+		}
+	}
+	allow := []string{
+		"$JS.API.INFO",
+		"$JS.API.CONSUMER.CREATE." + StreamWork + ".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE." + StreamWork + ".*",
+		"$JS.API.CONSUMER.INFO." + StreamWork + ".*",
+		"$JS.API.CONSUMER.MSG.NEXT." + StreamWork + ".*",
+		"$JS.ACK." + StreamWork + ".>",
+		"$O." + BucketResults + ".>",
+		"$JS.API.STREAM.INFO.OBJ_" + BucketResults,
+		"$JS.API.STREAM.PURGE.OBJ_" + BucketResults,
+		"$JS.API.DIRECT.GET.OBJ_" + BucketResults + ".>",
+		"$JS.API.STREAM.MSG.GET.OBJ_" + BucketResults,
+		eventsPrefix + ">",
+	}
+	allow = append(allow, kv(BucketJobs)...)
+	allow = append(allow, kv(BucketTypes)...)
+	allow = append(allow, kv(BucketWorkers)...)
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: allow},
+		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix + ".>"}},
+	}
+}

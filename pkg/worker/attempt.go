@@ -1,0 +1,517 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// errAttemptTimeout is the cause of an attempt context whose budget ran out.
+var errAttemptTimeout = errors.New("attempt time budget exhausted")
+
+// attempt is one attempt's hold on a job: the record as this attempt last
+// wrote it, its progress and its output. Every record write of the attempt
+// goes through it, serialized, as a compare-and-set; a write that finds the
+// job canceled, finished or claimed by another attempt marks it lost and
+// ends the handler's context.
+type attempt struct {
+	w           *Workers
+	t           *typeRunner
+	msg         *natsjs.WorkMsg
+	log         *slog.Logger
+	rec         *job.Record // as claimed; the handler's view
+	maxAttempts int
+	stopHandler context.CancelCauseFunc
+
+	mu        sync.Mutex
+	cur       *job.Record // as last written
+	lastWrite time.Time
+	lost      *job.Record
+	prog      *job.Progress // as last reported by the handler
+	written   *job.Progress // as last written
+	nextStep  int
+	kick      chan struct{}
+
+	outOnce sync.Once
+	out     *resultWriter
+}
+
+func (w *Workers) newAttempt(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) *attempt {
+	return &attempt{
+		w: w, t: t, msg: msg, rec: rec.Clone(), cur: rec, lastWrite: w.cfg.Now(),
+		maxAttempts: rec.AttemptsOr(t.decl.Attempts), kick: make(chan struct{}, 1),
+		log: w.log.With("job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt),
+	}
+}
+
+// handle processes one delivery of a work message.
+func (w *Workers) handle(t *typeRunner, msg *natsjs.WorkMsg) {
+	if msg.Key == "" {
+		w.log.Warn("work message names no job", "type", t.decl.Name)
+		_ = msg.Term("not a job")
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.hardCtx, opTimeout)
+	defer cancel()
+	c := w.claim(ctx, t, msg.Key, msg.Delivered)
+	switch c.verdict {
+	case verdictAck:
+		w.log.Debug("work acknowledged without running", "key", msg.Key, "why", c.why)
+		_ = msg.Ack()
+		return
+	case verdictNak:
+		w.log.Debug("work returned to the queue", "key", msg.Key, "why", c.why, "delay", c.delay)
+		_ = msg.Nak(c.delay)
+		return
+	case verdictTerm:
+		w.log.Warn("work dropped", "key", msg.Key, "why", c.why)
+		_ = msg.Term(c.why)
+		return
+	case verdictExhaust:
+		w.exhaust(ctx, t, msg)
+		return
+	}
+	w.publishEvent(c.rec)
+	w.log.Info("job claimed", "job_id", c.rec.ID, "type", c.rec.Type, "attempt", c.rec.Attempt, "delivery", msg.Delivered)
+	w.run(t, msg, c.rec)
+}
+
+// run is one attempt: the handler within the budget while the claim is kept
+// alive, the output stored, the job finished; or what went wrong concluded.
+func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) {
+	a := w.newAttempt(t, msg, rec)
+	timeout := rec.TimeoutOr(t.decl.Timeout())
+	actx, cancelAttempt := context.WithTimeoutCause(w.hardCtx, timeout, errAttemptTimeout)
+	defer cancelAttempt()
+	hctx, stopHandler := context.WithCancelCause(actx)
+	defer stopHandler(nil)
+	a.stopHandler = stopHandler
+
+	keepCtx, stopKeep := context.WithCancel(context.Background())
+	var kwg sync.WaitGroup
+	kwg.Add(1)
+	go func() { defer kwg.Done(); a.keepAlive(keepCtx) }()
+	stopKeeper := sync.OnceFunc(func() { stopKeep(); kwg.Wait() })
+	defer stopKeeper()
+
+	started := w.cfg.Now()
+	err := a.runHandler(hctx)
+	if err == nil {
+		err = a.finishOutput()
+	} else {
+		a.abortOutput(err)
+	}
+	stopKeeper()
+	if err == nil {
+		err = untilAvailable(actx, a.succeed)
+	}
+	ctx, cancelOp := context.WithTimeout(context.WithoutCancel(w.hardCtx), opTimeout)
+	defer cancelOp()
+	if err == nil {
+		_ = msg.Ack()
+		done := a.record()
+		w.publishEvent(done)
+		w.observe(t, "succeeded", started)
+		size := int64(0)
+		if done.Output != nil {
+			size = done.Output.Size
+		}
+		a.log.Info("job succeeded", "size", size)
+		return
+	}
+	cerr := a.classify(err, actx, hctx)
+	w.conclude(ctx, a, cerr, started)
+}
+
+// runHandler calls the type's handler, turning a panic into a permanent
+// failure instead of a crashed process.
+func (a *attempt) runHandler(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Error("handler panicked", "panic", fmt.Sprint(p))
+			err = &failure{category: job.CategoryRenderError, message: fmt.Sprintf("the worker failed: %v", p)}
+		}
+	}()
+	return a.t.run(ctx, a)
+}
+
+// classify turns what ended an attempt into a failure, or into errLost or
+// errShutdown when it reached no verdict.
+func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) error {
+	var f *failure
+	cause := context.Cause(handlerCtx)
+	switch {
+	case a.lostTo() != nil || errors.Is(err, errLost) || errors.Is(cause, errLost):
+		return errLost
+	case errors.Is(cause, errShutdown) || errors.Is(err, errShutdown) || a.w.hardCtx.Err() != nil:
+		return errShutdown
+	case a.out != nil && a.out.tooLarge:
+		return &failure{category: job.CategoryBudgetExceeded, err: err,
+			message: fmt.Sprintf("the result would be larger than the limit of %d bytes", a.t.decl.MaxResultBytes)}
+	case errors.As(err, &f):
+		return f
+	case errors.Is(context.Cause(attemptCtx), errAttemptTimeout):
+		return &failure{category: job.CategoryTimeout, retryable: true, err: err,
+			message: fmt.Sprintf("the attempt did not finish within its time budget of %s", a.rec.TimeoutOr(a.t.decl.Timeout()))}
+	}
+	msg := err.Error()
+	if len(msg) > 500 {
+		msg = msg[:500] + "…"
+	}
+	return &failure{category: job.CategoryRenderError, retryable: true, err: err, message: msg}
+}
+
+// conclude settles an attempt that produced no result.
+func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started time.Time) {
+	rec := a.record()
+	msg := a.msg
+	var f *failure
+	switch {
+	case errors.Is(err, errLost):
+		w.observe(a.t, "lost", started)
+		if a.out != nil && a.out.err == nil {
+			// A result this attempt stored belongs to no one: its object
+			// name is this attempt's own, never the winner's.
+			if err := w.res.DeleteResult(ctx, a.out.object); err != nil {
+				a.log.Warn("could not delete orphaned result", "err", err)
+			}
+		}
+		lost := a.lostTo()
+		if lost == nil || lost.State.Terminal() {
+			a.log.Info("job ended elsewhere, stopping")
+			_ = msg.Ack()
+			return
+		}
+		// Another worker took the job over, perhaps through this very
+		// message: leave it unacknowledged, so it stays that worker's.
+		a.log.Info("job taken over, stopping", "by", lost.Worker)
+	case errors.Is(err, errShutdown):
+		w.observe(a.t, "given_back", started)
+		err := a.update(ctx, func(n *job.Record) error { return n.Release(w.cfg.Now()) })
+		if err != nil {
+			// The record still names this worker; the message comes back
+			// after AckWait and the next worker takes the job over.
+			a.log.Warn("could not give back job on shutdown", "err", err)
+			return
+		}
+		a.log.Info("job given back on shutdown")
+		w.publishEvent(a.record())
+		_ = msg.Nak(0)
+	case errors.As(err, &f) && f.retryable && rec.Attempt < a.maxAttempts:
+		w.observe(a.t, "retry", started)
+		delay := w.retryDelay(rec.Attempt)
+		now := w.cfg.Now()
+		err := a.update(ctx, func(n *job.Record) error { return n.ScheduleRetry(f.record(), now.Add(delay), now) })
+		if errors.Is(err, errLost) {
+			w.conclude(ctx, a, err, started)
+			return
+		}
+		if err != nil {
+			a.log.Warn("could not schedule retry", "err", err)
+			return
+		}
+		a.log.Info("attempt failed, retry scheduled", "category", f.category, "retry_in", delay, "cause", f.err)
+		w.publishEvent(a.record())
+		_ = msg.Nak(delay)
+	case errors.As(err, &f):
+		w.observe(a.t, "failed", started)
+		failed := f.record()
+		if f.retryable {
+			failed.Message = fmt.Sprintf("%s (attempt %d of %d)", failed.Message, rec.Attempt, a.maxAttempts)
+		}
+		err := a.update(ctx, func(n *job.Record) error { return n.Fail(failed, w.cfg.Now()) })
+		if errors.Is(err, errLost) {
+			w.conclude(ctx, a, err, started)
+			return
+		}
+		if err != nil {
+			a.log.Warn("could not record failure", "err", err)
+			return
+		}
+		a.log.Info("job failed", "category", f.category, "cause", f.err)
+		w.publishEvent(a.record())
+		_ = msg.Ack()
+	default:
+		a.log.Error("unexpected attempt outcome", "err", err)
+	}
+}
+
+// retryDelay is the pause before the attempt after attempt n: RetryBase
+// doubled per attempt, at most 10 minutes, jittered.
+func (w *Workers) retryDelay(n int) time.Duration {
+	d := w.cfg.RetryBase << min(max(n, 1)-1, 20)
+	return jitter(min(d, max(10*time.Minute, w.cfg.RetryBase)))
+}
+
+func (w *Workers) observe(t *typeRunner, outcome string, started time.Time) {
+	if w.cfg.OnAttempt != nil {
+		w.cfg.OnAttempt(t.decl.Name, outcome, w.cfg.Now().Sub(started))
+	}
+}
+
+// publishEvent publishes a change this worker wrote (the writer of a
+// change announces it; the relay only fills in for a writer that crashed).
+func (w *Workers) publishEvent(rec *job.Record) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), opTimeout)
+	defer cancel()
+	if err := natsjs.PublishEvent(ctx, w.res.JS, rec); err != nil {
+		w.log.Debug("event not published", "job_id", rec.ID, "err", err)
+	}
+}
+
+// record returns the record as last written by this attempt.
+func (a *attempt) record() *job.Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur.Clone()
+}
+
+// lostTo returns the record that took the job away, or nil.
+func (a *attempt) lostTo() *job.Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lost
+}
+
+// update applies fn to the attempt's record and writes it by compare-and-
+// set. A lost race against a write that left the job this attempt's is
+// retried on the fresh record; any other outcome of the re-read marks the
+// attempt lost, ends the handler's context and returns errLost.
+func (a *attempt) update(ctx context.Context, fn func(r *job.Record) error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lost != nil {
+		return errLost
+	}
+	for range 5 {
+		next := a.cur.Clone()
+		if err := fn(next); err != nil {
+			return err
+		}
+		// Each write has its own short deadline: a write lost with a
+		// cluster node is never answered, and waiting for it would hold
+		// a.mu and so stop the heartbeats.
+		wctx, cancel := context.WithTimeout(ctx, a.writeTimeout())
+		err := a.w.res.Jobs.Update(wctx, next)
+		cancel()
+		if err == nil {
+			a.cur = next
+			a.lastWrite = a.w.cfg.Now()
+			return nil
+		}
+		if !errors.Is(err, natsjs.ErrStale) {
+			return err
+		}
+		gctx, cancel := context.WithTimeout(ctx, a.writeTimeout())
+		cur, gerr := a.w.res.Jobs.Get(gctx, a.cur.Key())
+		cancel()
+		if gerr != nil {
+			if errors.Is(gerr, job.ErrNotFound) {
+				return a.loseLocked(a.cur.Clone())
+			}
+			return gerr
+		}
+		if cur.State != job.StateRunning || cur.Attempt != a.cur.Attempt || cur.Worker != a.cur.Worker {
+			return a.loseLocked(cur)
+		}
+		a.cur = cur
+	}
+	return fmt.Errorf("job %s: %w", a.cur.ID, natsjs.ErrStale)
+}
+
+func (a *attempt) loseLocked(by *job.Record) error {
+	a.lost = by
+	if a.stopHandler != nil {
+		a.stopHandler(errLost)
+	}
+	return errLost
+}
+
+// writeTimeout bounds one record write of the attempt.
+func (a *attempt) writeTimeout() time.Duration {
+	return min(a.w.cfg.HeartbeatInterval, opTimeout)
+}
+
+// succeed records the result and moves the job to succeeded.
+func (a *attempt) succeed(ctx context.Context) error {
+	var out *job.Output
+	if a.out != nil {
+		out = &job.Output{Object: a.out.object, ContentType: a.t.decl.ContentType, Size: a.out.n,
+			SHA256: hex.EncodeToString(a.out.h.Sum(nil))}
+	}
+	a.mu.Lock()
+	prog := a.prog
+	a.mu.Unlock()
+	return a.update(ctx, func(n *job.Record) error {
+		if prog != nil {
+			p := *prog
+			n.Progress = &p
+		}
+		return n.Succeed(out, a.w.cfg.Now())
+	})
+}
+
+// setProgress records the handler's latest progress and asks for a
+// checkpoint when it crossed a tenth of the total.
+func (a *attempt) setProgress(done, total int, unit string) {
+	if len(unit) > 32 {
+		unit = unit[:32]
+	}
+	done, total = max(done, 0), max(total, 0)
+	a.mu.Lock()
+	a.prog = &job.Progress{Done: done, Total: total, Unit: unit}
+	due := total > 0 && done >= a.nextStep
+	if due {
+		step := max(1, total/10)
+		a.nextStep = (done/step + 1) * step
+	}
+	a.mu.Unlock()
+	if due {
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// keepAlive tells the queue and the job record that the attempt is alive
+// until ctx ends: InProgress on the work message well within AckWait, a
+// checkpoint when progress asks for one, and a heartbeat on the record when
+// nothing was written for HeartbeatInterval. When the worker is told to
+// stop (its drain ran out) it ends the handler.
+func (a *attempt) keepAlive(ctx context.Context) {
+	cfg := a.w.cfg
+	t := time.NewTicker(min(cfg.AckWait/3, cfg.HeartbeatInterval/2))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.w.interrupt:
+			a.stopHandler(errShutdown)
+			<-ctx.Done()
+			return
+		case <-a.kick:
+			a.checkpoint(ctx, true)
+		case <-t.C:
+			_ = a.msg.InProgress()
+			a.mu.Lock()
+			due := cfg.Now().Sub(a.lastWrite) >= cfg.HeartbeatInterval
+			a.mu.Unlock()
+			if due {
+				a.checkpoint(ctx, false)
+			}
+		}
+	}
+}
+
+// checkpoint writes the latest progress (or, with none new, a heartbeat)
+// and publishes the change when progress moved.
+func (a *attempt) checkpoint(ctx context.Context, onlyProgress bool) {
+	a.mu.Lock()
+	prog, written := a.prog, a.written
+	a.mu.Unlock()
+	moved := prog != nil && (written == nil || *prog != *written)
+	if onlyProgress && !moved {
+		return
+	}
+	now := a.w.cfg.Now()
+	err := a.update(ctx, func(n *job.Record) error {
+		if moved {
+			n.SetProgress(*prog, now)
+		} else {
+			n.Heartbeat(now)
+		}
+		return nil
+	})
+	switch {
+	case err == nil && moved:
+		a.mu.Lock()
+		a.written = prog
+		a.mu.Unlock()
+		a.w.publishEvent(a.record())
+	case err != nil && !errors.Is(err, errLost) && ctx.Err() == nil:
+		// Not worth failing the attempt for; the next one tries again.
+		a.log.Warn("checkpoint not written", "err", err)
+	}
+}
+
+// output returns the attempt's result writer, starting the upload on first
+// use.
+func (a *attempt) output() io.Writer {
+	a.outOnce.Do(func() {
+		pr, pw := io.Pipe()
+		rw := &resultWriter{pw: pw, h: sha256.New(), max: a.t.decl.MaxResultBytes, done: make(chan struct{}),
+			object: fmt.Sprintf("%s.a%d", a.rec.ID, a.rec.Attempt)}
+		go func() {
+			defer close(rw.done)
+			desc := fmt.Sprintf("%s result of job %s, attempt %d", a.rec.Type, a.rec.ID, a.rec.Attempt)
+			_, rw.err = a.w.res.PutResult(context.WithoutCancel(a.w.hardCtx), rw.object, a.t.decl.ContentType, desc, pr)
+			pr.CloseWithError(errOrClosed(rw.err))
+		}()
+		a.out = rw
+	})
+	return a.out
+}
+
+func errOrClosed(err error) error {
+	if err == nil {
+		return io.ErrClosedPipe
+	}
+	return err
+}
+
+// finishOutput completes the upload of a handler that succeeded.
+func (a *attempt) finishOutput() error {
+	if a.out == nil {
+		return nil
+	}
+	_ = a.out.pw.Close()
+	<-a.out.done
+	if a.out.err != nil {
+		return &failure{category: job.CategoryInternal, retryable: true, err: a.out.err,
+			message: "the result could not be stored; the job is retried"}
+	}
+	return nil
+}
+
+// abortOutput discards a partial upload.
+func (a *attempt) abortOutput(cause error) {
+	if a.out == nil {
+		return
+	}
+	_ = a.out.pw.CloseWithError(cause)
+	<-a.out.done
+}
+
+// resultWriter counts, hashes and streams the output into the upload.
+type resultWriter struct {
+	pw       *io.PipeWriter
+	h        hash.Hash
+	n, max   int64
+	tooLarge bool
+	object   string
+	done     chan struct{}
+	err      error // of the upload, once done is closed
+}
+
+func (r *resultWriter) Write(p []byte) (int, error) {
+	if r.tooLarge || r.n+int64(len(p)) > r.max {
+		r.tooLarge = true
+		return 0, ErrResultTooLarge
+	}
+	n, err := r.pw.Write(p)
+	r.h.Write(p[:n])
+	r.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,119 @@
+package worker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Config connects a worker process to a jobgate deployment. Zero fields take
+// the documented defaults; only URL and the credentials usually need
+// setting.
+type Config struct {
+	// URL lists the deployment's NATS servers, comma separated.
+	// Default nats://127.0.0.1:4222.
+	URL string
+	// User and Password log in to NATS; for jobgate's embedded server,
+	// `jobgate nats-user --worker` prints them. Empty: no credentials.
+	User, Password string
+	// Conn, if set, is an open connection used instead of URL; the caller
+	// keeps ownership (closes it after Stop).
+	Conn *nats.Conn
+	// Name names this process in the job records it claims and in
+	// GET /v1/types. Default host-pid-random.
+	Name string
+	// Logger receives structured logs. Default: discarded.
+	Logger *slog.Logger
+
+	// AckWait is how long a claimed job may go without a sign of life
+	// before the queue hands it to another worker. Default 30s.
+	AckWait time.Duration
+	// HeartbeatInterval is the longest time between two writes of a running
+	// job's record (progress checkpoints count). Default 5s.
+	HeartbeatInterval time.Duration
+	// StaleAfter: a running job whose heartbeat is older than this when its
+	// work comes back is taken to be abandoned by its worker and claimed
+	// anew. At least twice HeartbeatInterval, below AckWait. Default 15s.
+	StaleAfter time.Duration
+	// PullWait is how long one pull for work waits. Default 5s.
+	PullWait time.Duration
+	// DrainTimeout is how long Stop lets running jobs finish before it
+	// interrupts them (their contexts end) and gives their jobs back to the
+	// queue for another worker. Default 10s.
+	DrainTimeout time.Duration
+	// RetryBase is the delay before the second attempt of a failed job; it
+	// doubles per attempt, capped at 10 minutes, with ±20% jitter.
+	// Default AckWait.
+	RetryBase time.Duration
+	// OnAttempt, if set, is called when an attempt ends, with the type, how
+	// it ended (succeeded, retry, failed, lost, given_back) and how long it
+	// ran: a hook for metrics.
+	OnAttempt func(typ, outcome string, took time.Duration)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.URL == "" {
+		c.URL = "nats://127.0.0.1:4222"
+	}
+	if c.Name == "" {
+		c.Name = defaultName()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 3 * c.HeartbeatInterval
+	}
+	if c.PullWait == 0 {
+		c.PullWait = 5 * time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = c.AckWait
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.AckWait <= 0 || c.HeartbeatInterval <= 0 || c.PullWait <= 0 || c.DrainTimeout <= 0 || c.RetryBase <= 0 {
+		errs = append(errs, errors.New("ack wait, heartbeat interval, pull wait, drain timeout and retry base must be positive"))
+	}
+	if c.StaleAfter < 2*c.HeartbeatInterval || c.StaleAfter >= c.AckWait {
+		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the heartbeat interval (%s) and below ack wait (%s)",
+			c.StaleAfter, c.HeartbeatInterval, c.AckWait))
+	}
+	if len(c.Name) > 128 {
+		errs = append(errs, errors.New("name must be at most 128 bytes"))
+	}
+	return errors.Join(errs...)
+}
+
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// Type declares a job type and its handler. Only Name and Work are
+// required; Schema is generated from T when nil.
+type Type[T any] struct {
+	// Name is the type's name, [a-z][a-z0-9_]{0,63}: what clients send as
+	// "type" in POST /v1/jobs.
+	Name string
+	// Description says what the type produces (GET /v1/types shows it).
+	Description string
+	// Schema is the JSON Schema (2020-12) of the params. Every string and
+	// array in it must be bounded (maxLength, maxItems) and objects closed
+	// (additionalProperties false). Nil: generated from T, with bounds
+	// from `jsonschema:"maxLength=64"` struct tags.
+	Schema json.RawMessage
+	// Timeout is the time budget of one attempt. Default 2m.
+	Timeout time.Duration
+	// Attempts is how many attempts a job gets. Default 3.
+	Attempts int
+	// MaxResultBytes bounds one job's output. Default 64 MiB.
+	MaxResultBytes int64
+	// ContentType of the output. Default application/octet-stream.
+	ContentType string
+	// Concurrency is how many jobs of this type this process runs at once.
+	// Default 2.
+	Concurrency int
+	// Work does one attempt of a job. Its ctx ends when the job is canceled,
+	// the attempt's time budget runs out, or the process stops; it should
+	// return soon after. Returning nil finishes the job (succeeded) with
+	// what was written to j.Output(); an error is retried with backoff
+	// unless it is Permanent or the attempts are used up.
+	Work func(ctx context.Context, j *Job[T]) error
+}
+
+// Register adds a type to w before Start. A process may register any
+// number of types; each is pulled from its own queue.
+func Register[T any](w *Workers, t Type[T]) error {
+	if t.Work == nil {
+		return fmt.Errorf("worker: type %q: Work is required", t.Name)
+	}
+	if t.Timeout == 0 {
+		t.Timeout = 2 * time.Minute
+	}
+	if t.Attempts == 0 {
+		t.Attempts = 3
+	}
+	if t.MaxResultBytes == 0 {
+		t.MaxResultBytes = 64 << 20
+	}
+	if t.ContentType == "" {
+		t.ContentType = "application/octet-stream"
+	}
+	if t.Concurrency == 0 {
+		t.Concurrency = 2
+	}
+	if t.Concurrency < 1 || t.Concurrency > 1024 {
+		return fmt.Errorf("worker: type %q: concurrency must be 1 to 1024, got %d", t.Name, t.Concurrency)
+	}
+	if t.Timeout%time.Second != 0 {
+		return fmt.Errorf("worker: type %q: timeout must be whole seconds, got %s", t.Name, t.Timeout)
+	}
+	schema := t.Schema
+	if schema == nil {
+		var zero T
+		gen, err := generateSchema(zero)
+		if err != nil {
+			return fmt.Errorf("worker: type %q: %w", t.Name, err)
+		}
+		schema = gen
+	}
+	if err := checkSchema(schema); err != nil {
+		return fmt.Errorf("worker: type %q: schema: %w", t.Name, err)
+	}
+	decl := job.TypeDecl{
+		Name: t.Name, Description: t.Description, Schema: schema,
+		TimeoutSeconds: int(t.Timeout / time.Second), Attempts: t.Attempts,
+		MaxResultBytes: t.MaxResultBytes, ContentType: t.ContentType,
+	}
+	if err := decl.Validate(); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	work := t.Work
+	rt := &typeRunner{decl: decl, concurrency: t.Concurrency, run: func(ctx context.Context, a *attempt) error {
+		j := &Job[T]{
+			ID: a.rec.ID, Type: a.rec.Type, Tenant: a.rec.Tenant, Requester: a.rec.Requester,
+			Attempt: a.rec.Attempt, Attempts: a.maxAttempts, CreatedAt: a.rec.CreatedAt, a: a,
+		}
+		if err := json.Unmarshal(a.rec.Params, &j.Params); err != nil {
+			return Permanent(fmt.Errorf("the job's params do not fit this worker's params type: %v", err))
+		}
+		return work(ctx, j)
+	}}
+	return w.add(rt)
+}
+
+// typeRunner is a registered type without its params type.
+type typeRunner struct {
+	decl        job.TypeDecl
+	concurrency int
+	run         func(ctx context.Context, a *attempt) error
+}
+
+var errStarted = errors.New("worker: already started")
