@@ -81,16 +81,18 @@ func (b *testBundle) build(t testing.TB, cfg Config) *Notifier {
 func record(tenant, requester, id string, state job.State) *job.Record {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	r := &job.Record{ID: id, Tenant: tenant, Requester: requester, Type: "permit_report",
-		Params: json.RawMessage(`{"case_id":47,"pages":63,"revision":29}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
+		Params: json.RawMessage(`{"case_id":47,"pages":63,"revision":29}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
+		Revision: 1} // each stored change has its own revision, and its event the id <job>.<revision>
 	if state == job.StateQueued {
 		return r
 	}
 	mustTransition(r, job.StateRunning, now)
-	r.Attempt = 1
+	r.Attempt, r.Revision = 1, 2
 	if state == job.StateRunning {
 		return r
 	}
 	mustTransition(r, state, now.Add(time.Second))
+	r.Revision = 3
 	switch state {
 	case job.StateSucceeded:
 		r.Output = &job.Output{Object: id, ContentType: "application/pdf", Size: 12345, SHA256: strings.Repeat("ab", 32)}

@@ -184,7 +184,7 @@ func TestWebhookStatesFilter(t *testing.T) {
 	got := rcv.deliveries()
 	require.Len(t, got, 1)
 	id, _ := verify(t, got[0])
-	require.Equal(t, "job_filtered.succeeded.1", id)
+	require.Equal(t, "job_filtered.3", id)
 }
 
 func TestWebhookRefusesPrivateAddresses(t *testing.T) {

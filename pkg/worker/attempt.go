@@ -337,9 +337,11 @@ func (a *attempt) loseLocked(by *job.Record) error {
 	return errLost
 }
 
-// writeTimeout bounds one record write of the attempt.
+// writeTimeout bounds one record write of the attempt: a heartbeat
+// interval, at least 2s (a loaded machine answers slowly, and a write given
+// up on is a write to do again), at most opTimeout.
 func (a *attempt) writeTimeout() time.Duration {
-	return min(a.w.cfg.HeartbeatInterval, opTimeout)
+	return min(max(a.w.cfg.HeartbeatInterval, 2*time.Second), opTimeout)
 }
 
 // succeed records the result and moves the job to succeeded.
