@@ -45,7 +45,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	}
 	// Validation comes before any store access: a rejected request leaves
 	// the key unused, so the corrected request can reuse it.
-	req, err := g.cfg.Registry.DecodeRequest(body)
+	req, err := job.DecodeSubmission(body, g.types.schemas)
 	if err != nil {
 		g.cfg.Metrics.Admission("invalid", 0)
 		return writeProblem(c, err)
@@ -118,6 +118,10 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 		ID: jobID, Tenant: tenant, Requester: requester, KeyHash: g.ids.KeyHash(tenant, requester, key),
 		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
+	}
+	// The job keeps the limits its type had when it was accepted.
+	if d, ok := g.types.decl(req.Type); ok {
+		rec.MaxAttempts, rec.TimeoutSeconds = d.Attempts, d.TimeoutSeconds
 	}
 	for range 3 {
 		err := g.jobs.Create(ctx, rec)

@@ -134,11 +134,15 @@ func TestValidationDoesNotConsumeKey(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
 	p := bad.json(t)
 	require.Equal(t, "/problems/validation", p["type"])
-	fields := map[string]bool{}
+	// Each error names the JSON pointer of the field and the schema rule.
+	rules := map[string]string{}
 	for _, e := range p["errors"].([]any) {
-		fields[e.(map[string]any)["field"].(string)] = true
+		fe := e.(map[string]any)
+		rules[fe["field"].(string)], _ = fe["rule"].(string)
+		require.NotEmpty(t, fe["message"])
 	}
-	require.Equal(t, map[string]bool{"params.case_id": true, "params.revision": true, "params.pages": true, "params.color": true}, fields)
+	require.Equal(t, map[string]string{"/params/case_id": "minimum", "/params/revision": "type",
+		"/params/pages": "maximum", "/params/color": "additionalProperties"}, rules)
 	require.Equal(t, 0, b.countJobs(t))
 
 	unknown := b.submit(t, tok, "k", `{"type":"tax_return","params":{}}`)
@@ -247,7 +251,7 @@ func TestLostCreateAckIsRecognized(t *testing.T) {
 	t.Parallel()
 	g, b := setup(t)
 	tok := b.token(t, "4", "reviewer-47", false)
-	req, err := g.cfg.Registry.DecodeRequest([]byte(permit))
+	req, err := job.DecodeSubmission([]byte(permit), g.types.schemas)
 	require.NoError(t, err)
 	id := job.DeriveID(g.idSecret, "4", "reviewer-47", "lost")
 	now := time.Now().UTC()

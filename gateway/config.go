@@ -8,7 +8,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Config configures a gateway. Zero fields take the defaults noted.
@@ -36,8 +35,6 @@ type Config struct {
 	LeaveWorkToRelay bool
 	// Dev enables the /dev/token login used by the page in development.
 	Dev bool
-	// Registry lists the accepted job types (default job.DefaultRegistry()).
-	Registry *job.Registry
 	// Failpoints injects faults (gateway.after-commit).
 	Failpoints *failpoint.Set
 	// Metrics records admissions and watchers; nil records nothing and
@@ -63,9 +60,6 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.SubmitRate == 0 {
 		out.SubmitRate, out.SubmitBurst = 50, 100
-	}
-	if out.Registry == nil {
-		out.Registry = job.DefaultRegistry()
 	}
 	if out.Now == nil {
 		out.Now = time.Now

@@ -50,19 +50,27 @@ type recordWatch interface {
 	Stop()
 }
 
+// eventStream takes the event of a change the gateway wrote (a cancel)
+// (natsjs.EventStream).
+type eventStream interface {
+	Publish(ctx context.Context, r *job.Record) error
+}
+
 // deps are the stores a gateway works on; New takes them from the
 // provisioned resources, a test may stub any of them.
 type deps struct {
 	jobs    records
 	work    workQueue
+	events  eventStream
 	secrets secretStore
 	files   resultFiles
+	types   typeSource
 	watch   func() (recordWatch, error)
 }
 
 func depsOf(res *natsjs.Resources) deps {
 	return deps{
-		jobs: res.Jobs, work: res.Work, secrets: res.Secrets, files: res.Files,
+		jobs: res.Jobs, work: res.Work, events: res.Events, secrets: res.Secrets, files: res.Files, types: res.Types,
 		watch: func() (recordWatch, error) { return res.Jobs.WatchChanges() },
 	}
 }
@@ -72,6 +80,8 @@ type Gateway struct {
 	cfg      Config
 	jobs     records
 	work     workQueue
+	events   eventStream
+	types    *typeRegistry
 	secrets  secretStore
 	files    resultFiles
 	log      *slog.Logger
@@ -112,7 +122,8 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, jobs: d.jobs, work: d.work, secrets: d.secrets, files: d.files, log: log,
+		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, log: log,
+		types:    newTypeRegistry(d.types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now),
 		seen:     newSeenKeys(1 << 16),
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
@@ -182,6 +193,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 // init loads what the handlers need from JetStream; Start calls it, and
 // in-memory tests that use App() without listening call Init.
 func (g *Gateway) init(ctx context.Context) error {
+	if err := g.types.start(ctx); err != nil {
+		return fmt.Errorf("gateway: job types: %w", err)
+	}
 	var err error
 	if g.idSecret, err = g.secrets.Get(ctx, natsjs.SecretJobID); err != nil {
 		return err
@@ -203,6 +217,7 @@ func (g *Gateway) Stop() {
 	g.once.Do(func() {
 		close(g.stopped)
 		defer g.changes.close()
+		defer g.types.stop()
 		if err := g.app.ShutdownWithTimeout(10 * time.Second); err != nil {
 			g.log.Warn("gateway shutdown", "err", err)
 		}

@@ -30,6 +30,7 @@ func (g *Gateway) routes() {
 	v1.Delete("/jobs/:id", g.cancelJob)
 	v1.Get("/jobs/:id/result", g.readLimit, g.resultRedirect)
 	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
+	v1.Get("/types", g.readLimit, g.listTypes)
 	g.pageRoutes()
 	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,6 +75,7 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	defer cancel()
 	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
 	require.NoError(t, err)
+	jobtest.DeclareTypes(t, res) // as the renderer would, on start
 	cfg := Config{Addr: "127.0.0.1:0", AuthSecret: b.secret, Now: b.clock.now, ReadRate: 1000, ReadBurst: 1000}
 	for _, o := range opts {
 		o(&cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -76,10 +77,25 @@ func (fixedSecrets) Get(_ context.Context, name string) ([]byte, error) {
 	return []byte("secret of " + name + " for tests only"), nil
 }
 
+// fixedTypes declares permit_report and has no workers.
+type fixedTypes struct{}
+
+func (fixedTypes) WatchTypes(_ context.Context, fn func(*natsjs.TypeChange)) error {
+	fn(&natsjs.TypeChange{Decl: jobtest.PermitReport()})
+	fn(nil)
+	return nil
+}
+
+func (fixedTypes) WatchWorkers(_ context.Context, fn func(string, *natsjs.Presence)) error {
+	fn("", nil)
+	return nil
+}
+
 func stubGateway(t *testing.T, d deps) (*Gateway, string) {
 	t.Helper()
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	d.secrets = fixedSecrets{}
+	d.types = fixedTypes{}
 	d.watch = func() (recordWatch, error) { return nil, errors.ErrUnsupported }
 	g, err := newGateway(Config{AuthSecret: secret}, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)

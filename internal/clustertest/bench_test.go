@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func benchResources(b *testing.B, cluster, sync bool) *natsjs.Resources {
 
 func benchParams(b *testing.B) (params []byte, fingerprint string) {
 	b.Helper()
-	req, err := job.DefaultRegistry().DecodeRequest(permitBody(47))
+	req, err := job.DecodeSubmission(permitBody(47), jobtest.PermitTypes(b))
 	require.NoError(b, err)
 	return req.Params, req.Fingerprint
 }

@@ -97,7 +97,7 @@ func (e *Env) CommitAs(t testing.TB, res *natsjs.Resources, r Request, edit func
 	}
 	body, err := json.Marshal(map[string]any{"type": "permit_report", "params": params})
 	require.NoError(t, err)
-	req, err := job.DefaultRegistry().DecodeRequest(body)
+	req, err := job.DecodeSubmission(body, PermitTypes(t))
 	require.NoError(t, err)
 	now := time.Now().UTC()
 	rec := &job.Record{
@@ -105,6 +105,7 @@ func (e *Env) CommitAs(t testing.TB, res *natsjs.Resources, r Request, edit func
 		KeyHash: job.HashKey(r.Key), Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
+	rec.MaxAttempts, rec.TimeoutSeconds = PermitReport().Attempts, PermitReport().TimeoutSeconds
 	if edit != nil {
 		edit(rec)
 	}

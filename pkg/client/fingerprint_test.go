@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"testing"
 
 	"github.com/jobgate/jobgate/pkg/client"
@@ -19,7 +20,7 @@ func TestFingerprintIsCanonicalForAnyType(t *testing.T) {
 
 	// With every param spelled out it is the server's fingerprint.
 	body := []byte(`{"type":"permit_report","params":{"pages":63,"case_id":47,"revision":29}}`)
-	server, err := job.DefaultRegistry().DecodeRequest(body)
+	server, err := job.DecodeSubmission(body, jobtest.PermitTypes(t))
 	require.NoError(t, err)
 	require.Equal(t, server.Fingerprint, client.Fingerprint(body))
 

@@ -42,6 +42,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	res := jobtest.Start(t).Connect(t, "client-test").Res
+	jobtest.DeclareTypes(t, res) // as the renderer would, on start
 	secret := []byte("client-test-secret-0123456789abcdef")
 	gw, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, res, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)

@@ -187,7 +187,7 @@ func TestConflictValidationAndAuth(t *testing.T) {
 	for _, fe := range ve.Errors {
 		fields = append(fields, fe.Field)
 	}
-	require.ElementsMatch(t, []string{"params.pages", "params.color"}, fields)
+	require.ElementsMatch(t, []string{"/params/pages", "/params/color"}, fields)
 	entries, err := c.Journal().Entries("")
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "only the admitted submission is journaled")
