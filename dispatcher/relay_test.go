@@ -65,6 +65,7 @@ func TestRelayAnnouncesAdmissionsAndTerminalChangesTheirWriterLeftOut(t *testing
 
 	// A terminal change its writer did announce is not announced twice.
 	other := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "announced", Pages: 5})
+	require.Eventually(t, func() bool { return len(jobtest.Events(t, b.conn.Res, other)) == 1 }, 10*time.Second, 20*time.Millisecond)
 	other = b.mutate(t, other, func(r *job.Record) { require.NoError(t, r.Cancel(time.Now())) })
 	require.NoError(t, natsjs.PublishEvent(context.Background(), b.conn.Res.JS, other))
 	require.Never(t, func() bool { return len(jobtest.Events(t, b.conn.Res, other)) > 2 }, 4*time.Second, 100*time.Millisecond)

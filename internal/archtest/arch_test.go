@@ -24,12 +24,9 @@ var services = []string{"gateway", "dispatcher", "renderer", "notifier"}
 // internal/natsjs.
 var natsClients = []string{"github.com/nats-io/nats.go", "github.com/nats-io/nats.go/jetstream"}
 
-// pending names services still allowed to import NATS directly, and why.
-// renderer: it is being rebuilt on pkg/worker by the lead (issue 11); the
-// test names it until then instead of passing silently.
-var pending = map[string]string{
-	"renderer": "renderer is being rebuilt on pkg/worker (issue 11, issue 12 item 2)",
-}
+// pending names services still allowed to import NATS directly, and why
+// (none: the renderer is a pkg/worker worker like any user's).
+var pending = map[string]string{}
 
 type pkg struct {
 	ImportPath string

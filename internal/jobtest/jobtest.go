@@ -105,7 +105,6 @@ func (e *Env) CommitAs(t testing.TB, res *natsjs.Resources, r Request, edit func
 		KeyHash: job.HashKey(r.Key), Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
-	rec.MaxAttempts, rec.TimeoutSeconds = PermitReport().Attempts, PermitReport().TimeoutSeconds
 	if edit != nil {
 		edit(rec)
 	}
