@@ -195,7 +195,7 @@ func TestCLIErrors(t *testing.T) {
 		msg  string
 	}{
 		{"unknown job", []string{"status", "job_aaaaaaaaaaaaaaaaaaaaaaaaaa"}, nil, exitNotFound, "404 not-found"},
-		{"invalid params", []string{"submit", "--param", "case_id=47", "--param", "revision=29", "--param", "pages=0"}, nil, exitInvalid, "params.pages: must be at least 1"},
+		{"invalid params", []string{"submit", "--param", "case_id=47", "--param", "revision=29", "--param", "pages=0"}, nil, exitInvalid, "/params/pages: must be at least 1"},
 		{"bad token", []string{"jobs"}, map[string]string{"JOBGATE_TOKEN": "nope"}, exitUnauthorized, "401 unauthorized"},
 		{"no token", []string{"jobs"}, map[string]string{"JOBGATE_TOKEN": ""}, 2, "no token"},
 		{"missing id", []string{"status"}, nil, 2, "one job id"},

@@ -389,7 +389,7 @@
   function showRequestProblem(p) {
     let shown = false;
     for (const fe of p.errors || []) {
-      const name = String(fe.field || '').split('.').pop();
+      const name = String(fe.field || '').split(/[./]/).pop();
       const id = FIELDS[name];
       if (id) {
         $(`${id}-error`).textContent = fe.message;

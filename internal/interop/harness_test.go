@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/jobgate/jobgate/pkg/worker"
 	"io"
 	"log/slog"
 	"net/http"
@@ -85,7 +86,7 @@ func startSystem(t *testing.T, heldRenders bool) *system {
 		case <-gate:
 		case <-time.After(time.Minute): // a failed test must not wedge the renderer
 		}
-	}}, res, log.With("component", "renderer"))
+	}}, worker.Config{Conn: res.JS.Conn(), Logger: log.With("component", "renderer")})
 	require.NoError(t, err)
 	require.NoError(t, rend.Start(run))
 	notif, err := notifier.New(notifier.Config{
