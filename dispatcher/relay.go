@@ -70,23 +70,24 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	defer cancel()
 	switch {
 	case rec.State == job.StateQueued:
+		// The admission's event goes out before any work exists that a
+		// worker could claim and announce ahead of it; a job some worker
+		// moved on already (its work published by the gateway) has a newer
+		// change announced, and an admission event now would come after it.
+		if cur, err := d.jobs.Get(octx, rec.Key()); err != nil || cur.Revision <= rec.Revision {
+			if err := d.events.Publish(octx, rec); err != nil {
+				d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
+				_ = c.Nak(relayRetry)
+				return
+			}
+			d.cfg.Metrics.Relayed("event")
+		}
 		if err := d.work.Publish(octx, rec, 0); err != nil {
 			d.log.Warn("relay: work not published, will retry", "job_id", rec.ID, "err", err)
 			_ = c.Nak(relayRetry)
 			return
 		}
 		d.cfg.Metrics.Relayed("work")
-		// A worker that claimed the job already announced a newer change:
-		// an admission event now would arrive after it.
-		if cur, err := d.jobs.Get(octx, rec.Key()); err == nil && cur.Revision > rec.Revision {
-			break
-		}
-		if err := d.events.Publish(octx, rec); err != nil {
-			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
-			_ = c.Nak(relayRetry)
-			return
-		}
-		d.cfg.Metrics.Relayed("event")
 	case rec.State.Terminal():
 		if age := d.cfg.Now().Sub(c.Stored()); age < eventGrace {
 			_ = c.Nak(eventGrace - age)
