@@ -22,7 +22,7 @@ type Config struct {
 	// the type). Default 3.
 	MaxAttempts int
 	// RenderTimeout is the time budget of one attempt (declared with the
-	// type). Default 2m.
+	// type, in whole seconds: a fraction is rounded up). Default 2m.
 	RenderTimeout time.Duration
 	// MaxPages is the page budget; a larger job fails budget_exceeded.
 	// Default 2000.
@@ -78,8 +78,8 @@ func (c Config) validate() error {
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max attempts must be at least 1, got %d", c.MaxAttempts))
 	}
-	if c.RenderTimeout < time.Second || c.RenderTimeout%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("render timeout must be whole seconds, at least 1s, got %s", c.RenderTimeout))
+	if c.RenderTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("render timeout must be positive, got %s", c.RenderTimeout))
 	}
 	if c.MaxPages < 1 || c.MaxOutputBytes < 1 {
 		errs = append(errs, errors.New("page and output budgets must be positive"))

@@ -41,7 +41,7 @@ func New(cfg Config, wc worker.Config) (*Renderer, error) {
 		Name:           TypeName,
 		Description:    "A permit report: the inspection items of a case at a revision, as a PDF of the pages asked for.",
 		Schema:         Schema,
-		Timeout:        cfg.RenderTimeout,
+		Timeout:        (cfg.RenderTimeout + time.Second - 1).Truncate(time.Second),
 		Attempts:       cfg.MaxAttempts,
 		MaxResultBytes: cfg.MaxOutputBytes,
 		ContentType:    ContentTypePDF,
