@@ -3,13 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
-	"github.com/gofiber/fiber/v2"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/schema"
 	"github.com/jobgate/jobgate/pkg/job"

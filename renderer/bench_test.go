@@ -2,12 +2,12 @@ package renderer
 
 import (
 	"context"
-	"github.com/jobgate/jobgate/pkg/worker"
 	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
 )
 
 // BenchmarkJob63 is one permit report job end to end through a renderer on

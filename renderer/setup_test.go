@@ -2,7 +2,6 @@ package renderer
 
 import (
 	"context"
-	"github.com/jobgate/jobgate/pkg/worker"
 	"log/slog"
 	"os"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/stretchr/testify/require"
 )
 

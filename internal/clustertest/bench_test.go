@@ -3,11 +3,11 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats-server/v2/server"

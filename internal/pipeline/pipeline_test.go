@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"github.com/jobgate/jobgate/pkg/worker"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"
 )

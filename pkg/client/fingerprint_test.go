@@ -1,9 +1,9 @@
 package client_test
 
 import (
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"testing"
 
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
