@@ -73,7 +73,7 @@ func newNotifier(cfg Config, events eventSource, notices noticeStore, log *slog.
 	}
 	n := &Notifier{
 		cfg: cfg, log: log, events: events, notices: notices, http: newHTTPClient(&cfg),
-		endpoints: map[string][]*endpoint{},
+		endpoints: map[string][]*endpoint{}, stats: newCounters(),
 	}
 	for tenant, hooks := range cfg.Webhooks {
 		for _, h := range hooks {
@@ -89,7 +89,7 @@ func newNotifier(cfg Config, events eventSource, notices noticeStore, log *slog.
 	} else {
 		n.mail = &outboxMailer{dir: cfg.Mail.Outbox}
 	}
-	cfg.Metrics.ObserveDeliveries(n.deliveries)
+	cfg.Metrics.RegisterDeliveries(n.stats.all)
 	return n, nil
 }
 

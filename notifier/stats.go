@@ -1,9 +1,8 @@
 package notifier
 
 import (
-	"sync/atomic"
-
 	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Stats are the notifier's counters since start, for logs, tests and the
@@ -22,36 +21,36 @@ type Stats struct {
 	MailsUncertain    int64 // mails that may or may not have gone out; never retried
 }
 
+// counters are the notifier's counts, kept in internal/metrics (one count
+// for Stats and /metrics).
 type counters struct {
-	events, webhooksDelivered, webhookRetries, webhooksFailed, webhooksRefused, endpointsDisabled atomic.Int64
-	mailsSent, mailsDuplicate, mailRetries, mailsFailed, mailsUncertain                           atomic.Int64
+	all                                                                                           *metrics.Deliveries
+	events, webhooksDelivered, webhookRetries, webhooksFailed, webhooksRefused, endpointsDisabled prometheus.Counter
+	mailsSent, mailsDuplicate, mailRetries, mailsFailed, mailsUncertain                           prometheus.Counter
+}
+
+func newCounters() counters {
+	d := metrics.NewDeliveries()
+	return counters{
+		all: d, events: d.Events,
+		webhooksDelivered: d.Counter("webhook", "delivered"), webhookRetries: d.Counter("webhook", "retry"),
+		webhooksFailed: d.Counter("webhook", "failed"), webhooksRefused: d.Counter("webhook", "refused"),
+		endpointsDisabled: d.Counter("webhook", "disabled"),
+		mailsSent:         d.Counter("mail", "sent"), mailsDuplicate: d.Counter("mail", "duplicate"),
+		mailRetries: d.Counter("mail", "retry"), mailsFailed: d.Counter("mail", "failed"),
+		mailsUncertain: d.Counter("mail", "uncertain"),
+	}
 }
 
 // Stats returns a snapshot of the counters.
 func (n *Notifier) Stats() Stats {
 	c := &n.stats
+	v := func(m prometheus.Counter) int64 { return int64(metrics.Value(m)) }
 	return Stats{
-		Events: c.events.Load(), WebhooksDelivered: c.webhooksDelivered.Load(), WebhookRetries: c.webhookRetries.Load(),
-		WebhooksFailed: c.webhooksFailed.Load(), WebhooksRefused: c.webhooksRefused.Load(),
-		EndpointsDisabled: c.endpointsDisabled.Load(), MailsSent: c.mailsSent.Load(),
-		MailsDuplicate: c.mailsDuplicate.Load(), MailRetries: c.mailRetries.Load(),
-		MailsFailed: c.mailsFailed.Load(), MailsUncertain: c.mailsUncertain.Load(),
-	}
-}
-
-// deliveries are the counters as jobgate_deliveries_total exports them.
-func (n *Notifier) deliveries() []metrics.Delivery {
-	s := n.Stats()
-	return []metrics.Delivery{
-		{Channel: "webhook", Outcome: "delivered", Count: float64(s.WebhooksDelivered)},
-		{Channel: "webhook", Outcome: "retry", Count: float64(s.WebhookRetries)},
-		{Channel: "webhook", Outcome: "failed", Count: float64(s.WebhooksFailed)},
-		{Channel: "webhook", Outcome: "refused", Count: float64(s.WebhooksRefused)},
-		{Channel: "webhook", Outcome: "disabled", Count: float64(s.EndpointsDisabled)},
-		{Channel: "mail", Outcome: "sent", Count: float64(s.MailsSent)},
-		{Channel: "mail", Outcome: "duplicate", Count: float64(s.MailsDuplicate)},
-		{Channel: "mail", Outcome: "retry", Count: float64(s.MailRetries)},
-		{Channel: "mail", Outcome: "failed", Count: float64(s.MailsFailed)},
-		{Channel: "mail", Outcome: "uncertain", Count: float64(s.MailsUncertain)},
+		Events: v(c.events), WebhooksDelivered: v(c.webhooksDelivered), WebhookRetries: v(c.webhookRetries),
+		WebhooksFailed: v(c.webhooksFailed), WebhooksRefused: v(c.webhooksRefused),
+		EndpointsDisabled: v(c.endpointsDisabled), MailsSent: v(c.mailsSent),
+		MailsDuplicate: v(c.mailsDuplicate), MailRetries: v(c.mailRetries),
+		MailsFailed: v(c.mailsFailed), MailsUncertain: v(c.mailsUncertain),
 	}
 }

@@ -7,6 +7,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics holds every jobgate metric.
@@ -68,35 +69,51 @@ func New() *Metrics {
 	return m
 }
 
-// Delivery is one (channel, outcome) count of notice deliveries.
-type Delivery struct {
-	Channel, Outcome string
-	Count            float64
+// Deliveries are the notifier's counts: events handled to the end and
+// notice deliveries by channel and outcome. They are the notifier's only
+// count, read back by its Stats and exported as jobgate_notice_events_total
+// and jobgate_deliveries_total once registered. Each notifier has its own
+// (tests run several in one process).
+type Deliveries struct {
+	Events prometheus.Counter
+	byKind *prometheus.CounterVec
 }
 
-// ObserveDeliveries exports jobgate_deliveries_total from read, which is
-// called at scrape time (the notifier keeps its own counters).
-func (m *Metrics) ObserveDeliveries(read func() []Delivery) {
+// NewDeliveries creates the counters, not yet registered anywhere.
+func NewDeliveries() *Deliveries {
+	return &Deliveries{
+		Events: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobgate_notice_events_total", Help: "Job events the notifier handled to the end.",
+		}),
+		byKind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_deliveries_total", Help: "Notice deliveries by channel and outcome.",
+		}, []string{"channel", "outcome"}),
+	}
+}
+
+// Counter is the count of one channel (webhook, mail) and outcome.
+func (d *Deliveries) Counter(channel, outcome string) prometheus.Counter {
+	return d.byKind.WithLabelValues(channel, outcome)
+}
+
+// RegisterDeliveries exports d from this registry.
+func (m *Metrics) RegisterDeliveries(d *Deliveries) {
 	if m == nil {
 		return
 	}
-	m.Registry.MustRegister(&deliveries{
-		desc: prometheus.NewDesc("jobgate_deliveries_total", "Notice deliveries by channel and outcome.", []string{"channel", "outcome"}, nil),
-		read: read,
-	})
+	m.Registry.MustRegister(d.Events, d.byKind)
 }
 
-type deliveries struct {
-	desc *prometheus.Desc
-	read func() []Delivery
-}
-
-func (d *deliveries) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
-
-func (d *deliveries) Collect(ch chan<- prometheus.Metric) {
-	for _, x := range d.read() {
-		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, x.Count, x.Channel, x.Outcome)
+// Value reads a counter (or gauge): for a component's own statistics.
+func Value(c prometheus.Metric) float64 {
+	var out dto.Metric
+	if err := c.Write(&out); err != nil {
+		return 0
 	}
+	if out.Counter != nil {
+		return out.Counter.GetValue()
+	}
+	return out.Gauge.GetValue()
 }
 
 // ObserveSSE exports jobgate_sse_connections from open, read at scrape
