@@ -142,3 +142,72 @@ func TestStoreOutageIs503(t *testing.T) {
 	require.Zero(t, work.calls, "no work without a commit")
 	require.Empty(t, store.m)
 }
+
+// stubWatch is a record watch fed by the test.
+type stubWatch struct {
+	ch      chan natsjs.RecordChange
+	stopped chan struct{}
+}
+
+func (w *stubWatch) Changes() <-chan natsjs.RecordChange { return w.ch }
+func (w *stubWatch) Stop()                               { close(w.stopped) }
+
+// A long-poll is woken by the change feed, not by polling the store: the
+// stored change the watch delivers is the answer.
+func TestLongPollWokenByTheChangeFeed(t *testing.T) {
+	t.Parallel()
+	store := &memRecords{m: map[string]*job.Record{}}
+	now := time.Now().UTC()
+	rec := &job.Record{ID: "job_abcdefghijklmnopqrstuvwxyz", Tenant: "4", Requester: "reviewer-47", Type: "permit_report", Params: []byte(`{}`),
+		State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
+	require.NoError(t, store.Create(context.Background(), rec))
+	w := &stubWatch{ch: make(chan natsjs.RecordChange, 1), stopped: make(chan struct{})}
+	g, tok := stubGateway(t, deps{jobs: store, work: &failingWork{}})
+	g.changes = newChangeFeed(func() (recordWatch, error) { return w, nil })
+
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req := httptest.NewRequest(http.MethodGet, "/v1/jobs/job_abcdefghijklmnopqrstuvwxyz?wait=20s", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("If-None-Match", `"1"`)
+		resp, err := g.App().Test(req, -1)
+		done <- answer{resp, err}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); g.changes.watchers() != 1; {
+		select {
+		case a := <-done:
+			require.NoError(t, a.err)
+			body, _ := io.ReadAll(a.resp.Body)
+			t.Fatalf("the long-poll answered at once: %d %s", a.resp.StatusCode, body)
+		case <-time.After(time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "the long-poll never waited")
+	}
+
+	// The store is not asked again: only the watch says the job moved on.
+	next := rec.Clone()
+	require.NoError(t, next.Transition(job.StateRunning, now.Add(time.Second)))
+	next.Revision = 2
+	change, err := natsjs.ChangeOf(next)
+	require.NoError(t, err)
+	w.ch <- change
+	select {
+	case a := <-done:
+		require.NoError(t, a.err)
+		defer a.resp.Body.Close()
+		require.Equal(t, http.StatusOK, a.resp.StatusCode)
+		require.Equal(t, `"2"`, a.resp.Header.Get("ETag"))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll was not woken by the change")
+	}
+	g.Stop()
+	select {
+	case <-w.stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stopping the gateway did not stop the watch")
+	}
+}

@@ -23,6 +23,16 @@ type RecordChange struct {
 	data   []byte
 }
 
+// ChangeOf is the change that stored r at r.Revision, as a watch delivers
+// it (stubs of a watch in tests).
+func ChangeOf(r *job.Record) (RecordChange, error) {
+	data, err := r.Marshal()
+	if err != nil {
+		return RecordChange{}, err
+	}
+	return RecordChange{Key: r.Key(), Revision: r.Revision, data: data}, nil
+}
+
 // Record decodes the changed record.
 func (c RecordChange) Record() (*job.Record, error) { return job.UnmarshalRecord(c.data, c.Revision) }
 
