@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -53,10 +54,37 @@ func (g *Gateway) downloadResult(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, ct)
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.pdf"`, claims.JobID))
+	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s%s"`, claims.JobID, extension(ct)))
 	if obj.ContentDisposition != "" {
 		c.Set(fiber.HeaderContentDisposition, obj.ContentDisposition)
 	}
 	// Fasthttp closes the object reader once the body has been sent.
 	return c.SendStream(obj, int(obj.Size))
+}
+
+// extension is the file name extension for a result's content type: the
+// job id names the file, the type's declared content type its kind.
+func extension(contentType string) string {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ".bin"
+	}
+	switch mt {
+	case "application/pdf":
+		return ".pdf"
+	case "text/csv":
+		return ".csv"
+	case "text/tab-separated-values":
+		return ".tsv"
+	case "text/plain":
+		return ".txt"
+	case "application/json":
+		return ".json"
+	case "application/zip":
+		return ".zip"
+	}
+	if exts, err := mime.ExtensionsByType(mt); err == nil && len(exts) > 0 {
+		return exts[0]
+	}
+	return ".bin"
 }

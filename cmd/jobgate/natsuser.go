@@ -9,24 +9,32 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
-// runNATSUser prints the NATS credentials of a tenant's event subscribers
-// for the embedded server (`serve --nats-listen`). They are derived from a
+// runNATSUser prints the NATS credentials of a tenant's event subscribers,
+// or of worker processes, for the embedded server (`serve --nats-listen`). They are derived from a
 // secret in the data dir, so the same tenant always gets the same password
 // and the server needs no restart to accept a new tenant.
 func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	fs := newFlagSet("nats-user", m)
 	sf := bindSettings(fs)
-	tenant := fs.String("tenant", "", "tenant id (required)")
+	tenant := fs.String("tenant", "", "tenant id: credentials to subscribe to this tenant's job events")
+	worker := fs.Bool("worker", false, "credentials for worker processes (pkg/worker) instead of a tenant's subscribers")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if !job.ValidScopeID(*tenant) {
+	if *worker == (*tenant != "") {
+		return &usageError{"nats-user: give either --tenant T (event subscribers) or --worker (worker processes)"}
+	}
+	if !*worker && !job.ValidScopeID(*tenant) {
 		return &usageError{"nats-user: --tenant must be a tenant id ([A-Za-z0-9_-]{1,64})"}
 	}
 	cfg, err := sf.load(fs, m.Getenv)
 	if err != nil {
 		return err
+	}
+	if !cfg.Embedded() && *worker {
+		return &usageError{"nats-user: credentials are for jobgate's embedded server; with an external NATS, give worker " +
+			"processes a user with the permissions listed in docs/workers.md in that server's own configuration"}
 	}
 	if !cfg.Embedded() {
 		return &usageError{fmt.Sprintf("nats-user: credentials are for jobgate's embedded server; with an external NATS, "+
@@ -36,11 +44,14 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	user, pass, subject := natsjs.TenantUser(*tenant), natsjs.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
 	url := ""
 	if cfg.NATS.Listen != "" {
 		url = "nats://" + cfg.NATS.Listen
 	}
+	if *worker {
+		return m.printWorkerUser(natsjs.WorkerPassword(secret), url, *asJSON)
+	}
+	user, pass, subject := natsjs.TenantUser(*tenant), natsjs.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(map[string]string{"user": user, "password": pass, "subject": subject, "url": url})
 	}
@@ -53,5 +64,21 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "try:      nats sub --server %s --user %s --password %s '%s'\n", url, user, pass, subject)
 	fmt.Fprintln(m.Stdout, "These credentials may subscribe to the tenant's job events and nothing else (no publish, no JetStream API).")
+	return nil
+}
+
+// printWorkerUser prints the credentials of worker processes.
+func (m *Main) printWorkerUser(pass, url string, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(m.Stdout).Encode(map[string]string{"user": natsjs.WorkerUser, "password": pass, "url": url})
+	}
+	fmt.Fprintf(m.Stdout, "user:     %s\npassword: %s\n", natsjs.WorkerUser, pass)
+	if url == "" {
+		fmt.Fprintln(m.Stdout, "url:      (start `jobgate serve` with --nats-listen or JOBGATE_NATS_LISTEN, e.g. 127.0.0.1:4222)")
+	} else {
+		fmt.Fprintf(m.Stdout, "url:      %s\n", url)
+	}
+	fmt.Fprintln(m.Stdout, "These credentials let a worker process (pkg/worker) declare its job types, pull and settle their work and store "+
+		"results; they cannot read any tenant's events or change the deployment's streams.")
 	return nil
 }

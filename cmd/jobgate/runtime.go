@@ -70,10 +70,16 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 		}
 		rt.nc, err = rt.embedded.Connect("jobgate-" + name)
 	} else {
-		rt.nc, err = natsjs.Connect(natsjs.ConnectConfig{
+		cc := natsjs.ConnectConfig{
 			URL: cfg.NATS.URL, Name: "jobgate-" + name, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
 			User: cfg.NATS.User, Password: cfg.NATS.Password, TLSCA: cfg.NATS.TLSCA, TLSCert: cfg.NATS.TLSCert, TLSKey: cfg.NATS.TLSKey,
-		})
+		}
+		if name == "renderer" {
+			// A renderer is a worker: it may run with worker credentials,
+			// whose replies come under the worker inbox.
+			cc.InboxPrefix = natsjs.WorkerInboxPrefix
+		}
+		rt.nc, err = natsjs.Connect(cc)
 	}
 	if err != nil {
 		rt.close()
@@ -91,7 +97,13 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 	// Provision retries what a forming cluster outgrows (no leader yet,
 	// too few peers) by itself; this bounds how long it may.
 	pctx, cancel := context.WithTimeout(ctx, provisionPatience)
-	rt.res, err = natsjs.Provision(pctx, js, layout)
+	if name == "renderer" && !cfg.Embedded() {
+		// Workers create nothing (worker credentials may not): they bind
+		// to what the deployment's services provisioned, waiting for it.
+		rt.res, err = natsjs.Bind(pctx, js)
+	} else {
+		rt.res, err = natsjs.Provision(pctx, js, layout)
+	}
 	cancel()
 	if err != nil {
 		rt.close()
