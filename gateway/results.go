@@ -22,7 +22,9 @@ func (g *Gateway) resultRedirect(c *fiber.Ctx) error {
 	switch rec.State {
 	case job.StateSucceeded:
 		if rec.Output == nil {
-			return writeProblem(c, fmt.Errorf("job %s succeeded without output", rec.ID))
+			// A type whose handler wrote nothing (a bulk operation) has
+			// no result to link to.
+			return writeProblem(c, fmt.Errorf("job %s succeeded without a result: %w", rec.ID, job.ErrNotFound))
 		}
 		href, _ := g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
 		c.Set(fiber.HeaderLocation, href)
