@@ -24,8 +24,8 @@ import (
 // exportParams is a user's type with strings, an enum, a nested object and
 // an optional array.
 type exportParams struct {
-	Region string   `json:"region"`
-	Format string   `json:"format"`
+	Region string `json:"region"`
+	Format string `json:"format"`
 	Range  struct{ From, To string }
 	Tags   []string `json:"tags,omitempty"`
 	Rows   int      `json:"rows"`
