@@ -9,12 +9,13 @@ import (
 	"github.com/jobgate/jobgate/pkg/worker"
 )
 
-// exportType declares export_sales_report. Its params schema is generated
-// from sales.Params (the jsonschema tags bound every string and array).
+// exportType declares export_sales_report: its params schema, limits and
+// handler.
 func exportType() worker.Type[sales.Params] {
 	return worker.Type[sales.Params]{
 		Name:           sales.TypeName,
 		Description:    sales.Description,
+		Schema:         sales.Schema,
 		Timeout:        5 * time.Minute,
 		Attempts:       3,
 		MaxResultBytes: sales.MaxResultBytes,

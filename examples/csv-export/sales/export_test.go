@@ -5,9 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"io"
+	"maps"
+	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +93,29 @@ func cents(t *testing.T, s string) int64 {
 	require.True(t, ok, s)
 	require.Len(t, frac, 2, s)
 	return atoi(t, units)*100 + atoi(t, frac)
+}
+
+// TestSchemaDescribesParams: the hand-written schema and the Go struct
+// name the same fields, and the schema requires exactly the fields without
+// omitempty.
+func TestSchemaDescribesParams(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Required   []string                   `json:"required"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(Schema, &doc))
+	var fields, required []string
+	rt := reflect.TypeOf(Params{})
+	for i := range rt.NumField() {
+		name, opts, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		fields = append(fields, name)
+		if opts != "omitempty" {
+			required = append(required, name)
+		}
+	}
+	require.ElementsMatch(t, fields, slices.Collect(maps.Keys(doc.Properties)))
+	require.ElementsMatch(t, required, doc.Required)
 }
 
 func TestExportIsDeterministic(t *testing.T) {

@@ -1,6 +1,8 @@
 package sales
 
 import (
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,16 +19,22 @@ const (
 	MaxResultBytes = 64 << 20
 )
 
-// Params are what a client sends in "params". The jsonschema tags bound
-// every string and array (the gateway refuses unbounded schemas) and give
-// the defaults the gateway applies before it fingerprints the request.
-// Commas cannot appear inside a tag value, hence the terse descriptions.
+// Schema is the JSON Schema (2020-12) of Params, hand-written: it bounds
+// every string and array (the gateway refuses unbounded schemas), gives the
+// default the gateway applies before it fingerprints a request, and its
+// descriptions let a web app build a form from GET /v1/types. What it
+// cannot say (to on or after from, known product codes) New checks.
+//
+//go:embed schema.json
+var Schema json.RawMessage
+
+// Params are what a client sends in "params" (see Schema).
 type Params struct {
-	Region   string   `json:"region" jsonschema:"minLength=1,maxLength=64,pattern=^[A-Za-z][A-Za-z0-9 _-]*$,description=Sales region: a letter then letters/digits/space/_/-"`
-	From     string   `json:"from" jsonschema:"format=date,minLength=10,maxLength=10,description=First day (YYYY-MM-DD)"`
-	To       string   `json:"to" jsonschema:"format=date,minLength=10,maxLength=10,description=Last day (YYYY-MM-DD) inclusive; at most 2 years after from"`
-	Currency string   `json:"currency,omitempty" jsonschema:"enum=EUR,enum=USD,enum=GBP,default=EUR,description=Currency of the amounts"`
-	Products []string `json:"products,omitempty" jsonschema:"maxItems=20,uniqueItems=true,pattern=^[A-Z]{3}-[0-9]{3}$,minLength=7,maxLength=7,description=Only these product codes (default: all)"`
+	Region   string   `json:"region"`
+	From     string   `json:"from"`
+	To       string   `json:"to"`
+	Currency string   `json:"currency,omitempty"`
+	Products []string `json:"products,omitempty"`
 }
 
 // MaxDays is the longest date range one export covers.
