@@ -217,7 +217,10 @@ type validatingTransport struct {
 func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var reqBody []byte
 	if req.Body != nil {
-		reqBody, _ = io.ReadAll(req.Body)
+		var err error
+		if reqBody, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
 		req.Body = io.NopCloser(bytes.NewReader(reqBody))
 	}
 	resp, err := v.next.RoundTrip(req)

@@ -21,6 +21,7 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -153,7 +154,8 @@ func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter)) *rece
 	t.Helper()
 	r := &receiver{respond: respond}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
+		body, err := io.ReadAll(req.Body)
+		assert.NoError(t, err) // the handler's goroutine: no require here
 		r.mu.Lock()
 		r.got = append(r.got, delivery{at: time.Now(), header: req.Header.Clone(), body: body})
 		n := len(r.got)

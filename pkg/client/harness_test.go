@@ -133,7 +133,8 @@ func newProxy(t *testing.T, target string) *proxy {
 func (p *proxy) forward(r *http.Request) *http.Response {
 	out := r.Clone(context.Background())
 	out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = p.target.Scheme, p.target.Host, p.target.Host, ""
-	body, _ := io.ReadAll(r.Body)
+	body, err := io.ReadAll(r.Body)
+	assert.NoError(p.t, err)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	// This runs in the proxy's handler goroutine: failures are reported
 	// with assert (require must only run on the test's goroutine) and the
