@@ -52,7 +52,7 @@ type deployment struct {
 	logs   *logBuffer
 }
 
-func startDeployment(t *testing.T) *deployment {
+func startDeployment(t testing.TB) *deployment {
 	t.Helper()
 	d := &deployment{secret: []byte("csv-export-test-secret"), logs: &logBuffer{}}
 	log := slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -125,7 +125,7 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
-func (d *deployment) token(t *testing.T) string {
+func (d *deployment) token(t testing.TB) string {
 	t.Helper()
 	tok, err := auth.Mint(d.secret, auth.Identity{Tenant: "4", Requester: "analyst-7"}, time.Hour, time.Now())
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func (d *deployment) token(t *testing.T) string {
 
 // do sends a request with the bearer token and returns the status, the
 // headers and the body.
-func (d *deployment) do(t *testing.T, method, path, body string, header http.Header) (int, http.Header, []byte) {
+func (d *deployment) do(t testing.TB, method, path, body string, header http.Header) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, d.url+path, strings.NewReader(body))
 	require.NoError(t, err)
@@ -151,7 +151,7 @@ func (d *deployment) do(t *testing.T, method, path, body string, header http.Hea
 	return resp.StatusCode, resp.Header, b
 }
 
-func (d *deployment) submit(t *testing.T, key string, params any) (int, []byte) {
+func (d *deployment) submit(t testing.TB, key string, params any) (int, []byte) {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"type": sales.TypeName, "params": params})
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func (d *deployment) submit(t *testing.T, key string, params any) (int, []byte) 
 }
 
 // waitForType polls GET /v1/types until the worker's declaration is there.
-func (d *deployment) waitForType(t *testing.T) {
+func (d *deployment) waitForType(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -175,7 +175,7 @@ func (d *deployment) waitForType(t *testing.T) {
 }
 
 // terminal polls the job until it is terminal, keeping the progress seen.
-func (d *deployment) terminal(t *testing.T, id string, timeout time.Duration) (job.Resource, []job.Progress) {
+func (d *deployment) terminal(t testing.TB, id string, timeout time.Duration) (job.Resource, []job.Progress) {
 	t.Helper()
 	var seen []job.Progress
 	deadline := time.Now().Add(timeout)
@@ -250,7 +250,7 @@ type localFile struct {
 	sum  [32]byte
 }
 
-func localExport(t *testing.T, p sales.Params) localFile {
+func localExport(t testing.TB, p sales.Params) localFile {
 	t.Helper()
 	e, err := sales.New(p)
 	require.NoError(t, err)
@@ -291,4 +291,37 @@ func TestExportRefusals(t *testing.T) {
 	require.NotNil(t, done.Error)
 	require.False(t, done.Error.Retryable)
 	require.Contains(t, done.Error.Message, "before from", fmt.Sprintf("%+v", done.Error))
+}
+
+// BenchmarkExportEndToEnd is one ~18 MB export from POST to downloaded
+// file: admission, the worker's claim, generation streamed into the result
+// store, the job's last write, the signed link and the download.
+func BenchmarkExportEndToEnd(b *testing.B) {
+	d := startDeployment(b)
+	d.waitForType(b)
+	params := sales.Params{Region: "North", From: "2024-01-01", To: "2025-12-31"}
+	want := localExport(b, params)
+	b.SetBytes(int64(len(want.data)))
+	i := 0
+	for b.Loop() {
+		i++
+		status, body := d.submit(b, fmt.Sprintf("bench-%d", i), params)
+		if status != http.StatusAccepted {
+			b.Fatalf("submit: %d %s", status, body)
+		}
+		var admitted job.Resource
+		require.NoError(b, json.Unmarshal(body, &admitted))
+		done, _ := d.terminal(b, admitted.ID, 3*time.Minute)
+		if done.State != job.StateSucceeded {
+			b.Fatalf("job ended %s", done.State)
+		}
+		status, header, _ := d.do(b, http.MethodGet, "/v1/jobs/"+admitted.ID+"/result", "", nil)
+		require.Equal(b, http.StatusSeeOther, status)
+		resp, err := http.Get(d.url + header.Get("Location"))
+		require.NoError(b, err)
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.NoError(b, err)
+		require.Equal(b, int64(len(want.data)), n)
+	}
 }

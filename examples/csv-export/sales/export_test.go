@@ -249,3 +249,20 @@ func TestExportStopsWhenCanceled(t *testing.T) {
 	require.True(t, errors.Is(err, context.Canceled))
 	require.Less(t, n, int64(30000))
 }
+
+// BenchmarkExport is the generator alone: a year of one region into
+// io.Discard.
+func BenchmarkExport(b *testing.B) {
+	e := mustNew(b, Params{Region: "North", From: "2025-01-01", To: "2025-12-31"})
+	var w countingWriter
+	if _, err := e.Write(context.Background(), &w, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(w.n)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Write(context.Background(), io.Discard, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
