@@ -138,3 +138,20 @@ func TestPublicPackagesDoNotDependOnTestHelpersOrTheBench(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, n, 2, "the public packages were found")
 }
+
+// The HTTP client is what an application imports to submit and follow jobs:
+// it must not drag in NATS or the server's HTTP stack.
+func TestClientStaysLight(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	p := pkgs[module+"/pkg/client"]
+	require.NotNil(t, p)
+	for _, dep := range p.Deps {
+		for _, heavy := range []string{"github.com/nats-io/", "github.com/gofiber/", "github.com/valyala/fasthttp"} {
+			require.False(t, strings.HasPrefix(dep, heavy), "pkg/client depends on %s", dep)
+		}
+		for _, svc := range services {
+			require.False(t, dep == module+"/"+svc, "pkg/client depends on the %s service", svc)
+		}
+	}
+}
