@@ -91,8 +91,11 @@ type Gateway struct {
 	// LeaveWorkToRelay skips the gateway's own work publish after the
 	// commit: admission is then one JetStream write and the dispatcher's
 	// relay publishes the work message from the change log (the same message,
-	// a few milliseconds later). Faster admission, slightly later first
-	// render; it needs a dispatcher running. Default false.
+	// one change-log hop later; it publishes it in any case, for a gateway
+	// that died before its publish). Default true: the faster admission
+	// (docs/performance.md); every deployment runs a dispatcher, which
+	// also publishes the admission's event. False: the gateway publishes
+	// the work itself too, for the earliest first claim.
 	LeaveWorkToRelay bool `yaml:"leave_work_to_relay"`
 }
 
@@ -145,7 +148,7 @@ func Default() Config {
 		LogLevel:      "info",
 		NATS:          NATS{Replicas: 1},
 		Renderer:      Renderer{Concurrency: 2, MaxOutputBytes: 64 << 20},
-		Gateway:       Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100},
+		Gateway:       Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100, LeaveWorkToRelay: true},
 		Notifier: Notifier{
 			WebhookRetries: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
