@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/bench"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/pkg/worker"
 )
 
 // runBench is `jobgate bench`: it starts the system under test as a second
@@ -106,6 +108,12 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 	}
 	cfg.Gateway.ReadRate, cfg.Gateway.ReadBurst = 1e9, 1<<30
 	cfg.Gateway.SubmitRate, cfg.Gateway.SubmitBurst = 1e9, 1<<30
+	if m.Getenv("JOBGATE_BENCH_GATEWAY_PUBLISHES_WORK") == "1" { // the pipeline section's comparison
+		cfg.Gateway.LeaveWorkToRelay = false
+	}
+	// "noop" is the bench's own worker (bench_noop), not a component of serve.
+	noop := slices.Contains(names, "noop")
+	names = slices.DeleteFunc(names, func(n string) bool { return n == "noop" })
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -122,9 +130,25 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		return err
 	}
 	defer rt.close()
-	env := bench.TargetEnv{Res: rt.res, Log: rt.log}
+	env := bench.TargetEnv{Res: rt.res, Log: rt.log, Conn: rt.nc}
 	var svcs services
 	defer svcs.stop()
+	if noop {
+		// Started before the gateway, so the type is declared when the
+		// bench submits; stopped after it, like serve's renderer.
+		env.Noop = &bench.Noop{}
+		w, err := worker.New(worker.Config{Conn: rt.nc, Logger: rt.log.With("service", "bench_noop"), OnAttempt: env.Noop.OnAttempt})
+		if err != nil {
+			return err
+		}
+		if err := env.Noop.Register(w, bench.NoopWorkers); err != nil {
+			return err
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		svcs.started = append(svcs.started, w)
+	}
 	err = svcs.start(ctx, rt, names, false, func(svc service) {
 		if gw, ok := svc.(interface {
 			Addr() string

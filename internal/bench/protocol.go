@@ -21,6 +21,9 @@ const (
 	opProfileStart = "profile-start" // start a CPU profile into Path
 	opProfileStop  = "profile-stop"
 	opHeapProfile  = "heap-profile" // write the heap profile to Path
+	opRawPipe      = "raw-pipe"     // run the raw JetStream pipeline in-process
+	opPipeStats    = "pipe-stats"   // counters of finished jobs and NATS traffic
+	opNoopWaits    = "noop-waits"   // queued → claimed waits of bench_noop jobs since the last call
 )
 
 // Request is one command to the target.
@@ -33,14 +36,19 @@ type Request struct {
 	Interval time.Duration `json:"interval,omitempty"`
 	Pages    int           `json:"pages,omitempty"`
 	Path     string        `json:"path,omitempty"`
+	Workers  int           `json:"workers,omitempty"`
+	Round    int           `json:"round,omitempty"`
 }
 
 // Response answers one Request.
 type Response struct {
-	Err     string   `json:"err,omitempty"`
-	Floor   *Samples `json:"floor,omitempty"`
-	Mem     *MemInfo `json:"mem,omitempty"`
-	Changes int64    `json:"changes,omitempty"`
+	Err     string          `json:"err,omitempty"`
+	Floor   *Samples        `json:"floor,omitempty"`
+	Mem     *MemInfo        `json:"mem,omitempty"`
+	Changes int64           `json:"changes,omitempty"`
+	Pipe    *PipeResult     `json:"pipe,omitempty"`
+	Stats   *PipeStats      `json:"stats,omitempty"`
+	Waits   []time.Duration `json:"waits_ns,omitempty"`
 }
 
 // MemInfo is the target's memory as its Go runtime sees it.

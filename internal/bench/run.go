@@ -23,13 +23,14 @@ const (
 	SecConflict  = "conflict"
 	SecStatus    = "status"
 	SecE2E       = "e2e"
+	SecPipeline  = "pipeline"
 	SecWatch     = "watch"
 	SecFootprint = "footprint"
 	SecLevers    = "levers" // opt in: not part of AllSections
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecWatch, SecFootprint}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -181,6 +182,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecE2E) {
 		if err := r.e2eSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecPipeline) && o.URL == "" {
+		if err := r.pipelineSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

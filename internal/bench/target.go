@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
 )
 
 // TargetEnv is what the measured process hands the control loop: the
@@ -27,6 +28,11 @@ type TargetEnv struct {
 	URL        string
 	SSEStreams func() int64 // nil when no gateway runs
 	Log        *slog.Logger
+	// Conn is the process's NATS connection (every service's), whose
+	// message counters the pipeline section reads.
+	Conn *nats.Conn
+	// Noop is the bench_noop worker's counter; nil when it does not run.
+	Noop *Noop
 }
 
 // ServeTarget answers the bench's requests on in/out until in ends or ctx
@@ -98,6 +104,31 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 		s, err := runFloor(ctx, t.env.Res, req.Tenant, req.Clients, req.Duration)
 		resp.Floor = &s
 		return err
+	case opRawPipe:
+		before, err := pipeStats(ctx, t.env)
+		if err != nil {
+			return err
+		}
+		pr, err := runRawPipeline(ctx, t.env.Res, req.Clients, req.Workers, req.Duration, req.Round)
+		if err != nil {
+			return err
+		}
+		after, err := pipeStats(ctx, t.env)
+		if err != nil {
+			return err
+		}
+		pr.StatsDiff = after.minus(before)
+		resp.Pipe = &pr
+		return nil
+	case opPipeStats:
+		ps, err := pipeStats(ctx, t.env)
+		resp.Stats = ps
+		return err
+	case opNoopWaits:
+		if t.env.Noop != nil {
+			resp.Waits = t.env.Noop.takeWaits()
+		}
+		return nil
 	case opDrive:
 		return t.startDrive(req.Keys, req.Interval, req.Pages)
 	case opDriveStop:
