@@ -331,7 +331,7 @@ func TestCLIKilledSubmitResumes(t *testing.T) {
 	out, errOut, err := b.run(t, ctx, args...)
 	require.NoError(t, err, errOut)
 	require.Equal(t, id, outLines(out)[0], "the rerun shows the same job")
-	require.Contains(t, errOut, "resumed an unfinished identical submission")
+	require.Contains(t, errOut, "same request as an earlier submit that was interrupted: resumed with its key, no second job")
 
 	out, _, err = b.run(t, ctx, "jobs", "--json")
 	require.NoError(t, err)

@@ -101,7 +101,10 @@ func bindClientFlags(fs *flag.FlagSet, retryFor time.Duration) *clientFlags {
 	fs.StringVar(&cf.token, "token", "", "bearer token (JOBGATE_TOKEN; mint one with `jobgate token`)")
 	fs.StringVar(&cf.journal, "journal", "", "idempotency key journal file (JOBGATE_JOURNAL)")
 	fs.StringVar(&cf.configPath, "client-config", "", "client config file (JOBGATE_CLIENT_CONFIG)")
-	fs.DurationVar(&cf.retryFor, "retry-for", retryFor, "keep retrying an unreachable or unavailable server this long")
+	fs.DurationVar(&cf.retryFor, "retry-for", retryFor, "retry budget of each request: while the server is unreachable,\n"+
+		"unavailable (5xx) or rate-limiting (429), retry with backoff until this long after the\n"+
+		"request's first attempt; the last attempt starts at that deadline. A longer Retry-After\n"+
+		"from the server ends the retrying at once. 0 = one attempt, no retries")
 	fs.BoolVar(&cf.verbose, "v", false, "log every retry and reconnect")
 	fs.BoolVar(&cf.quiet, "q", false, "print only results and errors")
 	return cf
@@ -199,8 +202,12 @@ func (m *Main) newClient(cf *clientFlags) (*client.Client, error) {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
+	policy := client.RetryPolicy{MaxElapsed: cf.retryFor}
+	if cf.retryFor <= 0 {
+		policy.MaxAttempts = 1 // --retry-for 0: no retries
+	}
 	c, err := client.New(base, token, client.WithJournal(journal), client.WithLogger(log),
-		client.WithUserAgent("jobgate-cli"), client.WithRetryPolicy(client.RetryPolicy{MaxElapsed: cf.retryFor}))
+		client.WithUserAgent("jobgate-cli"), client.WithRetryPolicy(policy))
 	if err != nil {
 		return nil, &usageError{err.Error()}
 	}

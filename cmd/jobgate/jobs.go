@@ -56,7 +56,7 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 			if r.Progress != nil {
 				progress = progressText(r.Progress)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.Attempt, progress, r.Type, r.CreatedAt.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.Attempt, progress, r.Type, stamp(r.CreatedAt))
 		}
 		next = page.NextCursor
 		if next == "" || !*all {
@@ -71,7 +71,13 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 			fmt.Fprintln(m.Stderr, "no jobs")
 		}
 		if next != "" {
-			fmt.Fprintf(m.Stderr, "more: jobgate jobs --cursor %s (or --all)\n", next)
+			// The hint repeats the page's filters: a cursor is only valid
+			// with the same state and limit.
+			more := fmt.Sprintf("jobgate jobs --limit %d", *limit)
+			if *state != "" {
+				more += " --state " + *state
+			}
+			fmt.Fprintf(m.Stderr, "more: %s --cursor %s (or --all)\n", more, next)
 		}
 	}
 	return nil

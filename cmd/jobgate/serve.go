@@ -147,11 +147,24 @@ func newService(rt *process, name string, serve bool) (service, error) {
 func (m *Main) printBanner(rt *process) {
 	fmt.Fprintf(m.Stdout, `jobgate is serving
   API:       http://%s  (OpenAPI at /openapi.yaml, page at /)
-  data dir:  %s
+%s  data dir:  %s
   token:     bin/jobgate token --data-dir %s --tenant 4 --subject reviewer-47
   try:       curl -H "Authorization: Bearer $TOKEN" -H "Idempotency-Key: r-63" \
                -H "Content-Type: application/json" \
                -d '{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":63}}' \
                http://%s/v1/jobs
-`, rt.cfg.HTTPAddr, rt.cfg.DataDir, rt.cfg.DataDir, rt.cfg.HTTPAddr)
+`, rt.cfg.HTTPAddr, natsBannerLine(rt), rt.cfg.DataDir, rt.cfg.DataDir, rt.cfg.HTTPAddr)
+}
+
+// natsBannerLine names the embedded server's NATS address when it accepts
+// clients (JOBGATE_NATS_LISTEN): where event subscribers connect.
+func natsBannerLine(rt *process) string {
+	if rt.embedded == nil {
+		return ""
+	}
+	u := rt.embedded.ClientURL()
+	if u == "" {
+		return ""
+	}
+	return fmt.Sprintf("  NATS:      %s  (events: jobgate.events.<tenant>.>; credentials: jobgate nats-user --tenant T)\n", u)
 }

@@ -88,4 +88,6 @@ func progressText(p *job.Progress) string {
 	return fmt.Sprintf("%d %s", p.Done, p.Unit)
 }
 
-func stamp(t time.Time) string { return t.Local().Format(time.DateTime) }
+// stamp shows a time in the local zone, as RFC 3339 with its offset, so a
+// copied line means the same instant anywhere.
+func stamp(t time.Time) string { return t.Local().Format(time.RFC3339) }

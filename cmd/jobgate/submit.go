@@ -96,9 +96,14 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	if !cf.quiet {
 		switch {
 		case sub.Reused:
-			fmt.Fprintf(m.Stderr, "resumed an unfinished identical submission: same key, same job (%s)\n", sub.Job.State)
+			fmt.Fprintf(m.Stderr, "same request as an earlier submit that was interrupted: resumed with its key, no second job (job %s)\n", sub.Job.State)
 		case sub.Replayed:
-			fmt.Fprintf(m.Stderr, "the server already had this request: existing job (%s)\n", sub.Job.State)
+			fmt.Fprintf(m.Stderr, "the server already had this request: existing job, no second one (job %s)\n", sub.Job.State)
+		case !*fresh:
+			if prev := earlierIdentical(c, sub); prev != nil {
+				fmt.Fprintf(m.Stderr, "new job: the same request was submitted before as %s (last seen %s) and that submit "+
+					"had finished, so this is a second job; jobgate status %s shows the first\n", prev.JobID, prev.JobState, prev.JobID)
+			}
 		}
 	}
 	if !*wait && *out == "" {
@@ -124,6 +129,38 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(m.Stdout, path)
 	return nil
+}
+
+// earlierIdentical finds, in the journal, the newest earlier submission of
+// the same request by the same identity that got its job: the journal
+// resumes only unfinished submissions, so a repeat of a finished one is a
+// new job, and the user should hear that it is.
+func earlierIdentical(c *client.Client, sub *client.Submission) *client.Entry {
+	j := c.Journal()
+	if j == nil {
+		return nil
+	}
+	entries, err := j.Entries("")
+	if err != nil {
+		return nil
+	}
+	var mine *client.Entry
+	for i := range entries {
+		if entries[i].Key == sub.Key {
+			mine = &entries[i]
+		}
+	}
+	if mine == nil {
+		return nil
+	}
+	var prev *client.Entry
+	for i := range entries {
+		e := &entries[i]
+		if e.Key != mine.Key && e.Scope == mine.Scope && e.Fingerprint == mine.Fingerprint && e.JobID != "" && e.JobID != sub.Job.ID {
+			prev = e // oldest first: the last match is the newest
+		}
+	}
+	return prev
 }
 
 // follow waits for a job to finish, showing a progress bar on stderr fed

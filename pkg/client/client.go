@@ -195,9 +195,15 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, int, err
 		}
 		delay := c.retry.Backoff(n, wait)
 		elapsed := c.clock.Now().Sub(start)
-		if c.retry.MaxAttempts > 0 && n+1 >= c.retry.MaxAttempts || elapsed+delay > c.retry.MaxElapsed {
+		left := c.retry.MaxElapsed - elapsed
+		// The budget is used to its end: a delay that would overshoot it
+		// is cut so the last attempt starts at the deadline. Only the
+		// server's own Retry-After beyond it ends the retrying early, as
+		// an earlier retry would ignore what the server asked for.
+		if c.retry.MaxAttempts > 0 && n+1 >= c.retry.MaxAttempts || left <= 0 || wait > left {
 			return nil, n + 1, fmt.Errorf("gave up after %d attempts in %s: %w", n+1, elapsed.Round(time.Millisecond), err)
 		}
+		delay = min(delay, left)
 		attrs := []any{"method", r.method, "path", r.path, "attempt", n + 1, "delay", delay.Round(time.Millisecond), "err", err}
 		if r.keyHash != "" {
 			attrs = append(attrs, "key_hash", r.keyHash)

@@ -22,8 +22,11 @@ type RetryPolicy struct {
 	// MaxDelay caps the exponential backoff. A longer Retry-After from the
 	// server is still honoured (within MaxElapsed).
 	MaxDelay time.Duration
-	// MaxElapsed bounds the whole call, retries and waits included. A retry
-	// that could not start within it is not made.
+	// MaxElapsed is the retry budget: the time from a call's first attempt
+	// to the start of its last one. A wait that would overshoot it is cut
+	// short, so the last attempt starts at the deadline (and may take up to
+	// AttemptTimeout more); a server's Retry-After longer than what is left
+	// ends the call at once.
 	MaxElapsed time.Duration
 	// MaxAttempts bounds the number of attempts; 0 means only MaxElapsed
 	// bounds them.

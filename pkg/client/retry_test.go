@@ -213,3 +213,32 @@ func TestAttemptTimeoutRetriesWithSameKey(t *testing.T) {
 	require.Equal(t, cs.keys[0], cs.keys[1])
 	require.Equal(t, cs.bodies[0], cs.bodies[1])
 }
+
+// The time budget is used to its end: the last retry waits only what is
+// left of it and starts at the deadline, instead of giving up as soon as a
+// (jittered, growing) delay would overshoot it. A Retry-After beyond what is
+// left ends the retrying at once: waiting less would ignore the server.
+func TestRetryUsesTheWholeBudget(t *testing.T) {
+	t.Parallel()
+	for _, draw := range []float64{0.999, 0.5} {
+		cs, c, clk := fakeSetup(t, func(n int, w http.ResponseWriter) bool {
+			problem(w, http.StatusServiceUnavailable, "unavailable", "")
+			return true
+		}, client.RetryPolicy{BaseDelay: 250 * time.Millisecond, MaxDelay: 15 * time.Second, MaxElapsed: 2 * time.Second,
+			Rand: func() float64 { return draw }})
+		start := clk.Now()
+		_, err := c.Submit(context.Background(), "permit_report", permit)
+		require.ErrorIs(t, err, client.ErrNotConfirmed)
+		require.Equal(t, 2*time.Second, cs.at[len(cs.at)-1].Sub(start), "draw %v: the last attempt starts at the end of the budget", draw)
+		require.Equal(t, 2*time.Second, clk.Now().Sub(start), "draw %v: and nothing waits past it", draw)
+	}
+	cs, c, clk := fakeSetup(t, func(n int, w http.ResponseWriter) bool {
+		problem(w, http.StatusServiceUnavailable, "unavailable", "5")
+		return true
+	}, client.RetryPolicy{MaxElapsed: 2 * time.Second})
+	start := clk.Now()
+	_, err := c.Submit(context.Background(), "permit_report", permit)
+	require.ErrorIs(t, err, client.ErrNotConfirmed)
+	require.Len(t, cs.at, 1)
+	require.Zero(t, clk.Now().Sub(start))
+}
