@@ -28,7 +28,7 @@ func (s *Store) ConsumeChanges(ctx context.Context, batch int) (*ChangeLog, erro
 	if s.js == nil {
 		return nil, errors.New("change log: store has no JetStream handle")
 	}
-	cons, err := EnsureRelayConsumer(ctx, s.js)
+	cons, err := ensureRelayConsumer(ctx, s.js)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (c *LoggedChange) Subject() string { return c.msg.Subject() }
 // announce.
 func (c *LoggedChange) Deleted() bool {
 	h := c.msg.Headers()
-	return KVOperation(h) != "" || (h != nil && h.Get(jetstream.MarkerReasonHeader) != "")
+	return kvOperation(h) != "" || (h != nil && h.Get(jetstream.MarkerReasonHeader) != "")
 }
 
 // Record decodes the record as of this change; its revision is the change's

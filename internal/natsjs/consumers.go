@@ -44,8 +44,8 @@ func (w WorkConsumer) config() jetstream.ConsumerConfig {
 	}
 }
 
-// EnsureWorkConsumer creates or updates a type's work consumer and returns it.
-func EnsureWorkConsumer(ctx context.Context, js jetstream.JetStream, w WorkConsumer) (jetstream.Consumer, error) {
+// ensureWorkConsumer creates or updates a type's work consumer and returns it.
+func ensureWorkConsumer(ctx context.Context, js jetstream.JetStream, w WorkConsumer) (jetstream.Consumer, error) {
 	if w.AckWait <= 0 || !job.ValidTypeName(w.Type) {
 		return nil, errors.New("work consumer: a valid type and a positive ack wait are required")
 	}
@@ -60,11 +60,11 @@ func EnsureWorkConsumer(ctx context.Context, js jetstream.JetStream, w WorkConsu
 // another dispatcher gets it.
 const RelayAckWait = 30 * time.Second
 
-// EnsureRelayConsumer creates (or updates) the relay's durable consumer on the
+// ensureRelayConsumer creates (or updates) the relay's durable consumer on the
 // job record change log. It starts at the beginning of the log the first time
 // it is created, so records committed before any dispatcher ran are relayed
 // too; afterwards its position is durable and shared by every dispatcher.
-func EnsureRelayConsumer(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+func ensureRelayConsumer(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
 	c, err := js.CreateOrUpdateConsumer(ctx, jobsStream, jetstream.ConsumerConfig{
 		Durable:       ConsumerRelay,
 		Description:   "jobgate relay: publishes work and events derived from job record changes",
@@ -81,9 +81,9 @@ func EnsureRelayConsumer(ctx context.Context, js jetstream.JetStream) (jetstream
 	return c, nil
 }
 
-// KVOperation reads the KV-Operation header of a change-log message: "" for
+// kvOperation reads the KV-Operation header of a change-log message: "" for
 // a put, "DEL" or "PURGE" for deletions.
-func KVOperation(h map[string][]string) string {
+func kvOperation(h map[string][]string) string {
 	if v := h["KV-Operation"]; len(v) > 0 {
 		return v[0]
 	}
@@ -99,9 +99,9 @@ type WorkState struct {
 	Delivered bool
 }
 
-// PendingWork looks up the work message of a job and whether its type's
+// pendingWork looks up the work message of a job and whether its type's
 // consumer has delivered it yet.
-func PendingWork(ctx context.Context, js jetstream.JetStream, r *job.Record) (WorkState, error) {
+func pendingWork(ctx context.Context, js jetstream.JetStream, r *job.Record) (WorkState, error) {
 	s, err := js.Stream(ctx, StreamWork)
 	if err != nil {
 		return WorkState{}, fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))

@@ -71,5 +71,5 @@ func NewSecrets(kv jetstream.KeyValue) *Secrets { return &Secrets{kv: kv} }
 // Get returns the secret name (SecretJobID, SecretLinks), creating it on
 // first use.
 func (s *Secrets) Get(ctx context.Context, name string) ([]byte, error) {
-	return Secret(ctx, s.kv, name)
+	return secret(ctx, s.kv, name)
 }

@@ -16,10 +16,10 @@ const (
 	SecretLinks = "secret.result-link" // signs result links
 )
 
-// Secret returns the deployment-wide secret name, creating it on first use.
+// secret returns the deployment-wide secret name, creating it on first use.
 // Every process of a deployment reads the same value, so job ids and result
 // links agree across gateways without configuration.
-func Secret(ctx context.Context, meta jetstream.KeyValue, name string) ([]byte, error) {
+func secret(ctx context.Context, meta jetstream.KeyValue, name string) ([]byte, error) {
 	// On a cluster, a bucket created a moment ago may not answer reads on
 	// every node yet ("no responders"): wait for it, boundedly.
 	patience := time.Now().Add(30 * time.Second)

@@ -19,7 +19,7 @@ type TypeQueue struct {
 
 // OpenTypeQueue creates or updates the type's consumer and returns its queue.
 func OpenTypeQueue(ctx context.Context, js jetstream.JetStream, w WorkConsumer) (*TypeQueue, error) {
-	c, err := EnsureWorkConsumer(ctx, js, w)
+	c, err := ensureWorkConsumer(ctx, js, w)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func (q *WorkQueue) Publish(ctx context.Context, r *job.Record, generation int) 
 // Pending reports the work message of a job and whether its type's workers
 // were handed it yet (see WorkState).
 func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, error) {
-	return PendingWork(ctx, q.js, r)
+	return pendingWork(ctx, q.js, r)
 }
 
 // EventStream is the JOBGATE_EVENTS stream: one event per stored change of
