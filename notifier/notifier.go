@@ -157,7 +157,11 @@ func (n *Notifier) worker(ctx context.Context, feed eventFeed) {
 				return
 			}
 			n.log.Warn("notifier: next event", "err", err)
-			time.Sleep(250 * time.Millisecond) // a broken connection must not spin
+			select { // a broken connection must not spin
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
 			continue
 		}
 		n.handle(ctx, msg)

@@ -1,7 +1,12 @@
-// Package natsjs is the only place that knows jobgate's NATS layout: stream,
-// bucket and subject names, how they are provisioned, how an embedded server
-// is started, and the typed stores the services use on top of JetStream (the
-// job record store, the work queue, the event stream, the result objects).
-// Services depend on it and on package job; they never name a subject
-// themselves.
+// Package natsjs is the adapter of jobgate to NATS JetStream, named after its
+// dependency: the only package of the services' side that imports nats.go.
+// It knows the layout (stream, bucket and subject names), provisions it,
+// starts an embedded server, and hands out typed handles with methods: the
+// job record Store (with its change watch and change log), the WorkQueue,
+// the EventStream (with the notifiers' consumer), the ResultFiles, the
+// Secrets and the Notices. Their errors are the domain's (job.ErrNotFound,
+// job.ErrUnavailable, job.ErrResultExpired) and this package's (ErrExists,
+// ErrStale, ErrWorkGone): JetStream's errors are mapped here and nowhere
+// else. The services (gateway, dispatcher, notifier) declare the small
+// interfaces they consume and never import NATS; internal/archtest checks it.
 package natsjs
