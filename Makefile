@@ -61,7 +61,6 @@ lint:
 
 ## fuzz: a short run of every fuzz target
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./pkg/job
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 20s ./pkg/job
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime 20s ./pkg/job
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 20s ./internal/schema

@@ -188,3 +188,21 @@ func TestARendererWhoseJobWasTakenOverStopsAndLeavesItAlone(t *testing.T) {
 	require.Equal(t, []string{rec.ID + ".a3"}, jobtest.Objects(t, b.conn.Res))
 	require.Greater(t, done.Revision, ghost.Revision)
 }
+
+// The declaration other services' tests use (jobtest.PermitReport) is the
+// one the renderer makes.
+func TestRendererDeclaresPermitReportAsTheFixtureDoes(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := b.conn.Res.Types.Get(ctx, TypeName)
+	require.NoError(t, err)
+	want := jobtest.PermitReport()
+	require.JSONEq(t, string(want.Schema), string(got.Schema))
+	require.Equal(t, want.Description, got.Description)
+	require.Equal(t, want.ContentType, got.ContentType)
+	require.Equal(t, want.MaxResultBytes, got.MaxResultBytes)
+	require.Equal(t, testConfig().MaxAttempts, got.Attempts)
+	require.Equal(t, int(testConfig().RenderTimeout/time.Second), got.TimeoutSeconds)
+}

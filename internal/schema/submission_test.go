@@ -54,8 +54,7 @@ func TestDecodeSubmissionPermitReport(t *testing.T) {
 	require.Equal(t, []job.FieldError{{Field: "/type", Rule: "enum", Message: `unknown job type "other"`}}, ve.Errors)
 }
 
-// Admission cost with the real schema, next to the compiled-in registry
-// it replaces (registry-*).
+// Admission cost with the real schema.
 func BenchmarkDecodeSubmission(b *testing.B) {
 	types := permitTypes(b)
 	for name, body := range map[string]string{
@@ -63,15 +62,6 @@ func BenchmarkDecodeSubmission(b *testing.B) {
 		"defaults": `{"type":"permit_report","params":{"case_id":47,"revision":29}}`,
 		"floats":   `{"type":"permit_report","params":{"case_id":47.0,"revision":29,"pages":6.3e1}}`,
 	} {
-		b.Run("registry-"+name, func(b *testing.B) {
-			b.ReportAllocs()
-			reg := job.DefaultRegistry()
-			for b.Loop() {
-				if _, err := reg.DecodeRequest([]byte(body)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -422,3 +422,6 @@ func appendES6Number(b []byte, f float64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// maxExactInt is the largest integer every JSON number parser keeps exactly.
+const maxExactInt = 1<<53 - 1

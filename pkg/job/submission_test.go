@@ -50,9 +50,7 @@ func TestDecodeSubmissionKeepsPinnedFingerprints(t *testing.T) {
 		require.Equal(t, p.canonical, string(r.Canonical))
 		require.Equal(t, p.fingerprint, r.Fingerprint)
 		require.Equal(t, "permit_report", r.Type)
-		old, err := DefaultRegistry().DecodeRequest([]byte(p.body))
-		require.NoError(t, err)
-		require.Equal(t, string(old.Params), string(r.Params))
+		require.Equal(t, p.canonical[len(`{"params":`):strings.Index(p.canonical, `,"type":`)], string(r.Params))
 	}
 	// Form only: key order, white space, 47 vs 47.0 vs 4.7e1.
 	r, err := DecodeSubmission([]byte("{\n \"params\": {\"revision\": 2.9e1, \"case_id\": 47.0, \"pages\": 63.00},\n \"type\": \"permit_report\"\n}"), stubTypes{})
