@@ -82,7 +82,7 @@ func (r *Renderer) render(ctx context.Context, j *worker.Job[reportParams]) erro
 	if r.cfg.OnRender != nil {
 		r.cfg.OnRender(&job.Record{ID: j.ID, Tenant: j.Tenant, Requester: j.Requester, Type: j.Type, Attempt: j.Attempt})
 	}
-	in := ReportInput{Tenant: j.Tenant, Requester: j.Requester, CaseID: p.CaseID, Revision: p.Revision, Pages: p.Pages}
+	in := ReportInput{Tenant: j.Tenant, Requester: j.Requester, CaseID: p.CaseID, Revision: p.Revision, Pages: p.Pages, CreatedAt: j.CreatedAt}
 	j.Progress(0, p.Pages, "pages")
 	hit := false
 	err := RenderPermitReport(ctx, in, j.Output(), func(done int) error {

@@ -33,7 +33,7 @@ func TestSubmittedReportSucceedsWithAPDFOfItsPages(t *testing.T) {
 	sum := sha256.Sum256(data)
 	require.Equal(t, &job.Output{Object: rec.ID + ".a1", ContentType: "application/pdf", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, done.Output)
 	// The stored file is the deterministic rendering of the request.
-	want := renderReport(t, ReportInput{Tenant: rec.Tenant, Requester: rec.Requester, CaseID: 47, Revision: 29, Pages: 63})
+	want := renderReport(t, ReportInput{Tenant: rec.Tenant, Requester: rec.Requester, CaseID: 47, Revision: 29, Pages: 63, CreatedAt: rec.CreatedAt})
 	require.Equal(t, want, data)
 
 	require.Equal(t, []int{1}, b.renders.of(rec.ID))
@@ -165,7 +165,7 @@ func TestTwoRenderersRenderTwoHundredJobsOnceEach(t *testing.T) {
 func TestARendererWhoseJobWasTakenOverStopsAndLeavesItAlone(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, quickTakeover)
-	rec := b.admit(t, "taken-over", 400)
+	rec := b.admit(t, "taken-over", 150)
 	jobtest.WaitFor(t, b.conn.Res, rec.Key(), 30*time.Second, func(r *job.Record) bool {
 		return r.State == job.StateRunning && r.Progress != nil && r.Progress.Done > 0
 	})

@@ -56,7 +56,7 @@ func testConfig() Config {
 	return Config{
 		Concurrency:       2,
 		MaxAttempts:       3,
-		RenderTimeout:     20 * time.Second,
+		RenderTimeout:     60 * time.Second,
 		AckWait:           5 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
 		StaleAfter:        2500 * time.Millisecond,

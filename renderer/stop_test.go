@@ -16,7 +16,7 @@ import (
 func TestStopGivesBackARenderItCannotFinish(t *testing.T) {
 	t.Parallel()
 	a, b := setup(t, func(c *Config) { c.DrainTimeout = 100 * time.Millisecond })
-	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "stopped-mid-render", Pages: 600})
+	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "stopped-mid-render", Pages: 150})
 	history := jobtest.Watch(t, b.conn.Res, rec.Key())
 	b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "warm-up", Pages: 1}) // a job that does finish
 	require.NoError(t, natsjs.PublishWork(context.Background(), b.conn.Res.JS, rec, 0))
@@ -42,7 +42,7 @@ func TestStopGivesBackARenderItCannotFinish(t *testing.T) {
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, []int{1, 2}, b.renders.of(rec.ID))
 	require.NotNil(t, history.Find(func(r *job.Record) bool { return r.Worker == "" && r.Attempt == 1 }))
-	require.Equal(t, 600, pdfPages(t, b.result(t, done)))
+	require.Equal(t, 150, pdfPages(t, b.result(t, done)))
 }
 
 func TestStopLeavesNoGoroutineBehind(t *testing.T) {
