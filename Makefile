@@ -8,9 +8,10 @@ ARGS    ?=
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
 
-## run: build and serve everything on an embedded NATS server (data in ./data)
+## run: build and serve everything on an embedded NATS server (data in ./data),
+##      which also takes worker processes and event subscribers on 127.0.0.1:4222
 run: build
-	$(BIN) serve --dev $(ARGS)
+	$(BIN) serve --dev --nats-listen 127.0.0.1:4222 $(ARGS)
 
 ## test: the whole suite with the race detector, real embedded JetStream,
 ## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it,

@@ -19,6 +19,7 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	tenant := fs.String("tenant", "", "tenant id: credentials to subscribe to this tenant's job events")
 	worker := fs.Bool("worker", false, "credentials for worker processes (pkg/worker) instead of a tenant's subscribers")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	asEnv := fs.Bool("env", false, "with --worker: print JOBGATE_WORKER_USER=... and JOBGATE_WORKER_PASSWORD=... lines for `export $(...)`")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -49,6 +50,10 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 		url = "nats://" + cfg.NATS.Listen
 	}
 	if *worker {
+		if *asEnv {
+			fmt.Fprintf(m.Stdout, "JOBGATE_WORKER_USER=%s\nJOBGATE_WORKER_PASSWORD=%s\n", natsjs.WorkerUser, natsjs.WorkerPassword(secret))
+			return nil
+		}
 		return m.printWorkerUser(natsjs.WorkerPassword(secret), url, *asJSON)
 	}
 	user, pass, subject := natsjs.TenantUser(*tenant), natsjs.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
