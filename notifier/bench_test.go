@@ -24,7 +24,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		bundle.publish(b, record("4", "reviewer-47", "job_bench_"+strconv.Itoa(i), job.StateSucceeded))
 	}
-	waitB(b, func() bool { return n.Stats().Events == int64(b.N) })
+	waitB(b, func() bool { return n.Stats().Settled == int64(b.N) })
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
@@ -38,7 +38,7 @@ func BenchmarkMailDelivery(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		bundle.publish(b, record("4", "reviewer-47", "job_mbench_"+strconv.Itoa(i), job.StateSucceeded))
 	}
-	waitB(b, func() bool { return n.Stats().Events == int64(b.N) })
+	waitB(b, func() bool { return n.Stats().Settled == int64(b.N) })
 	b.StopTimer()
 	if got := len(sink.Received()); got != b.N {
 		b.Fatalf("%d mails for %d jobs", got, b.N)

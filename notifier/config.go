@@ -34,11 +34,21 @@ type Config struct {
 	Timeout time.Duration
 	// Mail configures the mail channel.
 	Mail Mail
-	// Concurrency is how many events one instance handles at once.
+	// Concurrency is how many events one instance turns into delivery
+	// tasks at once (queueing only: no receiver is waited for).
 	Concurrency int
-	// MaxPending bounds the events in flight across all instances, those
-	// waiting for a retry included (the consumer's MaxAckPending).
+	// MaxPending bounds the events being turned into tasks across all
+	// instances (the event consumer's MaxAckPending).
 	MaxPending int
+	// DestinationConcurrency is how many deliveries one instance makes at
+	// once to one destination (a webhook endpoint, or one tenant's mail).
+	DestinationConcurrency int
+	// MaxPendingPerDestination caps the deliveries queued for one
+	// destination and not done yet, those waiting for a retry included.
+	// Past it new notices for that destination are dropped (counted as
+	// jobgate_deliveries_total{outcome="dropped"} and logged); the jobs
+	// stay readable over HTTP and on the events stream.
+	MaxPendingPerDestination int
 	// AckWait is how long JetStream waits before it hands an unacknowledged
 	// event to another instance; a busy handler extends it while it works.
 	AckWait time.Duration
@@ -96,9 +106,12 @@ func DefaultConfig() Config {
 		Mail:          Mail{Port: 587, From: "jobgate@localhost", Timeout: 30 * time.Second},
 		Concurrency:   16,
 		MaxPending:    10000,
-		AckWait:       30 * time.Second,
-		StopGrace:     15 * time.Second,
-		Instance:      "notifier",
+
+		DestinationConcurrency:   4,
+		MaxPendingPerDestination: 10000,
+		AckWait:                  30 * time.Second,
+		StopGrace:                15 * time.Second,
+		Instance:                 "notifier",
 	}
 }
 
@@ -134,6 +147,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWait == 0 {
 		c.AckWait = d.AckWait
+	}
+	if c.DestinationConcurrency == 0 {
+		c.DestinationConcurrency = d.DestinationConcurrency
+	}
+	if c.MaxPendingPerDestination == 0 {
+		c.MaxPendingPerDestination = d.MaxPendingPerDestination
 	}
 	if c.StopGrace == 0 {
 		c.StopGrace = d.StopGrace
@@ -174,6 +193,10 @@ func (c *Config) validate() error {
 	}
 	if c.Concurrency < 1 || c.MaxPending < c.Concurrency {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1 and max pending at least concurrency, got %d and %d", c.Concurrency, c.MaxPending))
+	}
+	if c.DestinationConcurrency < 1 || c.MaxPendingPerDestination < c.DestinationConcurrency {
+		errs = append(errs, fmt.Errorf("destination concurrency must be at least 1 and max pending per destination at least that, got %d and %d",
+			c.DestinationConcurrency, c.MaxPendingPerDestination))
 	}
 	if err := c.Mail.validate(); err != nil {
 		errs = append(errs, fmt.Errorf("mail: %w", err))

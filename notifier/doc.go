@@ -3,12 +3,34 @@
 // of notifier processes, that turns each event into signed webhook
 // deliveries and, for terminal states, one mail to the requester.
 //
+// Notices are isolated per destination. The event consumer only routes:
+// for each destination that wants an event (each of the tenant's webhook
+// endpoints, and the tenant's mail for a terminal state) it queues a
+// delivery task on JOBGATE_DELIVERIES (subject
+// jobgate.deliveries.<destination>.<job>, message id
+// <destination>.<event id>, so a redelivered event queues nothing twice)
+// and acknowledges the event at once. Every destination has a durable
+// consumer of its own, worked by DestinationConcurrency workers per
+// instance; a delivery waiting for its next attempt is a delayed Nak on its
+// destination's consumer. A failing, slow or paused (Retry-After) endpoint,
+// or a slow mail server, therefore delays its own deliveries and nobody
+// else's. A destination holds at most MaxPendingPerDestination tasks; past
+// that new notices for it are dropped, counted (jobgate_deliveries_total
+// {outcome="dropped"}) and logged, never queued without bound.
+//
+// One endpoint receives one job's changes in revision order: a task whose
+// job has an earlier change still pending at the same destination waits
+// (Nak) until that one is due or done. The payload carries "revision" so
+// receivers can order what they get from several endpoints, or after a
+// crash: a writer that died before publishing an event has it published
+// later by the relay, after the changes that followed it.
+//
 // Delivery guarantees differ per channel, on purpose:
 //
 //   - Webhooks are at-least-once. A delivery is marked done in the NOTICES
 //     bucket only after the receiver answered 2xx, so a crash in between
 //     repeats it. Receivers dedupe by the webhook-id header, which is the
-//     event's Nats-Msg-Id (<job_id>.<state>.<attempt>) and so is stable across
+//     event's Nats-Msg-Id (<job_id>.<revision>) and so is stable across
 //     retries, redeliveries and notifier instances.
 //   - Mail is at-most-once. Before talking to the mail server the notifier
 //     claims the key mail.<tenant>.<requester>.<job>.<state> create-only in
@@ -21,15 +43,13 @@
 //     rather than risked twice. A person gets one mail or, rarely, none, never
 //     two; the job stays readable over HTTP either way.
 //
-// Retries never block other work: a failed delivery leaves the event
-// un-acknowledged and asks JetStream to redeliver it later (Nak with delay),
-// so the consumer goes on with the next events meanwhile. Per-endpoint
-// attempt counts and due times live in the NOTICES bucket, so the schedule
-// (exponential backoff with jitter, stretched by a receiver's Retry-After)
-// survives restarts and holds across instances. After the last attempt the
-// failure is logged and counted (Stats) and the event is acknowledged. A 410
-// Gone disables the endpoint for every instance (key whoff.<endpoint>), until
-// its URL changes or the marker expires with the bucket's TTL.
+// Per-delivery attempt counts and due times live in the NOTICES bucket, so
+// the schedule (exponential backoff with jitter, stretched by a receiver's
+// Retry-After) survives restarts and holds across instances. After the last
+// attempt the failure is logged and counted (Stats) and the task is
+// acknowledged. A 410 Gone disables the endpoint for every instance (key
+// whoff.<endpoint>), until its URL changes or the marker expires with the
+// bucket's TTL.
 //
 // Webhook URLs that resolve to loopback, private, link-local or otherwise
 // non-public addresses are refused unless AllowPrivate is set. The check runs

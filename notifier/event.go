@@ -17,9 +17,12 @@ var errBadEvent = errors.New("not a job event")
 // event is one job state change as the notifier sees it.
 type event struct {
 	// ID identifies the state change: the Nats-Msg-Id it was published with
-	// (<job_id>.<state>.<attempt>), the same on every redelivery. It is the
+	// (<job_id>.<revision>), the same on every redelivery. It is the
 	// webhook-id.
-	ID        string
+	ID string
+	// Revision is the record revision of the change (from ID); 0 if the
+	// event was published without one.
+	Revision  uint64
 	Tenant    string
 	Requester string
 	Job       *job.Resource
@@ -41,6 +44,9 @@ func decodeEvent(subject string, data []byte, msgID string) (*event, error) {
 		return nil, fmt.Errorf("%w: job %q state %q on subject of %q", errBadEvent, res.ID, res.State, id)
 	}
 	ev := &event{ID: msgID, Tenant: tenant, Requester: requester, Job: &res, Data: data}
+	if rev, ok := natsjs.EventRevision(msgID); ok && msgID == res.ID+"."+strconv.FormatUint(rev, 10) {
+		ev.Revision = rev
+	}
 	if ev.ID == "" {
 		// Published without a message id: derive the one the contract
 		// gives, so the webhook-id is still stable.
@@ -50,9 +56,14 @@ func decodeEvent(subject string, data []byte, msgID string) (*event, error) {
 }
 
 // webhookPayload is the body of a delivery (Standard Webhooks shape).
+// Revision orders the changes of one job: an endpoint gets them in order,
+// but a receiver with several endpoints, or one that processes deliveries
+// concurrently, keeps the highest revision it has seen per job and ignores
+// older ones.
 type webhookPayload struct {
 	Type      string          `json:"type"`
 	Timestamp string          `json:"timestamp"`
+	Revision  uint64          `json:"revision,omitempty"`
 	Data      json.RawMessage `json:"data"`
 }
 
@@ -62,6 +73,7 @@ func (ev *event) webhookBody() ([]byte, error) {
 	return json.Marshal(webhookPayload{
 		Type:      "job." + string(ev.Job.State),
 		Timestamp: ev.Job.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		Revision:  ev.Revision,
 		Data:      ev.Data,
 	})
 }

@@ -23,7 +23,7 @@ func TestDeliveriesAreExported(t *testing.T) {
 		Metrics:      m,
 	})
 	b.publish(t, record("4", "reviewer-47", "job_counted", job.StateSucceeded))
-	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Settled == 1 }, waitTimeout, 10*time.Millisecond)
 
 	s := n.Stats()
 	require.Equal(t, int64(1), s.WebhooksDelivered)

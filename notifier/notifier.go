@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -29,18 +30,35 @@ type eventSource interface {
 	ConsumeEvents(ctx context.Context, c natsjs.NotifierConsumer) (*natsjs.EventFeed, error)
 }
 
+// deliveryQueue is the queue of pending deliveries, one consumer per
+// destination (natsjs.Deliveries).
+type deliveryQueue interface {
+	Enqueue(ctx context.Context, t natsjs.DeliveryTask) (dup bool, err error)
+	Pending(ctx context.Context, dest string) (int, error)
+	JobTasks(ctx context.Context, dest, jobID string, limit int) ([]natsjs.QueuedTask, error)
+	ConsumeDeliveries(ctx context.Context, c natsjs.DeliveryConsumer) (*natsjs.DeliveryFeed, error)
+}
+
 // eventFeed is a started consumption: natsjs.EventFeed, or a test's stub.
 type eventFeed interface {
 	Next() (natsjs.EventMsg, error)
 	Stop()
 }
 
+// deliveryFeed is one destination's started consumption.
+type deliveryFeed interface {
+	Next() (natsjs.DeliveryMsg, error)
+	Stop()
+}
+
 // Notifier consumes job events and sends webhooks and mails. Any number of
-// notifiers may run against one deployment; they share one durable consumer.
+// notifiers may run against one deployment; they share one durable consumer
+// of events and one durable consumer per destination.
 type Notifier struct {
 	cfg       Config
 	log       *slog.Logger
 	events    eventSource
+	queue     deliveryQueue
 	notices   noticeStore
 	http      *http.Client
 	mail      mailer
@@ -49,7 +67,8 @@ type Notifier struct {
 	stats counters
 
 	mu     sync.Mutex
-	feed   eventFeed
+	dests  map[string]*destination // by id, built at Start
+	feeds  []interface{ Stop() }
 	cancel context.CancelFunc // cancels the deliveries in flight, late in Stop
 	wg     sync.WaitGroup     // workers
 	stop   sync.Once
@@ -57,13 +76,13 @@ type Notifier struct {
 
 // New checks cfg and builds a notifier on the provisioned resources.
 func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Notifier, error) {
-	if res == nil || res.Events == nil || res.Notices == nil {
+	if res == nil || res.Events == nil || res.Notices == nil || res.Deliveries == nil {
 		return nil, errors.New("notifier: resources required")
 	}
-	return newNotifier(cfg, res.Events, res.Notices, log)
+	return newNotifier(cfg, res.Events, res.Deliveries, res.Notices, log)
 }
 
-func newNotifier(cfg Config, events eventSource, notices noticeStore, log *slog.Logger) (*Notifier, error) {
+func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices noticeStore, log *slog.Logger) (*Notifier, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -72,7 +91,7 @@ func newNotifier(cfg Config, events eventSource, notices noticeStore, log *slog.
 		return nil, fmt.Errorf("notifier config: %w", err)
 	}
 	n := &Notifier{
-		cfg: cfg, log: log, events: events, notices: notices, http: newHTTPClient(&cfg),
+		cfg: cfg, log: log, events: events, queue: queue, notices: notices, http: newHTTPClient(&cfg),
 		endpoints: map[string][]*endpoint{}, stats: newCounters(),
 	}
 	for tenant, hooks := range cfg.Webhooks {
@@ -90,49 +109,115 @@ func newNotifier(cfg Config, events eventSource, notices noticeStore, log *slog.
 		n.mail = &outboxMailer{dir: cfg.Mail.Outbox}
 	}
 	cfg.Metrics.RegisterDeliveries(n.stats.all)
+	cfg.Metrics.ObservePendingDeliveries(n.pendingDeliveries)
 	return n, nil
 }
 
-// Start binds to the durable consumer and starts the workers. It returns
-// once events flow; Stop ends them. Deliveries run on a context of their own
-// (ctx's values, not its end): Stop ends them.
+// Start binds to the durable consumers (the events', and one per
+// destination) and starts the workers. It returns once events flow; Stop
+// ends them. Deliveries run on a context of their own (ctx's values, not
+// its end): Stop ends them.
 func (n *Notifier) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dests = n.destinations()
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	fail := func(err error) error {
+		for _, f := range n.feeds {
+			f.Stop()
+		}
+		cancel()
+		n.wg.Wait()
+		return fmt.Errorf("notifier: %w", err)
+	}
+	// The destinations first: the router's tasks find their consumers.
+	for _, d := range n.dests {
+		feed, err := n.queue.ConsumeDeliveries(ctx, natsjs.DeliveryConsumer{
+			Dest: d.id, AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPendingPerDestination, Batch: n.cfg.DestinationConcurrency,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		n.feeds = append(n.feeds, feed)
+		for range n.cfg.DestinationConcurrency {
+			n.wg.Add(1)
+			go n.deliverer(work, d, feed)
+		}
+	}
 	feed, err := n.events.ConsumeEvents(ctx, natsjs.NotifierConsumer{
 		AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPending, Batch: n.cfg.Concurrency,
 	})
 	if err != nil {
-		return fmt.Errorf("notifier: %w", err)
+		return fail(err)
 	}
-	return n.start(ctx, feed)
-}
-
-func (n *Notifier) start(ctx context.Context, feed eventFeed) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.feed = feed
-	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.cancel = cancel
-	for range n.cfg.Concurrency {
-		n.wg.Add(1)
-		go n.worker(work, feed)
-	}
+	n.startRouter(work, feed)
+	n.wg.Add(1)
+	go n.watchPending(work)
 	n.log.Info("notifier started", "instance", n.cfg.Instance, "concurrency", n.cfg.Concurrency,
+		"destinations", len(n.dests), "destination_concurrency", n.cfg.DestinationConcurrency,
 		"webhook_tenants", len(n.endpoints), "mail_addresses", len(n.cfg.Mail.Addresses), "smtp", n.cfg.Mail.Host != "")
 	return nil
 }
 
-// Stop stops taking events, lets in-flight deliveries finish for up to
-// StopGrace, then cancels them (they are redelivered to another instance).
-// It is safe to call more than once and without Start.
+// startRouter starts the workers that turn events into delivery tasks. The
+// events of one job go to one worker, in the order the consumer hands them
+// out, so their tasks are queued in that order.
+func (n *Notifier) startRouter(ctx context.Context, feed eventFeed) {
+	n.feeds = append([]interface{ Stop() }{feed}, n.feeds...)
+	shards := make([]chan natsjs.EventMsg, n.cfg.Concurrency)
+	for i := range shards {
+		shards[i] = make(chan natsjs.EventMsg, 1)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			for msg := range shards[i] {
+				n.route(ctx, msg)
+			}
+		}()
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer func() {
+			for _, s := range shards {
+				close(s)
+			}
+		}()
+		for {
+			msg, err := feed.Next()
+			if err != nil {
+				if errors.Is(err, natsjs.ErrFeedStopped) {
+					return
+				}
+				n.log.Warn("notifier: next event", "err", err)
+				if !pause(ctx) {
+					return
+				}
+				continue
+			}
+			_, _, id, _ := natsjs.ScopeOf(msg.Subject())
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(id))
+			shards[h.Sum32()%uint32(len(shards))] <- msg
+		}
+	}()
+}
+
+// Stop stops taking events and tasks, lets in-flight deliveries finish for
+// up to StopGrace, then cancels them (they are redelivered to another
+// instance). It is safe to call more than once and without Start.
 func (n *Notifier) Stop() {
 	n.stop.Do(func() {
 		n.mu.Lock()
-		feed, cancel := n.feed, n.cancel
+		feeds, cancel := n.feeds, n.cancel
 		n.mu.Unlock()
-		if feed == nil {
+		if cancel == nil {
 			return
 		}
-		feed.Stop()
+		for _, f := range feeds {
+			f.Stop()
+		}
 		done := make(chan struct{})
 		go func() { n.wg.Wait(); close(done) }()
 		select {
@@ -148,101 +233,9 @@ func (n *Notifier) Stop() {
 	})
 }
 
-func (n *Notifier) worker(ctx context.Context, feed eventFeed) {
-	defer n.wg.Done()
-	for {
-		msg, err := feed.Next()
-		if err != nil {
-			if errors.Is(err, natsjs.ErrFeedStopped) {
-				return
-			}
-			n.log.Warn("notifier: next event", "err", err)
-			select { // a broken connection must not spin
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			continue
-		}
-		n.handle(ctx, msg)
-	}
-}
-
-// handle runs every channel of one event and acknowledges it when all are
-// done, or asks for a redelivery when the earliest pending one is due.
-func (n *Notifier) handle(ctx context.Context, msg natsjs.EventMsg) {
-	ev, err := decodeEvent(msg.Subject(), msg.Data(), msg.MsgID())
-	if err != nil {
-		n.log.Error("notifier: dropping malformed event", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
-		return
-	}
-	// Keep the event ours while deliveries take their time.
-	stopKeepAlive := keepAlive(msg, n.cfg.AckWait/3)
-	defer stopKeepAlive()
-
-	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
-		allDone  = true
-		earliest time.Time
-	)
-	record := func(o outcome) {
-		mu.Lock()
-		defer mu.Unlock()
-		if o.done {
-			return
-		}
-		allDone = false
-		if earliest.IsZero() || o.due.Before(earliest) {
-			earliest = o.due
-		}
-	}
-	var body []byte
-	for _, ep := range n.endpoints[ev.Tenant] {
-		if !ep.wants(ev.Job.State) {
-			continue
-		}
-		if body == nil {
-			if body, err = ev.webhookBody(); err != nil {
-				n.log.Error("notifier: encode webhook body", "err", err)
-				_ = msg.Term()
-				return
-			}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			record(n.runWebhook(ctx, ep, ev, body))
-		}()
-	}
-	if ev.Job.State.Terminal() {
-		if addr := n.cfg.Mail.Addresses[ev.Tenant+"/"+ev.Requester]; addr != "" {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				record(n.runMail(ctx, ev, addr))
-			}()
-		}
-	}
-	wg.Wait()
-	if allDone {
-		if err := msg.Ack(); err != nil {
-			n.log.Warn("notifier: ack event", "event", ev.ID, "err", err)
-		}
-		n.stats.events.Add(1)
-		return
-	}
-	// JetStream holds the event and hands it back (to any instance) when the
-	// earliest pending delivery is due; meanwhile this worker moves on.
-	if err := msg.Nak(max(earliest.Sub(n.cfg.Now()), 0)); err != nil {
-		n.log.Warn("notifier: nak event", "event", ev.ID, "err", err)
-	}
-}
-
 // keepAlive tells JetStream every interval that msg is still being worked
 // on, so it is not handed to another instance meanwhile.
-func keepAlive(msg natsjs.EventMsg, interval time.Duration) (stop func()) {
+func keepAlive(msg interface{ InProgress() error }, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -260,4 +253,15 @@ func keepAlive(msg natsjs.EventMsg, interval time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// pause waits a moment after a broken pull, so a broken connection does not
+// spin; false when ctx ended meanwhile.
+func pause(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(250 * time.Millisecond):
+		return true
+	}
 }

@@ -48,7 +48,7 @@ func TestReadmittedJobIsNotifiedAgain(t *testing.T) {
 
 	first := record("4", "reviewer-47", "job_readmitted", job.StateSucceeded)
 	b.publish(t, first)
-	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Settled == 2 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 1, rcv.count())
 	require.Equal(t, 1, mailsByJob(t, sink)["job_readmitted"])
 

@@ -81,7 +81,7 @@ func TestWebhookURLSecretsStayOutOfLogsAndState(t *testing.T) {
 	defer cancel()
 	require.NoError(t, n.Start(ctx))
 	b.publish(t, record("4", "reviewer-47", "job_redact", job.StateSucceeded))
-	require.Eventually(t, func() bool { return n.Stats().Events >= 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Settled == 2 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 2, rcv.count(), "the refusing receiver was tried")
 
 	out := logs.String()

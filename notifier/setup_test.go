@@ -125,6 +125,15 @@ func (b *testBundle) publishAs(t testing.TB, r *job.Record, msgID string) {
 	require.NoError(t, err)
 }
 
+// settled sums the delivery tasks the given instances finished for good.
+func settled(ns ...*Notifier) int64 {
+	var sum int64
+	for _, n := range ns {
+		sum += n.Stats().Settled
+	}
+	return sum
+}
+
 // eventsAcked sums the acknowledged events of the given instances.
 func eventsAcked(ns ...*Notifier) int64 {
 	var sum int64

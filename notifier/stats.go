@@ -1,6 +1,8 @@
 package notifier
 
 import (
+	"sync/atomic"
+
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -8,7 +10,12 @@ import (
 // Stats are the notifier's counters since start, for logs, tests and the
 // metrics endpoint.
 type Stats struct {
-	Events            int64 // events handled to the end (acknowledged)
+	Events            int64 // events turned into delivery tasks (acknowledged)
+	Settled           int64 // delivery tasks done for good (delivered, given up, refused, ...)
+	TasksDuplicate    int64 // delivery tasks already queued by an earlier copy of their event
+	HeldForOrder      int64 // delivery attempts put off behind an earlier change of the job
+	WebhooksDropped   int64 // webhook notices dropped: the endpoint had too many pending
+	MailsDropped      int64 // mails dropped: the tenant's mail had too many pending
 	WebhooksDelivered int64 // deliveries answered 2xx
 	WebhookRetries    int64 // failed attempts that will be retried
 	WebhooksFailed    int64 // deliveries given up for good (refusals included)
@@ -27,6 +34,9 @@ type counters struct {
 	all                                                                                           *metrics.Deliveries
 	events, webhooksDelivered, webhookRetries, webhooksFailed, webhooksRefused, endpointsDisabled prometheus.Counter
 	mailsSent, mailsDuplicate, mailRetries, mailsFailed, mailsUncertain                           prometheus.Counter
+	webhooksDropped, mailsDropped                                                                 prometheus.Counter
+	// Internal to the notifier (tests, logs): how routing and ordering went.
+	settled, tasksDuplicate, heldForOrder atomic.Int64
 }
 
 func newCounters() counters {
@@ -38,7 +48,8 @@ func newCounters() counters {
 		endpointsDisabled: d.Counter("webhook", "disabled"),
 		mailsSent:         d.Counter("mail", "sent"), mailsDuplicate: d.Counter("mail", "duplicate"),
 		mailRetries: d.Counter("mail", "retry"), mailsFailed: d.Counter("mail", "failed"),
-		mailsUncertain: d.Counter("mail", "uncertain"),
+		mailsUncertain:  d.Counter("mail", "uncertain"),
+		webhooksDropped: d.Counter("webhook", "dropped"), mailsDropped: d.Counter("mail", "dropped"),
 	}
 }
 
@@ -52,5 +63,7 @@ func (n *Notifier) Stats() Stats {
 		EndpointsDisabled: v(c.endpointsDisabled), MailsSent: v(c.mailsSent),
 		MailsDuplicate: v(c.mailsDuplicate), MailRetries: v(c.mailRetries),
 		MailsFailed: v(c.mailsFailed), MailsUncertain: v(c.mailsUncertain),
+		WebhooksDropped: v(c.webhooksDropped), MailsDropped: v(c.mailsDropped),
+		Settled: c.settled.Load(), TasksDuplicate: c.tasksDuplicate.Load(), HeldForOrder: c.heldForOrder.Load(),
 	}
 }

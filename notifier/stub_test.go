@@ -74,7 +74,7 @@ func TestNoticeStoreOutageIsNotAnAttempt(t *testing.T) {
 		Webhooks:     map[string][]Webhook{"4": {{URL: rcv.srv.URL, Secret: testSecret}}},
 		AllowPrivate: true,
 		Now:          func() time.Time { return now },
-	}, nil, store, nil)
+	}, nil, nil, store, nil)
 	require.NoError(t, err)
 	ep := n.endpoints["4"][0]
 	r := record("4", "reviewer-47", "job_outage", job.StateSucceeded)

@@ -42,7 +42,7 @@ func TestWebhookFailsTwiceThenSucceeds(t *testing.T) {
 	r := record("4", "reviewer-47", "job_fails_twice", job.StateSucceeded)
 	b.publish(t, r)
 
-	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Settled == 1 }, waitTimeout, 10*time.Millisecond)
 	got := rcv.deliveries()
 	require.Len(t, got, 3, "two failures, then the success; nothing after it")
 	var lastTS int64
@@ -85,7 +85,7 @@ func TestWebhookHonorsRetryAfter(t *testing.T) {
 		Retries:      []time.Duration{10 * time.Millisecond},
 	})
 	b.publish(t, record("4", "reviewer-47", "job_retry_after", job.StateFailed))
-	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Settled == 1 }, waitTimeout, 10*time.Millisecond)
 	got := rcv.deliveries()
 	require.Len(t, got, 2)
 	require.GreaterOrEqual(t, got[1].at.Sub(got[0].at), 2*time.Second, "the second attempt waits for Retry-After, not the 10ms schedule")
@@ -101,7 +101,7 @@ func TestWebhookGivesUpAfterSchedule(t *testing.T) {
 	})
 	r := record("4", "reviewer-47", "job_never_delivered", job.StateSucceeded)
 	b.publish(t, r)
-	require.Eventually(t, func() bool { return n.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Settled == 1 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 3, rcv.count(), "one attempt plus one per schedule entry")
 	s := n.Stats()
 	require.Equal(t, int64(1), s.WebhooksFailed)
@@ -129,7 +129,7 @@ func TestWebhookGoneDisablesEndpointForEveryInstance(t *testing.T) {
 	}
 	first, b := setup(t, cfg)
 	b.publish(t, record("4", "reviewer-47", "job_one", job.StateSucceeded))
-	require.Eventually(t, func() bool { return first.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return first.Stats().Settled == 2 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 1, gone.count(), "410 is not retried")
 	require.Equal(t, int64(1), first.Stats().EndpointsDisabled)
 	first.Stop()
@@ -139,7 +139,7 @@ func TestWebhookGoneDisablesEndpointForEveryInstance(t *testing.T) {
 	cfg.Instance = "second"
 	second := b.start(t, cfg)
 	b.publish(t, record("4", "reviewer-47", "job_two", job.StateSucceeded))
-	require.Eventually(t, func() bool { return second.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return second.Stats().Settled == 2 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 1, gone.count(), "the disabled endpoint gets nothing more")
 	require.Equal(t, 2, other.count())
 }
@@ -163,9 +163,9 @@ func TestWebhookRetryDoesNotBlockOtherDeliveries(t *testing.T) {
 		b.publish(t, record("5", "reviewer-9", "job_next_"+strconv.Itoa(i), job.StateSucceeded))
 	}
 	require.Eventually(t, func() bool { return working.count() == 5 }, waitTimeout, 10*time.Millisecond)
-	// An event counts as handled once its delivery is acknowledged, a moment
-	// after the receiver answered.
-	require.Eventually(t, func() bool { return n.Stats().Events == 5 }, waitTimeout, 10*time.Millisecond)
+	// A delivery counts as settled once it is acknowledged, a moment after
+	// the receiver answered.
+	require.Eventually(t, func() bool { return n.Stats().Settled == 5 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 1, failing.count(), "the failed delivery waits for its hour")
 }
 
@@ -180,7 +180,7 @@ func TestWebhookStatesFilter(t *testing.T) {
 	for _, s := range []job.State{job.StateQueued, job.StateRunning, job.StateSucceeded} {
 		b.publish(t, record("4", "reviewer-47", "job_filtered", s))
 	}
-	require.Eventually(t, func() bool { return n.Stats().Events == 3 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.Stats().Events == 3 && n.Stats().Settled == 1 }, waitTimeout, 10*time.Millisecond)
 	got := rcv.deliveries()
 	require.Len(t, got, 1)
 	id, _ := verify(t, got[0])
@@ -210,7 +210,7 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 	defer cancel()
 	require.NoError(t, n2.Start(ctx))
 	b.publish(t, record("4", "reviewer-47", "job_ssrf", job.StateSucceeded))
-	require.Eventually(t, func() bool { return n2.Stats().Events == 1 }, waitTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n2.Stats().Settled == 1 }, waitTimeout, 10*time.Millisecond)
 	require.Zero(t, rcv.count(), "nothing reached the loopback receiver")
 	s := n2.Stats()
 	require.Equal(t, int64(1), s.WebhooksRefused)

@@ -21,9 +21,11 @@ func newNotifier(rt *process) (service, error) {
 			Host: c.Mail.SMTPHost, Port: c.Mail.SMTPPort, Username: c.Mail.Username, Password: c.Mail.Password,
 			From: c.Mail.From, Addresses: c.Mail.Addresses, Outbox: rt.cfg.Path("outbox"),
 		},
-		Instance:  fmt.Sprintf("%s-%d", host, os.Getpid()),
-		BaseURL:   "http://" + rt.cfg.HTTPAddr,
-		ResultTTL: rt.cfg.ResultTTL,
+		MaxPendingPerDestination: c.MaxPendingPerDestination,
+		DestinationConcurrency:   c.DestinationConcurrency,
+		Instance:                 fmt.Sprintf("%s-%d", host, os.Getpid()),
+		BaseURL:                  "http://" + rt.cfg.HTTPAddr,
+		ResultTTL:                rt.cfg.ResultTTL,
 	}
 	for tenant, hooks := range c.Webhooks {
 		for _, h := range hooks {

@@ -29,7 +29,7 @@ func TestProvisionOnCluster(t *testing.T) {
 	wg.Wait()
 	js := res[0].JS
 	for _, name := range []string{"KV_" + natsjs.BucketJobs, "KV_" + natsjs.BucketMeta, "KV_" + natsjs.BucketNotices,
-		"OBJ_" + natsjs.BucketResults, natsjs.StreamWork, natsjs.StreamEvents} {
+		"OBJ_" + natsjs.BucketResults, natsjs.StreamWork, natsjs.StreamEvents, natsjs.StreamDeliveries} {
 		cfg := streamConfig(t, js, name)
 		require.Equal(t, 3, cfg.Replicas, name)
 		require.False(t, cfg.AllowDirect, "%s is read from its leader", name)
@@ -39,7 +39,7 @@ func TestProvisionOnCluster(t *testing.T) {
 	_, err := provisionOnce(js, r1)
 	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 3 on JOBGATE_JOBS, "+
-		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_RESULTS, but this process is configured for 1")
+		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_RESULTS, but this process is configured for 1")
 
 	ttl := layout
 	ttl.JobTTL = time.Hour

@@ -301,7 +301,7 @@ func (d *deployment) allRecords(t *testing.T) []*job.Record {
 func (d *deployment) waitAllCurrent(t *testing.T) {
 	t.Helper()
 	for _, s := range []string{"KV_" + natsjs.BucketJobs, "KV_" + natsjs.BucketMeta, "KV_" + natsjs.BucketNotices,
-		natsjs.StreamWork, natsjs.StreamEvents, "OBJ_" + natsjs.BucketResults} {
+		natsjs.StreamWork, natsjs.StreamEvents, natsjs.StreamDeliveries, "OBJ_" + natsjs.BucketResults} {
 		d.cluster.WaitCurrent(d.obs.JS, s, time.Minute)
 	}
 }

@@ -110,6 +110,13 @@ type Notifier struct {
 	WebhookRetries []time.Duration `yaml:"webhook_retries"`
 	// Mail sends one notice per terminal state to requesters' addresses.
 	Mail Mail `yaml:"mail"`
+	// MaxPendingPerDestination caps the notices waiting for one webhook
+	// endpoint (or one tenant's mail), retries included; past it new notices
+	// for that destination are dropped and counted. 0 = 10000.
+	MaxPendingPerDestination int `yaml:"max_pending_per_destination"`
+	// DestinationConcurrency is how many deliveries one notifier process
+	// makes at once to one destination. 0 = 4.
+	DestinationConcurrency int `yaml:"destination_concurrency"`
 }
 
 // Webhook is one endpoint of a tenant.

@@ -5,6 +5,8 @@
 package metrics
 
 import (
+	"sort"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
@@ -125,4 +127,60 @@ func (m *Metrics) ObserveSSE(open func() int64) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "jobgate_sse_connections", Help: "Open Server-Sent Events streams.",
 	}, func() float64 { return float64(open()) }))
+}
+
+// TopN is how many tenants or destinations a per-tenant or per-destination
+// metric names; the rest are summed under the label value "other", so a
+// deployment with thousands of tenants exports a bounded number of series.
+const TopN = 20
+
+// Other is the label value of everything past the TopN.
+const Other = "other"
+
+// PendingDeliveries is the backlog of one notice destination (a webhook
+// endpoint, or one tenant's mail).
+type PendingDeliveries struct {
+	Tenant      string
+	Destination string // an opaque id: a webhook URL may carry a token
+	Channel     string // webhook, mail
+	Count       float64
+}
+
+// ObservePendingDeliveries exports jobgate_deliveries_pending from read, at
+// scrape time: the TopN destinations with the largest backlogs by name, the
+// others summed per channel under tenant and destination "other".
+func (m *Metrics) ObservePendingDeliveries(read func() []PendingDeliveries) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&pendingDeliveries{
+		desc: prometheus.NewDesc("jobgate_deliveries_pending",
+			"Notice deliveries queued and not done yet (waiting retries included), per destination; the largest "+
+				"backlogs by name, the rest summed as \"other\".",
+			[]string{"tenant", "destination", "channel"}, nil),
+		read: read,
+	})
+}
+
+type pendingDeliveries struct {
+	desc *prometheus.Desc
+	read func() []PendingDeliveries
+}
+
+func (p *pendingDeliveries) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+
+func (p *pendingDeliveries) Collect(ch chan<- prometheus.Metric) {
+	all := p.read()
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Count > all[j].Count })
+	other := map[string]float64{}
+	for i, x := range all {
+		if i < TopN {
+			ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, x.Count, x.Tenant, x.Destination, x.Channel)
+			continue
+		}
+		other[x.Channel] += x.Count
+	}
+	for channel, n := range other {
+		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, n, Other, Other, channel)
+	}
 }

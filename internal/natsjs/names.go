@@ -13,12 +13,16 @@ const (
 	StreamWork    = "JOBGATE_WORK"    // work queue, one subject tree per job type
 	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
 
-	ConsumerRelay    = "relay"    // durable consumer on the job record change log
-	ConsumerNotifier = "notifier" // durable consumer on StreamEvents
-	workConsumerPre  = "work_"    // + type: the shared pull consumer of a type's workers
-	workPrefix       = "jobgate.work."
-	eventsPrefix     = "jobgate.events."
-	jobChangesPrefix = "$KV." + BucketJobs + "."
+	StreamDeliveries = "JOBGATE_DELIVERIES" // the notifier's pending deliveries, per destination
+
+	ConsumerRelay       = "relay"    // durable consumer on the job record change log
+	ConsumerNotifier    = "notifier" // durable consumer on StreamEvents
+	workConsumerPre     = "work_"    // + type: the shared pull consumer of a type's workers
+	workPrefix          = "jobgate.work."
+	deliveriesPrefix    = "jobgate.deliveries."
+	deliveryConsumerPre = "deliver_" // + destination: the consumer of its deliveries
+	eventsPrefix        = "jobgate.events."
+	jobChangesPrefix    = "$KV." + BucketJobs + "."
 )
 
 // WorkSubject is where the work message of a job is published: under its
@@ -43,6 +47,9 @@ func TenantEvents(tenant string) string { return eventsPrefix + tenant + ".>" }
 
 // AllEvents matches every event subject.
 const AllEvents = eventsPrefix + ">"
+
+// AllDeliveries matches every delivery task subject.
+const AllDeliveries = deliveriesPrefix + ">"
 
 // AllWork matches every work subject.
 const AllWork = workPrefix + ">"

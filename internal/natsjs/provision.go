@@ -138,14 +138,15 @@ func (m mismatchErrors) Unwrap() []error {
 // ErrWorkGone). The services declare the small interfaces they consume and
 // take them from here.
 type Resources struct {
-	Jobs    *Store       // job records (JOBGATE_JOBS)
-	Work    *WorkQueue   // work messages (JOBGATE_WORK)
-	Events  *EventStream // job events (JOBGATE_EVENTS)
-	Files   *ResultFiles // result files (JOBGATE_RESULTS)
-	Secrets *Secrets     // deployment secrets (JOBGATE_META)
-	Notices *Notices     // the notifier's send records (JOBGATE_NOTICES)
-	Types   *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
-	Layout  Layout
+	Jobs       *Store       // job records (JOBGATE_JOBS)
+	Work       *WorkQueue   // work messages (JOBGATE_WORK)
+	Events     *EventStream // job events (JOBGATE_EVENTS)
+	Files      *ResultFiles // result files (JOBGATE_RESULTS)
+	Secrets    *Secrets     // deployment secrets (JOBGATE_META)
+	Notices    *Notices     // the notifier's send records (JOBGATE_NOTICES)
+	Deliveries *Deliveries  // the notifier's pending deliveries (JOBGATE_DELIVERIES)
+	Types      *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
+	Layout     Layout
 
 	// The raw handles, for the adapters of pkg/worker and for tests that
 	// inspect streams. Services do not use them.
@@ -249,6 +250,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 	res.Files = NewResultFiles(res.Results)
 	if all {
 		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)
+		res.Deliveries = NewDeliveries(js)
 	}
 	return res, nil
 }
@@ -315,6 +317,17 @@ func (l Layout) resources() []resource {
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
 	}
+	// Pending deliveries live no longer than the events they deliver.
+	deliveries := jetstream.StreamConfig{
+		Name:        StreamDeliveries,
+		Description: "jobgate notifier: pending deliveries, one subject tree and consumer per destination",
+		Subjects:    []string{AllDeliveries},
+		Retention:   jetstream.WorkQueuePolicy,
+		Duplicates:  l.DuplicateWindow,
+		MaxAge:      l.EventsMaxAge,
+		Replicas:    l.Replicas,
+		Storage:     jetstream.FileStorage,
+	}
 	typesKV := jetstream.KeyValueConfig{
 		Bucket: BucketTypes, Description: "jobgate job types, declared by their workers", History: 1,
 		Replicas: l.Replicas, Storage: jetstream.FileStorage,
@@ -353,6 +366,9 @@ func (l Layout) resources() []resource {
 		{name: StreamEvents, stream: StreamEvents, create: stream(events), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
 			retention: &limits, subjects: events.Subjects}},
+		{name: StreamDeliveries, stream: StreamDeliveries, create: stream(deliveries), want: expect{
+			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
+			retention: &workQueue, subjects: deliveries.Subjects}},
 		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)
 			return err
