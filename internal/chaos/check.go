@@ -35,6 +35,9 @@ func (r *Report) AnomalyKinds() map[string]int {
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix.
 var KnownIssues = map[string]string{
+	"job-failed": "pkg/worker fails the attempt for good (render_error, \"the PDF could not be written: store result ...: " +
+		"job store unavailable: nats: no responders available for request\") when storing the result meets a NATS " +
+		"node that is down or restarting, instead of retrying it; since the worker rewrite",
 	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
 		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
 		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +
@@ -272,7 +275,18 @@ func (c *checker) checkJobs(acked map[scopedKey]string, finals map[string]Entry,
 		}
 	}
 	byHash := map[string][]string{}
+	lostWorkers := 0
 	for id, f := range finals {
+		if f.State == "failed" {
+			// Every submitted job is valid and renderable, and the faults
+			// leave a quorum up: an outage delays jobs, it never fails them.
+			// Only a worker lost on every attempt may end a job.
+			if f.Error == "worker_lost" || f.Error == "exhausted" {
+				lostWorkers++
+			} else {
+				c.anomaly("job-failed", "job %s failed %s in attempt %d: %s", id, f.Error, f.Attempt, f.Note)
+			}
+		}
 		if _, ok := ackedIDs[id]; !ok {
 			c.anomaly("unacknowledged-job", "job %s (%s, %s) is in the bucket but no client got an answer naming it", id, f.Requester, f.State)
 		}
@@ -285,6 +299,9 @@ func (c *checker) checkJobs(acked map[scopedKey]string, finals map[string]Entry,
 		} else if !faultsStopped.IsZero() && !f.Finished.IsZero() && f.Finished.After(faultsStopped.Add(c.bound)) {
 			c.anomaly("terminal-late", "job %s finished %s after the faults stopped (bound %s)", id, f.Finished.Sub(faultsStopped).Round(time.Millisecond), c.bound)
 		}
+	}
+	if lostWorkers > 0 {
+		c.note("%d jobs failed worker_lost or exhausted: their worker was killed or frozen on every attempt", lostWorkers)
 	}
 	for h, ids := range byHash {
 		if len(ids) > 1 {

@@ -135,6 +135,7 @@ func TestCheckFindsAnomalies(t *testing.T) {
 		{"change-not-published", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 200, State: "succeeded", Attempt: 2, Rev: 9})},
 		{"acked-job-not-found", add(Entry{Kind: "obs", Via: "poll", Job: j, Start: at(5.5), End: at(5.6), Status: 404})},
 		{"final-behind-observed", set("final-job", func(e *Entry) { e.Rev = 7 })},
+		{"job-failed", set("final-job", func(e *Entry) { e.State, e.Error, e.Note = "failed", "render_error", "store result: unavailable" })},
 		{"not-terminal", set("final-job", func(e *Entry) { e.State = "running" })},
 		{"terminal-late", set("final-job", func(e *Entry) { e.Finished = at(100) })},
 		{"acked-job-lost", drop("final-job")},

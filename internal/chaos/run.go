@@ -271,6 +271,9 @@ wait:
 			o.Logf("%s: faults %v, %d requests, %d jobs", time.Since(start).Round(time.Second), r.stats.snapshot(), r.cs.attempts.Load(), r.jobCount())
 		}
 	}
+	// The load runs for the whole duration, also when the last fault ended
+	// early (or none was planned).
+	sleepCtx(ctx, time.Until(start.Add(o.Duration)))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

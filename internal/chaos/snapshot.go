@@ -33,6 +33,7 @@ type record struct {
 	FinishedAt *time.Time `json:"finished_at"`
 	Error      *struct {
 		Category string `json:"category"`
+		Message  string `json:"message"`
 	} `json:"error"`
 	Output *struct {
 		Object string `json:"object"`
@@ -144,6 +145,7 @@ func (r *run) snapshot(ctx context.Context, nc *nats.Conn, a *api) {
 		}
 		if rec.Error != nil {
 			e.Error = rec.Error.Category
+			e.Note = rec.Error.Message
 		}
 		if rec.Output != nil {
 			e.Object, e.Size, e.Digest = rec.Output.Object, rec.Output.Size, rec.Output.SHA256
