@@ -15,7 +15,9 @@ import (
 
 	"github.com/jobgate/jobgate/internal/bench"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/renderer"
 )
 
 // runBench is `jobgate bench`: it starts the system under test as a second
@@ -130,6 +132,17 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		return err
 	}
 	defer rt.close()
+	if !slices.Contains(names, "renderer") {
+		// Types are declared by their workers: a target without the
+		// renderer declares permit_report as a renderer elsewhere in the
+		// deployment would, so the gateway admits it.
+		d := &job.TypeDecl{Name: "permit_report", Description: "permit report (declared by jobgate bench)", Schema: renderer.Schema,
+			TimeoutSeconds: int(cfg.RenderTimeout / time.Second), Attempts: cfg.MaxAttempts, MaxResultBytes: cfg.Renderer.MaxOutputBytes,
+			ContentType: "application/pdf", DeclaredAt: time.Now().UTC()}
+		if err := rt.res.Types.Declare(ctx, d); err != nil {
+			return err
+		}
+	}
 	env := bench.TargetEnv{Res: rt.res, Log: rt.log, Conn: rt.nc}
 	var svcs services
 	defer svcs.stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -159,12 +160,23 @@ func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 		half := adm.Value / 2
 		r.logf("admission at half the saturated rate (%.0f/s), fsync %s", half, fs)
 		var ps Summary
+		if p != nil && r.o.ProfileDir != "" {
+			// An execution trace says where the tail comes from (go tool
+			// trace: GC, scheduling, the stream's flush); docs/performance.md.
+			path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "admission-half-"+fs+".trace"))
+			if _, err := p.call(Request{Op: opTraceStart, Path: path}); err != nil {
+				r.logf("trace: %v", err)
+			}
+		}
 		u := r.measure(p, "admission-half-"+fs, func() {
 			ps = pacedLoop(ctx, n*4, half, r.o.Duration, func(w, i int) error {
 				st, _, err := a.submit(tokens[w%n], keyPrefix+"half-"+strconv.Itoa(i), body)
 				return expect(st, http.StatusAccepted, err)
 			})
 		})
+		if p != nil && r.o.ProfileDir != "" {
+			_, _ = p.call(Request{Op: opTraceStop})
+		}
 		row := r.rep.add(Row{Section: SecAdmission, Name: fmt.Sprintf("new keys at half rate (%.0f/s offered), p99", half), Fsync: fs,
 			Value: ps.P99, Unit: "ms", Summary: &ps,
 			Note: noteErrors(&ps, "open loop; latency from each request's scheduled start")}).use(u)

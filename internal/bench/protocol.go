@@ -21,9 +21,11 @@ const (
 	opProfileStart = "profile-start" // start a CPU profile into Path
 	opProfileStop  = "profile-stop"
 	opHeapProfile  = "heap-profile" // write the heap profile to Path
-	opRawPipe      = "raw-pipe"     // run the raw JetStream pipeline in-process
-	opPipeStats    = "pipe-stats"   // counters of finished jobs and NATS traffic
-	opNoopWaits    = "noop-waits"   // queued → claimed waits of bench_noop jobs since the last call
+	opTraceStart   = "trace-start"  // start a runtime/trace execution trace into Path
+	opTraceStop    = "trace-stop"
+	opRawPipe      = "raw-pipe"   // run the raw JetStream pipeline in-process
+	opPipeStats    = "pipe-stats" // counters of finished jobs and NATS traffic
+	opNoopWaits    = "noop-waits" // queued → claimed waits of bench_noop jobs since the last call
 )
 
 // Request is one command to the target.

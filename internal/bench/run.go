@@ -257,7 +257,21 @@ func (r *runner) startEnv(components []string, always bool, renderers int, env [
 		Components: components, SyncAlways: always, RendererConcurrency: renderers, AuthSecret: r.secret, Env: env,
 	}
 	r.logf("starting target %d: %s (fsync %s) %s", r.seq, strings.Join(components, "+"), fsyncName(always), strings.Join(env, " "))
-	return startTarget(r.o.Launch, spec)
+	p, err := startTarget(r.o.Launch, spec)
+	if err != nil || !slices.Contains(components, "gateway") {
+		return p, err
+	}
+	// The gateway learns types from their declarations: wait until it
+	// admits permit_report.
+	a, err := newAPI(p.ready.URL, 4, []byte(r.secret), "types")
+	if err == nil {
+		err = awaitType(context.Background(), a, "permit_report")
+	}
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
 }
 
 // apiFor returns the load generator's client of the target (or the URL).

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,7 @@ type target struct {
 	done     chan struct{}
 	changes  atomic.Int64
 	prof     *os.File
+	trace    *os.File
 	profPath string
 }
 
@@ -103,6 +105,28 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 	case opFloor:
 		s, err := runFloor(ctx, t.env.Res, req.Tenant, req.Clients, req.Duration)
 		resp.Floor = &s
+		return err
+	case opTraceStart:
+		if t.trace != nil {
+			return errors.New("a trace is already running")
+		}
+		f, err := os.Create(req.Path)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return err
+		}
+		t.trace = f
+		return nil
+	case opTraceStop:
+		if t.trace == nil {
+			return nil
+		}
+		trace.Stop()
+		err := t.trace.Close()
+		t.trace = nil
 		return err
 	case opRawPipe:
 		before, err := pipeStats(ctx, t.env)
