@@ -72,6 +72,10 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 				"--components", strings.Join(spec.Components, ","), "--sync-always="+strconv.FormatBool(spec.SyncAlways),
 				"--renderers", strconv.Itoa(spec.RendererConcurrency))
 			cmd.Env = append(append(os.Environ(), "JOBGATE_AUTH_SECRET="+spec.AuthSecret), spec.Env...)
+			if g := m.Getenv("JOBGATE_BENCH_TARGET_GODEBUG"); g != "" {
+				// e.g. gctrace=1 for the target alone (docs/performance.md)
+				cmd.Env = append(cmd.Env, "GODEBUG="+g)
+			}
 			cmd.Stderr = m.Stderr
 			return cmd
 		}
