@@ -105,9 +105,14 @@
     return `${(n / 1024 / 1024).toFixed(1)} MiB`;
   }
 
+  // describe names a job in one line. Params are the user's own strings:
+  // the result is only ever assigned to textContent, never parsed as markup.
   function describe(job) {
     const p = job.params || {};
-    return `Case ${p.case_id} · revision ${p.revision} · ${p.pages ?? 10} pages`;
+    if (job.type === 'permit_report') return `Case ${p.case_id} · revision ${p.revision} · ${p.pages ?? 10} pages`;
+    const parts = Object.entries(p).slice(0, 6)
+      .map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+    return [String(job.type)].concat(parts).join(' · ');
   }
 
   function stateWords(job) {
