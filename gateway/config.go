@@ -30,6 +30,20 @@ type Config struct {
 	// SubmitRate/SubmitBurst limit submissions per requester (default 50/100).
 	SubmitRate  float64
 	SubmitBurst int
+	// MaxStreamsPerRequester caps the event streams (SSE) one requester
+	// has open at once; past it a new stream is refused 429 with
+	// Retry-After (default 20).
+	MaxStreamsPerRequester int
+	// MaxLongPollsPerRequester caps the ?wait= long-polls one requester has
+	// waiting at once, likewise (default 20).
+	MaxLongPollsPerRequester int
+	// StreamWriteTimeout is how long one write of an event stream may wait
+	// for the client to take the bytes; a client that stopped reading is cut
+	// off after it, freeing its stream (default 30s).
+	StreamWriteTimeout time.Duration
+	// StreamHeartbeat is the interval of an event stream's keep-alive
+	// comment (default 15s).
+	StreamHeartbeat time.Duration
 	// LeaveWorkToRelay: commit only; the dispatcher's relay publishes the
 	// work message from the record change log (see internal/config).
 	LeaveWorkToRelay bool
@@ -61,6 +75,18 @@ func (c *Config) withDefaults() Config {
 	if out.SubmitRate == 0 {
 		out.SubmitRate, out.SubmitBurst = 50, 100
 	}
+	if out.MaxStreamsPerRequester == 0 {
+		out.MaxStreamsPerRequester = 20
+	}
+	if out.MaxLongPollsPerRequester == 0 {
+		out.MaxLongPollsPerRequester = 20
+	}
+	if out.StreamWriteTimeout == 0 {
+		out.StreamWriteTimeout = 30 * time.Second
+	}
+	if out.StreamHeartbeat == 0 {
+		out.StreamHeartbeat = 15 * time.Second
+	}
 	if out.Now == nil {
 		out.Now = time.Now
 	}
@@ -74,6 +100,12 @@ func (c *Config) validate() error {
 	}
 	if c.LinkTTL < time.Second {
 		errs = append(errs, fmt.Errorf("link TTL must be at least 1s, got %s", c.LinkTTL))
+	}
+	if c.MaxStreamsPerRequester < 1 || c.MaxLongPollsPerRequester < 1 {
+		errs = append(errs, errors.New("streams and long-polls per requester must be at least 1"))
+	}
+	if c.StreamWriteTimeout <= 0 || c.StreamHeartbeat <= 0 {
+		errs = append(errs, errors.New("stream write timeout and heartbeat must be positive"))
 	}
 	if c.ReadBurst < 1 || c.SubmitBurst < 1 {
 		errs = append(errs, errors.New("rate limit bursts must be at least 1"))

@@ -93,6 +93,9 @@ type Gateway struct {
 	seen     *seenKeys
 	reads    *limiter
 	submits  *limiter
+	cancels  *limiter
+	streams  *holds // open event streams per requester
+	polls    *holds // waiting long-polls per requester
 	changes  *changeFeed
 	sseOpen  atomic.Int64
 
@@ -128,6 +131,9 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		seen:     newSeenKeys(1 << 16),
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
+		cancels:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
+		streams:  newHolds("event streams", cfg.MaxStreamsPerRequester),
+		polls:    newHolds("long-polls", cfg.MaxLongPollsPerRequester),
 		stopped:  make(chan struct{}),
 		changes:  newChangeFeed(d.watch),
 	}

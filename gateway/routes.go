@@ -27,7 +27,7 @@ func (g *Gateway) routes() {
 	v1.Post("/jobs", g.submit)
 	v1.Get("/jobs", g.readLimit, g.listJobs)
 	v1.Get("/jobs/:id", g.readLimit, g.getJob)
-	v1.Delete("/jobs/:id", g.cancelJob)
+	v1.Delete("/jobs/:id", g.cancelLimit, g.cancelJob)
 	v1.Get("/jobs/:id/result", g.readLimit, g.resultRedirect)
 	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
 	v1.Get("/types", g.readLimit, g.listTypes)

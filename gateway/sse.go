@@ -13,8 +13,6 @@ import (
 )
 
 const (
-	// sseHeartbeat keeps proxies from closing an idle stream.
-	sseHeartbeat = 15 * time.Second
 	// sseRetry is the reconnect delay the stream asks an EventSource for
 	// (the `retry:` field); a stream only ends early when the gateway stops
 	// or the store fails, and both take a moment to come back.
@@ -44,27 +42,41 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.SendStatus(fiber.StatusNoContent)
 	}
+	who := requesterOf(c)
+	if !g.streams.acquire(who) {
+		return g.streams.refuse(c)
+	}
 	key := rec.Key()
 	ch, err := g.changes.watch(key)
 	if err != nil {
+		g.streams.release(who)
 		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
 	c.Set("X-Accel-Buffering", "no")
+	// A stream's connection is not reused: its socket send buffer is kept
+	// small, so a client that stops reading is noticed after a few KiB
+	// rather than after megabytes of autotuned buffer.
+	conn := c.Context().Conn()
+	c.Context().SetConnectionClose()
+	if s, ok := conn.(interface{ SetWriteBuffer(int) error }); ok {
+		_ = s.SetWriteBuffer(sseSendBuffer)
+	}
 	g.sseOpen.Add(1)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer g.sseOpen.Add(-1)
+		defer g.streams.release(who)
 		defer g.changes.unwatch(key, ch)
-		g.streamJob(w, key, ch, lastSent)
+		g.streamJob(&deadlineWriter{Writer: w, conn: conn, timeout: g.cfg.StreamWriteTimeout}, key, ch, lastSent)
 	})
 	return nil
 }
 
 // streamJob writes events until the job is terminal, the client goes away
 // (a write fails) or the gateway stops.
-func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan *job.Record, lastSent uint64) {
-	beat := time.NewTicker(sseHeartbeat)
+func (g *Gateway) streamJob(w *deadlineWriter, key string, ch chan *job.Record, lastSent uint64) {
+	beat := time.NewTicker(g.cfg.StreamHeartbeat)
 	defer beat.Stop()
 	// Read after the watch was registered, so no change is missed.
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
@@ -111,6 +123,25 @@ func (g *Gateway) streamJob(w *bufio.Writer, key string, ch chan *job.Record, la
 			return
 		}
 	}
+}
+
+// sseSendBuffer is the socket send buffer of an event stream's connection.
+const sseSendBuffer = 16 << 10
+
+// deadlineWriter flushes an event stream with a write deadline: a client
+// that stopped reading fails the flush after timeout, which ends the stream
+// and frees its goroutine, watch and per-requester slot.
+type deadlineWriter struct {
+	*bufio.Writer
+	conn    interface{ SetWriteDeadline(time.Time) error }
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Flush() error {
+	if d.conn != nil {
+		_ = d.conn.SetWriteDeadline(time.Now().Add(d.timeout))
+	}
+	return d.Writer.Flush()
 }
 
 // SSEStreams counts open event streams (metrics, benchmarks).

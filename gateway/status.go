@@ -54,7 +54,12 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 	}
 	inm := c.Get(fiber.HeaderIfNoneMatch)
 	if wait > 0 && inm != "" && etagMatches(inm, rec) && !rec.State.Terminal() {
+		who := requesterOf(c)
+		if !g.polls.acquire(who) {
+			return g.polls.refuse(c)
+		}
 		rec, err = g.waitForChange(c.UserContext(), rec, min(wait, g.cfg.MaxWait))
+		g.polls.release(who)
 		if err != nil {
 			return writeProblem(c, err)
 		}

@@ -13,17 +13,20 @@ func newGateway(rt *process, serve bool) (service, error) {
 		return nil, err
 	}
 	return gateway.New(gateway.Config{
-		Addr:             rt.cfg.HTTPAddr,
-		Listener:         rt.httpListener,
-		AuthSecret:       secret,
-		LinkTTL:          rt.cfg.ResultLinkTTL,
-		ReadRate:         rt.cfg.Gateway.ReadRate,
-		ReadBurst:        rt.cfg.Gateway.ReadBurst,
-		SubmitRate:       rt.cfg.Gateway.SubmitRate,
-		SubmitBurst:      rt.cfg.Gateway.SubmitBurst,
-		LeaveWorkToRelay: rt.cfg.Gateway.LeaveWorkToRelay,
-		Dev:              serve && rt.cfg.Dev,
-		Failpoints:       rt.fp,
-		Metrics:          rt.metrics,
+		Addr:                     rt.cfg.HTTPAddr,
+		Listener:                 rt.httpListener,
+		AuthSecret:               secret,
+		LinkTTL:                  rt.cfg.ResultLinkTTL,
+		ReadRate:                 rt.cfg.Gateway.ReadRate,
+		ReadBurst:                rt.cfg.Gateway.ReadBurst,
+		SubmitRate:               rt.cfg.Gateway.SubmitRate,
+		SubmitBurst:              rt.cfg.Gateway.SubmitBurst,
+		LeaveWorkToRelay:         rt.cfg.Gateway.LeaveWorkToRelay,
+		MaxStreamsPerRequester:   rt.cfg.Gateway.MaxStreamsPerRequester,
+		MaxLongPollsPerRequester: rt.cfg.Gateway.MaxLongPollsPerRequester,
+		StreamWriteTimeout:       rt.cfg.Gateway.StreamWriteTimeout,
+		Dev:                      serve && rt.cfg.Dev,
+		Failpoints:               rt.fp,
+		Metrics:                  rt.metrics,
 	}, rt.res, rt.log.With("component", "gateway"))
 }

@@ -88,6 +88,14 @@ type Gateway struct {
 	// SubmitRate and SubmitBurst limit submissions per requester.
 	SubmitRate  float64 `yaml:"submit_rate"`
 	SubmitBurst int     `yaml:"submit_burst"`
+	// MaxStreamsPerRequester and MaxLongPollsPerRequester cap what one
+	// requester holds open at once (event streams; ?wait= long-polls);
+	// past them a request answers 429 with Retry-After.
+	MaxStreamsPerRequester   int `yaml:"max_streams_per_requester"`
+	MaxLongPollsPerRequester int `yaml:"max_long_polls_per_requester"`
+	// StreamWriteTimeout cuts off an event stream whose client stopped
+	// reading: one write may wait this long.
+	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
 	// LeaveWorkToRelay skips the gateway's own work publish after the
 	// commit: admission is then one JetStream write and the dispatcher's
 	// relay publishes the work message from the change log (the same message,
@@ -155,7 +163,8 @@ func Default() Config {
 		LogLevel:      "info",
 		NATS:          NATS{Replicas: 1},
 		Renderer:      Renderer{Concurrency: 2, MaxOutputBytes: 64 << 20},
-		Gateway:       Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100, LeaveWorkToRelay: true},
+		Gateway: Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100, LeaveWorkToRelay: true,
+			MaxStreamsPerRequester: 20, MaxLongPollsPerRequester: 20, StreamWriteTimeout: 30 * time.Second},
 		Notifier: Notifier{
 			WebhookRetries: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
@@ -236,6 +245,9 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	str("JOBGATE_LOG_FORMAT", &c.LogFormat)
 	str("JOBGATE_LOG_LEVEL", &c.LogLevel)
 	boolean("JOBGATE_DEV", &c.Dev)
+	num("JOBGATE_MAX_STREAMS_PER_REQUESTER", &c.Gateway.MaxStreamsPerRequester)
+	num("JOBGATE_MAX_LONG_POLLS_PER_REQUESTER", &c.Gateway.MaxLongPollsPerRequester)
+	dur("JOBGATE_STREAM_WRITE_TIMEOUT", &c.Gateway.StreamWriteTimeout)
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// openStream starts an event stream and leaves it open until the test ends.
+func (b *testBundle) openStream(t *testing.T, tok, id string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/v1/jobs/"+id+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := b.http.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	return resp
+}
+
+func TestEventStreamsPerRequesterAreCapped(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t, func(c *Config) { c.MaxStreamsPerRequester, c.StreamHeartbeat = 2, 20*time.Millisecond })
+	tok := b.token(t, "4", "reviewer-47", false)
+	id := b.submit(t, tok, "k", permit).job(t).ID
+
+	first := b.openStream(t, tok, id)
+	require.Equal(t, http.StatusOK, first.StatusCode)
+	require.Equal(t, http.StatusOK, b.openStream(t, tok, id).StatusCode)
+	over := b.openStream(t, tok, id)
+	require.Equal(t, http.StatusTooManyRequests, over.StatusCode)
+	require.Equal(t, "5", over.Header.Get("Retry-After"))
+	require.Equal(t, "application/problem+json", over.Header.Get("Content-Type"))
+	require.EqualValues(t, 2, g.SSEStreams())
+
+	other := b.token(t, "4", "reviewer-48", true) // an admin of the tenant: its own cap
+	require.Equal(t, http.StatusOK, b.openStream(t, other, id).StatusCode)
+
+	// A closed stream gives its slot back (noticed at the next heartbeat).
+	first.Body.Close()
+	require.Eventually(t, func() bool { return g.SSEStreams() == 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, http.StatusOK, b.openStream(t, tok, id).StatusCode)
+}
+
+func TestLongPollsPerRequesterAreCapped(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t, func(c *Config) { c.MaxLongPollsPerRequester = 1 })
+	tok := b.token(t, "4", "reviewer-47", false)
+	r := b.submit(t, tok, "k", permit)
+	id, tag := r.job(t).ID, r.header.Get("ETag")
+	if tag == "" {
+		tag = b.do(t, http.MethodGet, "/v1/jobs/"+id, tok, "").header.Get("ETag")
+	}
+	waiting := make(chan int, 1)
+	go func() {
+		r, err := b.try(http.MethodGet, "/v1/jobs/"+id+"?wait=3s", tok, "", "If-None-Match: "+tag)
+		if err != nil {
+			waiting <- 0
+			return
+		}
+		waiting <- r.status
+	}()
+	require.Eventually(t, func() bool {
+		g.polls.mu.Lock()
+		defer g.polls.mu.Unlock()
+		return g.polls.n["4/reviewer-47"] == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	over := b.do(t, http.MethodGet, "/v1/jobs/"+id+"?wait=3s", tok, "", "If-None-Match: "+tag)
+	require.Equal(t, http.StatusTooManyRequests, over.status)
+	require.Equal(t, "/problems/rate-limited", over.json(t)["type"])
+	require.NotEmpty(t, over.header.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/v1/jobs/"+id, tok, "").status, "a plain read is not a long-poll")
+	require.Equal(t, http.StatusNotModified, <-waiting)
+	require.Equal(t, http.StatusNotModified, b.do(t, http.MethodGet, "/v1/jobs/"+id+"?wait=1s", tok, "", "If-None-Match: "+tag).status,
+		"the slot is free again")
+}
+
+// A client that opens a stream and stops reading is cut off once a write
+// has waited the write deadline: its stream, goroutine and slot are freed.
+func TestStalledStreamReaderIsCutOff(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t, func(c *Config) {
+		// Heartbeats every millisecond fill the small buffers in seconds.
+		c.StreamHeartbeat, c.StreamWriteTimeout, c.MaxStreamsPerRequester = time.Millisecond, 300*time.Millisecond, 1
+	})
+	tok := b.token(t, "4", "reviewer-47", false)
+	id := b.submit(t, tok, "k", permit).job(t).ID
+
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET /v1/jobs/%s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", id, tok)
+	require.NoError(t, err)
+	// The client never reads.
+	require.Eventually(t, func() bool { return g.SSEStreams() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return g.SSEStreams() == 0 }, 60*time.Second, 10*time.Millisecond,
+		"the stalled stream was never cut off")
+	require.Equal(t, http.StatusOK, b.openStream(t, tok, id).StatusCode, "its slot is free again")
+}
+
+func TestCancelIsRateLimited(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.SubmitRate, c.SubmitBurst = 0.001, 3 })
+	tok := b.token(t, "4", "reviewer-47", false)
+	id := b.submit(t, tok, "k", permit).job(t).ID
+	require.Equal(t, http.StatusAccepted, b.do(t, http.MethodDelete, "/v1/jobs/"+id, tok, "").status)
+	require.Equal(t, http.StatusConflict, b.do(t, http.MethodDelete, "/v1/jobs/"+id, tok, "").status)
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodDelete, "/v1/jobs/job_none", tok, "").status)
+	r := b.do(t, http.MethodDelete, "/v1/jobs/"+id, tok, "")
+	require.Equal(t, http.StatusTooManyRequests, r.status)
+	require.Equal(t, "/problems/rate-limited", r.json(t)["type"])
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+	// Cancels have a bucket of their own: submissions still go through.
+	require.Equal(t, http.StatusAccepted, b.submit(t, tok, "k2", permit).status)
+	other := b.token(t, "4", "reviewer-48", false)
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodDelete, "/v1/jobs/"+id, other, "").status, "another requester is not limited")
+}
