@@ -42,6 +42,13 @@ func TestSubmittedReportSucceedsWithAPDFOfItsPages(t *testing.T) {
 	events := jobtest.Events(t, b.conn.Res, rec)
 	jobtest.RequireOneIDPerRevision(t, rec, events)
 	require.Equal(t, []job.State{job.StateRunning, job.StateSucceeded}, jobtest.States(events))
+	progressed := 0
+	for _, e := range events {
+		if e.Resource.State == job.StateRunning && e.Resource.Progress != nil && e.Resource.Progress.Done > 0 {
+			progressed++
+		}
+	}
+	require.Positive(t, progressed, "a JetStream consumer of the events sees the progress checkpoints")
 	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 10*time.Second, 20*time.Millisecond)
 }
 

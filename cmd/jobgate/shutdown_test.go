@@ -38,7 +38,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	}, 60*time.Second, 50*time.Millisecond, out.String())
 
 	tok := mintToken(t, dir, "4", "reviewer-47")
-	status, j := postJob(t, addr, tok, "big", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":2000}}`)
+	status, j := postJob(t, addr, tok, "big", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":300}}`)
 	require.Equal(t, http.StatusAccepted, status)
 	id := j["id"].(string)
 	get := func() map[string]any {
