@@ -32,6 +32,12 @@ type workQueue interface {
 	Pending(ctx context.Context, r *job.Record) (natsjs.WorkState, error)
 }
 
+// jobIndex keeps every requester's list of admissions (natsjs.Index), which
+// GET /v1/jobs pages through.
+type jobIndex interface {
+	Append(ctx context.Context, r *job.Record) error
+}
+
 // eventPublisher publishes job events and reads which was stored last
 // (natsjs.EventStream).
 type eventPublisher interface {
@@ -44,11 +50,13 @@ type eventPublisher interface {
 // and every recovery is a compare-and-set on the job record, so two
 // dispatchers never both act on one job.
 type Dispatcher struct {
-	cfg    Config
-	jobs   records
-	work   workQueue
-	events eventPublisher
-	log    *slog.Logger
+	cfg       Config
+	jobs      records
+	work      workQueue
+	events    eventPublisher
+	index     jobIndex  // nil: no index kept
+	indexFeed indexFeed // the change log the index is kept from
+	log       *slog.Logger
 
 	running  *tracker
 	relayLog *natsjs.ChangeLog // for the relay backlog gauge
@@ -72,7 +80,11 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker()}, nil
+	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker()}
+	if res.Index != nil {
+		d.index, d.indexFeed = res.Index, res.Jobs
+	}
+	return d, nil
 }
 
 // Start creates the relay consumer and starts the record watch; it returns
@@ -89,7 +101,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
-		d.startRelay, d.startSweeper,
+		d.startRelay, d.startIndexer, d.startSweeper,
 	} {
 		stop, err := start(sctx, runCtx)
 		if err != nil {

@@ -24,6 +24,7 @@ type records interface {
 	Get(ctx context.Context, key string) (*job.Record, error)
 	FindInTenant(ctx context.Context, tenant, id string) (*job.Record, error)
 	List(ctx context.Context, tenant, requester string) ([]*job.Record, error)
+	WaitForIndex(ctx context.Context, wait time.Duration) (natsjs.IndexProgress, error)
 	Mutate(ctx context.Context, key string, fn func(*job.Record) error) (*job.Record, error)
 	Ping(ctx context.Context) error
 }
@@ -65,14 +66,19 @@ type deps struct {
 	secrets secretStore
 	files   resultFiles
 	types   typeSource
+	index   jobIndex
 	watch   func() (recordWatch, error)
 }
 
 func depsOf(res *natsjs.Resources) deps {
-	return deps{
+	d := deps{
 		jobs: res.Jobs, work: res.Work, events: res.Events, secrets: res.Secrets, files: res.Files, types: res.Types,
 		watch: func() (recordWatch, error) { return res.Jobs.WatchChanges() },
 	}
+	if res.Index != nil {
+		d.index = res.Index
+	}
+	return d
 }
 
 // Gateway is the HTTP API service.
@@ -84,6 +90,7 @@ type Gateway struct {
 	types    *typeRegistry
 	secrets  secretStore
 	files    resultFiles
+	index    jobIndex // nil: pages are read from the records
 	log      *slog.Logger
 	app      *fiber.App
 	verifier *auth.Verifier
@@ -125,7 +132,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, log: log,
+		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, index: d.index, log: log,
 		types:    newTypeRegistry(d.types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now),
 		seen:     newSeenKeys(1 << 16),

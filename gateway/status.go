@@ -2,12 +2,9 @@ package gateway
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -84,103 +81,6 @@ func etagMatches(header string, rec *job.Record) bool {
 		}
 	}
 	return false
-}
-
-// listPage is the body of GET /v1/jobs.
-type listPage struct {
-	Jobs       []*job.Resource `json:"jobs"`
-	NextCursor string          `json:"next_cursor,omitempty"`
-}
-
-// listJobs is GET /v1/jobs: the caller's own jobs, newest first.
-func (g *Gateway) listJobs(c *fiber.Ctx) error {
-	id := identity(c)
-	limit := 20
-	if s := c.Query("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 100 {
-			return writeProblem(c, fmt.Errorf("%w: limit must be 1 to 100", errBadQuery))
-		}
-		limit = n
-	}
-	var state job.State
-	if s := c.Query("state"); s != "" {
-		state = job.State(s)
-		if !state.Valid() {
-			return writeProblem(c, fmt.Errorf("%w: state must be queued, running, succeeded, failed or canceled", errBadQuery))
-		}
-	}
-	var after *cursor
-	if s := c.Query("cursor"); s != "" {
-		cur, err := decodeCursor(s)
-		if err != nil {
-			return writeProblem(c, err)
-		}
-		after = &cur
-	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
-	defer cancel()
-	recs, err := g.jobs.List(ctx, id.Tenant, id.Requester)
-	if err != nil {
-		return writeProblem(c, err)
-	}
-	sort.Slice(recs, func(i, j int) bool { return newer(recs[i], recs[j]) })
-	page := listPage{Jobs: []*job.Resource{}}
-	for _, r := range recs {
-		if state != "" && r.State != state {
-			continue
-		}
-		if after != nil && !after.before(r) {
-			continue
-		}
-		if len(page.Jobs) == limit {
-			last := page.Jobs[len(page.Jobs)-1]
-			page.NextCursor = encodeCursor(cursor{created: last.CreatedAt, id: last.ID})
-			break
-		}
-		page.Jobs = append(page.Jobs, g.resource(r))
-	}
-	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	body, err := jsonMarshal(page)
-	if err != nil {
-		return err
-	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(body)
-}
-
-func newer(a, b *job.Record) bool {
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.After(b.CreatedAt)
-	}
-	return a.ID > b.ID
-}
-
-// cursor marks the last job of a page: the next page starts strictly after it
-// in newest-first order, so jobs admitted meanwhile do not shift pages.
-type cursor struct {
-	created time.Time
-	id      string
-}
-
-func (cur cursor) before(r *job.Record) bool {
-	return newer(&job.Record{CreatedAt: cur.created, ID: cur.id}, r)
-}
-
-func encodeCursor(cur cursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(cur.created.UnixNano(), 10) + "." + cur.id))
-}
-
-func decodeCursor(s string) (cursor, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		ns, id, ok := strings.Cut(string(raw), ".")
-		n, perr := strconv.ParseInt(ns, 10, 64)
-		if ok && perr == nil && job.ValidID(id) {
-			return cursor{created: time.Unix(0, n).UTC(), id: id}, nil
-		}
-	}
-	return cursor{}, fmt.Errorf("%w: cursor is not one this server issued", errBadQuery)
 }
 
 // cancelJob is DELETE /v1/jobs/{id}: queued or running jobs become canceled

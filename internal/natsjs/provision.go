@@ -146,6 +146,7 @@ type Resources struct {
 	Notices    *Notices     // the notifier's send records (JOBGATE_NOTICES)
 	Deliveries *Deliveries  // the notifier's pending deliveries (JOBGATE_DELIVERIES)
 	Types      *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
+	Index      *Index       // admissions per requester (JOBGATE_INDEX)
 	Layout     Layout
 
 	// The raw handles, for the adapters of pkg/worker and for tests that
@@ -251,6 +252,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 	if all {
 		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)
 		res.Deliveries = NewDeliveries(js)
+		res.Index = NewIndex(js)
 	}
 	return res, nil
 }
@@ -336,6 +338,17 @@ func (l Layout) resources() []resource {
 		Bucket: BucketWorkers, Description: "jobgate live worker processes per job type", History: 1,
 		TTL: PresenceTTL, LimitMarkerTTL: time.Minute, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
+	index := jetstream.StreamConfig{
+		Name:        StreamIndex,
+		Description: "jobgate admissions per requester, newest first (GET /v1/jobs)",
+		Subjects:    []string{indexPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  l.DuplicateWindow,
+		MaxAge:      l.JobTTL,
+		AllowDirect: true,
+		Replicas:    l.Replicas,
+		Storage:     jetstream.FileStorage,
+	}
 	results := jetstream.ObjectStoreConfig{
 		Bucket: BucketResults, Description: "jobgate rendered results",
 		TTL: l.ResultTTL, Replicas: l.Replicas, Storage: jetstream.FileStorage,
@@ -369,6 +382,9 @@ func (l Layout) resources() []resource {
 		{name: StreamDeliveries, stream: StreamDeliveries, create: stream(deliveries), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
 			retention: &workQueue, subjects: deliveries.Subjects}},
+		{name: StreamIndex, stream: StreamIndex, create: stream(index), want: expect{
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
+			retention: &limits, subjects: index.Subjects}},
 		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
@@ -22,10 +23,13 @@ var (
 // Store keeps job records in the JOBGATE_JOBS bucket. Its errors wrap
 // job.ErrNotFound, job.ErrUnavailable, ErrExists and ErrStale.
 type Store struct {
-	kv  jetstream.KeyValue
-	ttl time.Duration
-	nc  *nats.Conn          // for Ping; nil in a Store built without a connection
-	js  jetstream.JetStream // for the change log consumer
+	// reads counts the records read (Get, and every record List returns),
+	// so tests can tell what a request cost.
+	reads atomic.Uint64
+	kv    jetstream.KeyValue
+	ttl   time.Duration
+	nc    *nats.Conn          // for Ping; nil in a Store built without a connection
+	js    jetstream.JetStream // for the change log consumer
 }
 
 // KV exposes the bucket for watchers (the gateway's change feed, sweepers).
@@ -47,8 +51,12 @@ func (s *Store) Create(ctx context.Context, r *job.Record) error {
 	return nil
 }
 
+// Reads is the number of records read so far (tests).
+func (s *Store) Reads() uint64 { return s.reads.Load() }
+
 // Get reads the current record under key.
 func (s *Store) Get(ctx context.Context, key string) (*job.Record, error) {
+	s.reads.Add(1)
 	e, err := s.kv.Get(ctx, key)
 	if err != nil {
 		return nil, mapErr(err)
@@ -138,6 +146,7 @@ func (s *Store) List(ctx context.Context, tenant, requester string) ([]*job.Reco
 			if e == nil { // end of the initial values
 				return out, nil
 			}
+			s.reads.Add(1)
 			r, err := job.UnmarshalRecord(e.Value(), e.Revision())
 			if err != nil {
 				continue
