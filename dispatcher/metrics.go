@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"time"
 )
 
 // observeGauges refreshes the open-job and relay-backlog gauges; the
@@ -14,6 +15,7 @@ func (d *Dispatcher) observeGauges(ctx context.Context) {
 	for state, n := range d.running.counts() {
 		d.cfg.Metrics.SetJobs(string(state), n)
 	}
+	d.cfg.Metrics.SetTenantQueues(d.running.queuedByTenant(), time.Now())
 	if d.relayLog == nil {
 		return
 	}

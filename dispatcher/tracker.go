@@ -4,12 +4,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // tracked is what the sweeper remembers of a job that is not terminal.
 type tracked struct {
 	state      job.State
+	tenant     string
 	lastSign   time.Time     // last sign of life: heartbeat, retry due, or last change
 	staleAfter time.Duration // silence after which a running job is recovered
 	changed    time.Time
@@ -35,7 +37,7 @@ func (t *tracker) observe(key string, r *job.Record, staleAfter time.Duration) {
 		return
 	}
 	prev := t.jobs[key]
-	e := &tracked{state: r.State, lastSign: lastSign(r), changed: r.UpdatedAt, staleAfter: staleAfter}
+	e := &tracked{state: r.State, tenant: r.Tenant, lastSign: lastSign(r), changed: r.UpdatedAt, staleAfter: staleAfter}
 	if prev != nil {
 		e.lastCheck, e.suspect = prev.lastCheck, prev.suspect
 	}
@@ -113,6 +115,33 @@ func lastSign(r *job.Record) time.Time {
 }
 
 // counts returns how many open jobs are in each state.
+// queuedByTenant is each tenant's queued jobs and the time its oldest one
+// was queued (for the per-tenant queue metrics).
+func (t *tracker) queuedByTenant() []metrics.TenantQueue {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	by := map[string]*metrics.TenantQueue{}
+	for _, e := range t.jobs {
+		if e.state != job.StateQueued {
+			continue
+		}
+		q := by[e.tenant]
+		if q == nil {
+			q = &metrics.TenantQueue{Tenant: e.tenant, Oldest: e.changed}
+			by[e.tenant] = q
+		}
+		q.Depth++
+		if e.changed.Before(q.Oldest) {
+			q.Oldest = e.changed
+		}
+	}
+	out := make([]metrics.TenantQueue, 0, len(by))
+	for _, q := range by {
+		out = append(out, *q)
+	}
+	return out
+}
+
 func (t *tracker) counts() map[job.State]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

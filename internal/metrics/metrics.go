@@ -25,6 +25,8 @@ type Metrics struct {
 	Stalled           *prometheus.CounterVec   // outcome: redispatched, failed
 	RenderDuration    *prometheus.HistogramVec // outcome
 	RenderAttempts    *prometheus.CounterVec   // outcome: succeeded, retry, failed, canceled, skipped
+	TenantQueued      *prometheus.GaugeVec     // tenant (TopN + "other"): queued jobs
+	TenantOldest      *prometheus.GaugeVec     // tenant (TopN + "other"): age of the oldest queued job
 }
 
 // New creates the metrics and registers them (plus Go and process
@@ -61,12 +63,21 @@ func New() *Metrics {
 		RenderAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobgate_render_attempts_total", Help: "Render attempts by outcome.",
 		}, []string{"outcome"}),
+		TenantQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobgate_tenant_queued_jobs",
+			Help: "Queued jobs per tenant, as the dispatcher sees them: the tenants with the deepest queues by name, the rest summed as \"other\".",
+		}, []string{"tenant"}),
+		TenantOldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobgate_tenant_oldest_queued_seconds",
+			Help: "Age of each tenant's oldest queued job (same tenants as jobgate_tenant_queued_jobs; \"other\" is the oldest of the rest).",
+		}, []string{"tenant"}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,
 		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts,
+		m.TenantQueued, m.TenantOldest,
 	)
 	return m
 }

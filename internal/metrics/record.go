@@ -1,6 +1,9 @@
 package metrics
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Admission counts one submission outcome and, for admitted or replayed
 // ones, its latency.
@@ -56,4 +59,45 @@ func (m *Metrics) Render(outcome string, took time.Duration) {
 	}
 	m.RenderAttempts.WithLabelValues(outcome).Inc()
 	m.RenderDuration.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// TenantQueue is one tenant's queue as the dispatcher tracks it.
+type TenantQueue struct {
+	Tenant string
+	Depth  int
+	Oldest time.Time // when the oldest queued job was queued
+}
+
+// SetTenantQueues replaces the per-tenant queue gauges: the TopN tenants
+// with the deepest queues by name, the others summed (depth) and maxed
+// (age) under "other", so the series stay bounded however many tenants
+// there are. A tenant whose queue emptied disappears.
+func (m *Metrics) SetTenantQueues(qs []TenantQueue, now time.Time) {
+	if m == nil {
+		return
+	}
+	sort.Slice(qs, func(i, j int) bool {
+		if qs[i].Depth != qs[j].Depth {
+			return qs[i].Depth > qs[j].Depth
+		}
+		return qs[i].Tenant < qs[j].Tenant
+	})
+	m.TenantQueued.Reset()
+	m.TenantOldest.Reset()
+	var other TenantQueue
+	for i, q := range qs {
+		if i < TopN {
+			m.TenantQueued.WithLabelValues(q.Tenant).Set(float64(q.Depth))
+			m.TenantOldest.WithLabelValues(q.Tenant).Set(max(now.Sub(q.Oldest).Seconds(), 0))
+			continue
+		}
+		other.Depth += q.Depth
+		if other.Oldest.IsZero() || q.Oldest.Before(other.Oldest) {
+			other.Oldest = q.Oldest
+		}
+	}
+	if other.Depth > 0 {
+		m.TenantQueued.WithLabelValues(Other).Set(float64(other.Depth))
+		m.TenantOldest.WithLabelValues(Other).Set(max(now.Sub(other.Oldest).Seconds(), 0))
+	}
 }
