@@ -35,9 +35,10 @@ func (r *Report) AnomalyKinds() map[string]int {
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix.
 var KnownIssues = map[string]string{
-	"job-failed": "pkg/worker fails the attempt for good (render_error, \"the PDF could not be written: store result ...: " +
-		"job store unavailable: nats: no responders available for request\") when storing the result meets a NATS " +
-		"node that is down or restarting, instead of retrying it; since the worker rewrite",
+	"job-failed": "since the worker rewrite, renderers fail jobs for good (render_error, \"the PDF could not be written: " +
+		"store result ...: job store unavailable: nats: no responders available for request\"); a renderer started with a " +
+		"fresh deployment failed every job it claimed for its whole life, a restarted one worked: the store error should " +
+		"retry the attempt, never fail the job (docs/reliability.md, known issues)",
 	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
 		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
 		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +
