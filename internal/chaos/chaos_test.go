@@ -29,7 +29,7 @@ func TestChaosShort(t *testing.T) {
 	defer cancel()
 	rep, hist, err := Run(ctx, Options{
 		Seed:     seed,
-		Duration: 45 * time.Second,
+		Duration: 40 * time.Second,
 		Bound:    2 * time.Minute,
 		Clients:  4,
 		Lanes:    2,

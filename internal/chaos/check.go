@@ -39,6 +39,9 @@ var KnownIssues = map[string]string{
 		"store result ...: job store unavailable: nats: no responders available for request\"); a renderer started with a " +
 		"fresh deployment failed every job it claimed for its whole life, a restarted one worked: the store error should " +
 		"retry the attempt, never fail the job (docs/reliability.md, known issues)",
+	"result-missing": "pkg/worker deletes its own result when the answer to its final (succeeded) write is lost: the " +
+		"retried write meets the stored succeeded record, the attempt counts itself lost (\"job ended elsewhere\") and " +
+		"conclude deletes the result object that record names (seed 424242: 2 of 4796 succeeded jobs)",
 	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
 		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
 		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +
@@ -129,7 +132,7 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 		events                        = map[string][]Entry{}
 		lists                         = map[string][]Entry{}
 		hooks, mails, fetches, faults []Entry
-		ended                         bool
+		ended, eventsRead             bool
 	)
 	for _, e := range entries {
 		switch e.Kind {
@@ -145,6 +148,8 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 				settled = e.T
 			case "end":
 				ended = true
+			case "events-read":
+				eventsRead = true
 			case "snapshot-error":
 				c.anomaly("final-state-unreadable", "%s", e.Err)
 			}
@@ -188,8 +193,12 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	c.checkOrder(obs, submits, cancels, finals)
 	c.checkCancels(cancels, finals)
 	c.checkResults(finals, objects, fetches)
-	c.checkEvents(finals, events)
-	c.checkPublished(obs, events)
+	if eventsRead {
+		c.checkEvents(finals, events)
+		c.checkPublished(obs, events)
+	} else {
+		c.note("the events stream was not read: event checks skipped")
+	}
 	c.checkNotices(finals, hooks, mails, events)
 	c.checkCounts(acked, finals, lists)
 	c.summarize(faultsStart, faultsStopped, settled, faults, submits, obs, finals, hooks, mails, events, objects)

@@ -39,6 +39,7 @@ func healthy() []Entry {
 		{Kind: "final-event", Job: j, MsgID: j + ".queued.0", State: "queued", Seq: 1},
 		{Kind: "final-event", Job: j, MsgID: j + ".running.1", State: "running", Attempt: 1, Seq: 2},
 		{Kind: "final-event", Job: j, MsgID: j + ".succeeded.1", State: "succeeded", Attempt: 1, Seq: 3},
+		{Kind: "phase", Phase: "events-read"},
 		{Kind: "final-list", Requester: "alice", Job: j, State: "succeeded", Attempt: 1},
 		{Kind: "fetch", Job: j, Requester: "alice", Status: 200, Size: 10, Digest: "dd"},
 		{Kind: "mail", MessageID: j + ".succeeded@jobgate", Job: j, State: "succeeded"},

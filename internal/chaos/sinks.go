@@ -94,9 +94,9 @@ func (s *webhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	s.h.Add(e)
-	if fail {
-		w.Header().Set("Retry-After", "1")
-	}
+	// No Retry-After: it would pause the whole destination (the notifier
+	// honours it per endpoint), and at a few 503s a second the backlog
+	// would only grow.
 	w.WriteHeader(e.Status)
 }
 

@@ -196,7 +196,9 @@ func digestHex(d string) string {
 	return hex.EncodeToString(b)
 }
 
-// readEvents reads the whole JOBGATE_EVENTS stream in order.
+// readEvents reads the whole JOBGATE_EVENTS stream in order, message by
+// message from the stream leader (an ordered consumer's pulls can meet "no
+// responders" on a loaded cluster while its new consumer propagates).
 func (r *run) readEvents(ctx context.Context, js jetstream.JetStream) error {
 	s, err := js.Stream(ctx, natsjs.StreamEvents)
 	if err != nil {
@@ -206,49 +208,36 @@ func (r *run) readEvents(ctx context.Context, js jetstream.JetStream) error {
 	if err != nil {
 		return err
 	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return nil
-	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return err
-	}
 	var out []Entry
-	for {
-		batch, err := c.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		var m *jetstream.RawStreamMsg
+		for try := 0; ; try++ {
+			m, err = s.GetMsg(ctx, seq)
+			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || try == 10 || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("event %d: %w", seq, err)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
-			var res resource
-			_ = json.Unmarshal(m.Data(), &res)
-			id := m.Headers().Get(jetstream.MsgIDHeader)
-			e := Entry{Kind: "final-event", Job: res.ID, MsgID: id, State: res.State, Attempt: res.Attempt, Done: res.done(), Seq: md.Sequence.Stream}
-			if i := strings.LastIndexByte(id, '.'); i > 0 {
-				e.Rev = parseUint(id[i+1:])
-			}
-			out = append(out, e)
-			if md.Sequence.Stream >= last {
-				for _, e := range out {
-					r.h.Add(e)
-				}
-				return nil
-			}
+		var res resource
+		_ = json.Unmarshal(m.Data, &res)
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		e := Entry{Kind: "final-event", Job: res.ID, MsgID: id, State: res.State, Attempt: res.Attempt, Done: res.done(), Seq: seq}
+		if i := strings.LastIndexByte(id, '.'); i > 0 {
+			e.Rev = parseUint(id[i+1:])
 		}
-		if err := batch.Error(); err != nil {
-			return err
-		}
-		if got == 0 {
-			return fmt.Errorf("events: stalled before sequence %d", last)
-		}
+		out = append(out, e)
 	}
+	for _, e := range out {
+		r.h.Add(e)
+	}
+	r.h.Add(Entry{Kind: "phase", Phase: "events-read", Note: fmt.Sprintf("%d events", len(out))})
+	return nil
 }
 
 // list pages through GET /v1/jobs of one requester.
