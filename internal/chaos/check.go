@@ -35,13 +35,10 @@ func (r *Report) AnomalyKinds() map[string]int {
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix.
 var KnownIssues = map[string]string{
-	"job-failed": "since the worker rewrite, renderers fail jobs for good (render_error, \"the PDF could not be written: " +
-		"store result ...: job store unavailable: nats: no responders available for request\"); a renderer started with a " +
-		"fresh deployment failed every job it claimed for its whole life, a restarted one worked: the store error should " +
-		"retry the attempt, never fail the job (docs/reliability.md, known issues)",
-	"result-missing": "pkg/worker deletes its own result when the answer to its final (succeeded) write is lost: the " +
-		"retried write meets the stored succeeded record, the attempt counts itself lost (\"job ended elsewhere\") and " +
-		"conclude deletes the result object that record names (seed 424242: 2 of 4796 succeeded jobs)",
+	"job-failed": "renderers failed jobs for good (render_error \"the PDF could not be written: store result ...: no " +
+		"responders\"); pkg/worker now gives a job whose result could not be stored back to the queue without counting the " +
+		"attempt, but why a renderer's result store stayed unreachable for its whole life is not understood yet " +
+		"(docs/reliability.md, known issues)",
 	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
 		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
 		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +

@@ -16,6 +16,10 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
+// errStoreOutage: the result could not be stored because JetStream was
+// unavailable; the attempt reached no verdict.
+var errStoreOutage = errors.New("result store unavailable")
+
 // errAttemptTimeout is the cause of an attempt context whose budget ran out.
 var errAttemptTimeout = errors.New("attempt time budget exhausted")
 
@@ -155,6 +159,11 @@ func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) er
 		return errLost
 	case errors.Is(cause, errShutdown) || errors.Is(err, errShutdown) || a.w.hardCtx.Err() != nil:
 		return errShutdown
+	case a.storeUnavailable():
+		// The result store could not be reached: that says nothing about
+		// the job. It goes back to the queue like a job of a stopping
+		// worker, after a pause, instead of failing.
+		return errStoreOutage
 	case a.out != nil && a.out.tooLarge:
 		return &failure{category: job.CategoryBudgetExceeded, err: err,
 			message: fmt.Sprintf("the result would be larger than the limit of %d bytes", a.t.decl.MaxResultBytes)}
@@ -179,14 +188,16 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 	switch {
 	case errors.Is(err, errLost):
 		w.observe(a.t, "lost", started)
-		if a.out != nil && a.out.err == nil {
-			// A result this attempt stored belongs to no one: its object
-			// name is this attempt's own, never the winner's.
+		lost := a.lostTo()
+		// A result this attempt stored belongs to no one, unless the record
+		// it lost to is its own success whose acknowledgement was lost (the
+		// write went through, its answer did not): then it is the result.
+		ours := lost != nil && lost.Output != nil && a.out != nil && lost.Output.Object == a.out.object
+		if a.out != nil && a.out.err == nil && !ours {
 			if err := w.res.DeleteResult(ctx, a.out.object); err != nil {
 				a.log.Warn("could not delete orphaned result", "err", err)
 			}
 		}
-		lost := a.lostTo()
 		if lost == nil || lost.State.Terminal() {
 			a.log.Info("job ended elsewhere, stopping")
 			_ = msg.Ack()
@@ -195,6 +206,24 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 		// Another worker took the job over, perhaps through this very
 		// message: leave it unacknowledged, so it stays that worker's.
 		a.log.Info("job taken over, stopping", "by", lost.Worker)
+	case errors.Is(err, errStoreOutage):
+		w.observe(a.t, "given_back", started)
+		// An outage delays a job and never fails it: the attempt that met it
+		// is not counted against the job's attempts.
+		err := a.update(ctx, func(n *job.Record) error {
+			if err := n.Release(w.cfg.Now()); err != nil {
+				return err
+			}
+			n.Attempt = max(n.Attempt-1, 0)
+			return nil
+		})
+		if err != nil {
+			a.log.Warn("could not give back job after a result store outage", "err", err)
+			return
+		}
+		a.log.Warn("result store unavailable, job given back", "cause", a.out.err)
+		w.publishEvent(a.record())
+		_ = msg.Nak(outageDelay(msg.Delivered))
 	case errors.Is(err, errShutdown):
 		w.observe(a.t, "given_back", started)
 		err := a.update(ctx, func(n *job.Record) error { return n.Release(w.cfg.Now()) })
@@ -471,6 +500,20 @@ func errOrClosed(err error) error {
 		return io.ErrClosedPipe
 	}
 	return err
+}
+
+// storeUnavailable reports an upload that failed because JetStream could
+// not be reached (no responders, a timeout, a lost connection).
+func (a *attempt) storeUnavailable() bool {
+	if a.out == nil {
+		return false
+	}
+	select {
+	case <-a.out.done:
+	default:
+		return false
+	}
+	return a.out.err != nil && (natsjs.Unavailable(a.out.err) || errors.Is(a.out.err, job.ErrUnavailable))
 }
 
 // finishOutput completes the upload of a handler that succeeded.
