@@ -1,7 +1,9 @@
-// Package notifier tells people that their jobs changed: it is a durable
-// consumer ("notifier") on the JOBGATE_EVENTS stream, shared by any number
-// of notifier processes, that turns each event into signed webhook
-// deliveries and, for terminal states, one mail to the requester.
+// Package notifier tells people that their jobs changed: it consumes the
+// JOBGATE_EVENTS stream through one durable consumer per tenant with a
+// destination ("notifier_<tenant>", shared by any number of notifier
+// processes, so one tenant's burst of events is never queued ahead of
+// another's) and turns each event into signed webhook deliveries and, for
+// terminal states, one mail to the requester.
 //
 // Notices are isolated per destination. The event consumer only routes:
 // for each destination that wants an event (each of the tenant's webhook

@@ -79,7 +79,7 @@ func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 	second.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	require.NoError(t, b.res.JS.DeleteConsumer(ctx, natsjs.StreamEvents, natsjs.ConsumerNotifier))
+	require.NoError(t, b.res.JS.DeleteConsumer(ctx, natsjs.StreamEvents, natsjs.NotifierConsumerName("4")))
 	third := b.start(t, smtpConfig(sink, "third"))
 	require.Eventually(t, func() bool { return third.Stats().Events == events }, waitTimeout, 10*time.Millisecond)
 	require.Len(t, sink.Received(), jobs, "no second mail for any job")

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -145,13 +146,17 @@ func (n *Notifier) Start(ctx context.Context) error {
 			go n.deliverer(work, d, feed)
 		}
 	}
-	feed, err := n.events.ConsumeEvents(ctx, natsjs.NotifierConsumer{
-		AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPending, Batch: n.cfg.Concurrency,
-	})
-	if err != nil {
-		return fail(err)
+	// One event consumer per tenant with a destination: a tenant's burst
+	// of events is routed in its own queue, not ahead of everyone's.
+	for _, tenant := range n.tenants() {
+		feed, err := n.events.ConsumeEvents(ctx, natsjs.NotifierConsumer{
+			Tenant: tenant, AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPending, Batch: n.cfg.Concurrency,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		n.startRouter(work, feed)
 	}
-	n.startRouter(work, feed)
 	n.wg.Add(1)
 	go n.watchPending(work)
 	n.log.Info("notifier started", "instance", n.cfg.Instance, "concurrency", n.cfg.Concurrency,
@@ -160,11 +165,25 @@ func (n *Notifier) Start(ctx context.Context) error {
 	return nil
 }
 
+// tenants lists the tenants with at least one destination, sorted.
+func (n *Notifier) tenants() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range n.dests {
+		if !seen[d.tenant] {
+			seen[d.tenant] = true
+			out = append(out, d.tenant)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // startRouter starts the workers that turn events into delivery tasks. The
 // events of one job go to one worker, in the order the consumer hands them
 // out, so their tasks are queued in that order.
 func (n *Notifier) startRouter(ctx context.Context, feed eventFeed) {
-	n.feeds = append([]interface{ Stop() }{feed}, n.feeds...)
+	n.feeds = append([]interface{ Stop() }{feed}, n.feeds...) // stopped first
 	shards := make([]chan natsjs.EventMsg, n.cfg.Concurrency)
 	for i := range shards {
 		shards[i] = make(chan natsjs.EventMsg, 1)

@@ -102,6 +102,11 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		return &usageError{"bench --target: --data-dir is required"}
 	}
 	cfg := config.Default()
+	if p := m.Getenv("JOBGATE_BENCH_CONFIG"); p != "" { // a section's settings, e.g. fairness's webhooks
+		if err := cfg.LoadFile(p); err != nil {
+			return err
+		}
+	}
 	if err := cfg.LoadEnv(m.Getenv); err != nil {
 		return err
 	}

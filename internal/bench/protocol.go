@@ -26,6 +26,9 @@ const (
 	opRawPipe      = "raw-pipe"   // run the raw JetStream pipeline in-process
 	opPipeStats    = "pipe-stats" // counters of finished jobs and NATS traffic
 	opNoopWaits    = "noop-waits" // queued → claimed waits of bench_noop jobs since the last call
+	// opNoticeEvents publishes job events (Keys are job ids of Tenant,
+	// requester Path; Pages 3: queued, running, succeeded, else succeeded).
+	opNoticeEvents = "notice-events"
 )
 
 // Request is one command to the target.

@@ -27,10 +27,11 @@ const (
 	SecWatch     = "watch"
 	SecFootprint = "footprint"
 	SecLevers    = "levers" // opt in: not part of AllSections
+	// SecFairness (fairness.go) is in AllSections, after footprint.
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -197,6 +198,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecFootprint) && o.URL == "" {
 		if err := r.footprintSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecFairness) && o.URL == "" {
+		if err := r.fairnessSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

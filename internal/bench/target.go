@@ -102,6 +102,10 @@ func writeProfile(name, path string) error {
 
 func (t *target) handle(ctx context.Context, req Request, resp *Response) error {
 	switch req.Op {
+	case opNoticeEvents:
+		n, err := publishNoticeEvents(ctx, t.env.Res, req.Tenant, req.Path, req.Keys, req.Pages)
+		resp.Changes = n
+		return err
 	case opFloor:
 		s, err := runFloor(ctx, t.env.Res, req.Tenant, req.Clients, req.Duration)
 		resp.Floor = &s

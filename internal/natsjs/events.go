@@ -12,6 +12,10 @@ import (
 // NotifierConsumer is the shape of the notifiers' shared durable consumer
 // on JOBGATE_EVENTS.
 type NotifierConsumer struct {
+	// Tenant, if set, makes it the consumer of that tenant's events alone
+	// (NotifierConsumerName), so one tenant's burst of events is not
+	// ahead of another's in one queue.
+	Tenant string
 	// AckWait is how long an event may go without an ack or an InProgress
 	// before it is handed to another notifier.
 	AckWait time.Duration
@@ -58,8 +62,12 @@ func (e *EventStream) ConsumeEvents(ctx context.Context, c NotifierConsumer) (*E
 	if c.AckWait <= 0 || c.MaxPending < 1 || c.Batch < 1 {
 		return nil, errors.New("notifier consumer: ack wait, max pending and batch must be positive")
 	}
+	name, filter := ConsumerNotifier, AllEvents
+	if c.Tenant != "" {
+		name, filter = NotifierConsumerName(c.Tenant), TenantEvents(c.Tenant)
+	}
 	cons, err := e.js.CreateOrUpdateConsumer(ctx, StreamEvents, jetstream.ConsumerConfig{
-		Durable:       ConsumerNotifier,
+		Durable:       name,
 		Description:   "jobgate notifier: webhooks and mail",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -68,14 +76,14 @@ func (e *EventStream) ConsumeEvents(ctx context.Context, c NotifierConsumer) (*E
 		// channel, and records it; a server-side cap would drop silently.
 		MaxDeliver:    -1,
 		MaxAckPending: c.MaxPending,
-		FilterSubject: AllEvents,
+		FilterSubject: filter,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", ConsumerNotifier, mapErr(err))
+		return nil, fmt.Errorf("consumer %s: %w", name, mapErr(err))
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(c.Batch), jetstream.PullExpiry(eventPullExpiry))
 	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", ConsumerNotifier, mapErr(err))
+		return nil, fmt.Errorf("consume %s: %w", name, mapErr(err))
 	}
 	return &EventFeed{iter: iter}, nil
 }

@@ -50,6 +50,10 @@ func TenantEvents(tenant string) string { return eventsPrefix + tenant + ".>" }
 // AllEvents matches every event subject.
 const AllEvents = eventsPrefix + ">"
 
+// NotifierConsumerName is the notifiers' durable consumer of one tenant's
+// events.
+func NotifierConsumerName(tenant string) string { return ConsumerNotifier + "_" + tenant }
+
 // AllDeliveries matches every delivery task subject.
 const AllDeliveries = deliveriesPrefix + ">"
 
