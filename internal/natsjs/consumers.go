@@ -14,48 +14,6 @@ import (
 // the record change log the relay follows.
 const jobsStream = "KV_" + BucketJobs
 
-// WorkConsumer is the shape of the shared durable pull consumer of one job
-// type's workers on JOBGATE_WORK. Every worker process of the type must agree
-// on it; the last one to start wins an update.
-//
-// Deliveries are unlimited: a job's attempts are counted in its record, by
-// the claims of its workers, never by the queue. A delivery that ends
-// without an attempt (the record store was unavailable, the retry was not
-// due yet, the worker was stopping) costs the job nothing, so an outage of
-// any length delays jobs and never fails them.
-type WorkConsumer struct {
-	// Type is the job type.
-	Type string
-	// AckWait is how long one delivery may go without an ack or an
-	// InProgress before the server hands the message to another worker.
-	AckWait time.Duration
-}
-
-func (w WorkConsumer) config() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:       WorkConsumerName(w.Type),
-		Description:   "jobgate workers of job type " + w.Type + ": one shared work queue for every worker process",
-		FilterSubject: TypeWork(w.Type),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 10000,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-}
-
-// ensureWorkConsumer creates or updates a type's work consumer and returns it.
-func ensureWorkConsumer(ctx context.Context, js jetstream.JetStream, w WorkConsumer) (jetstream.Consumer, error) {
-	if w.AckWait <= 0 || !job.ValidTypeName(w.Type) {
-		return nil, errors.New("work consumer: a valid type and a positive ack wait are required")
-	}
-	c, err := js.CreateOrUpdateConsumer(ctx, StreamWork, w.config())
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", WorkConsumerName(w.Type), mapErr(err))
-	}
-	return c, nil
-}
-
 // RelayAckWait is how long the relay may take over one record change before
 // another dispatcher gets it.
 const RelayAckWait = 30 * time.Second
@@ -99,8 +57,8 @@ type WorkState struct {
 	Delivered bool
 }
 
-// pendingWork looks up the work message of a job and whether its type's
-// consumer has delivered it yet.
+// pendingWork looks up the work message of a job and whether its tenant's
+// consumer of the type has delivered it yet.
 func pendingWork(ctx context.Context, js jetstream.JetStream, r *job.Record) (WorkState, error) {
 	s, err := js.Stream(ctx, StreamWork)
 	if err != nil {
@@ -114,16 +72,19 @@ func pendingWork(ctx context.Context, js jetstream.JetStream, r *job.Record) (Wo
 		return WorkState{}, fmt.Errorf("work of %s: %w", r.ID, mapErr(err))
 	}
 	ws := WorkState{Seq: m.Sequence}
-	c, err := js.Consumer(ctx, StreamWork, WorkConsumerName(r.Type))
+	name := TenantWorkConsumerName(r.Type, r.Tenant)
+	c, err := js.Consumer(ctx, StreamWork, name)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return ws, nil // no worker of the type ever ran
+			// No worker of the type pulled the tenant's work lately
+			// (idle tenant consumers are removed): not delivered.
+			return ws, nil
 		}
-		return ws, fmt.Errorf("consumer %s: %w", WorkConsumerName(r.Type), mapErr(err))
+		return ws, fmt.Errorf("consumer %s: %w", name, mapErr(err))
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return ws, fmt.Errorf("consumer %s: %w", WorkConsumerName(r.Type), mapErr(err))
+		return ws, fmt.Errorf("consumer %s: %w", name, mapErr(err))
 	}
 	ws.Delivered = m.Sequence <= info.Delivered.Stream
 	return ws, nil

@@ -18,7 +18,7 @@ const (
 
 	ConsumerRelay       = "relay"    // durable consumer on the job record change log
 	ConsumerNotifier    = "notifier" // durable consumer on StreamEvents
-	workConsumerPre     = "work_"    // + type: the shared pull consumer of a type's workers
+	workConsumerPre     = "work_"    // + type [+ "-" + tenant]: the pull consumers of a type's workers
 	workPrefix          = "jobgate.work."
 	deliveriesPrefix    = "jobgate.deliveries."
 	deliveryConsumerPre = "deliver_" // + destination: the consumer of its deliveries
@@ -36,8 +36,17 @@ func WorkSubject(typ, tenant, requester, id string) string {
 // TypeWork matches the work of one job type.
 func TypeWork(typ string) string { return workPrefix + typ + ".>" }
 
-// WorkConsumerName is the durable consumer shared by a type's workers.
+// WorkConsumerName is the single consumer per type of earlier versions,
+// which workers now remove (see OpenFairQueue).
 func WorkConsumerName(typ string) string { return workConsumerPre + typ }
+
+// TenantWork matches the work of one tenant of a job type.
+func TenantWork(typ, tenant string) string { return workPrefix + typ + "." + tenant + ".>" }
+
+// TenantWorkConsumerName is the durable consumer of one tenant's work of a
+// type, shared by the type's workers. A type name has no "-", so the name
+// is unambiguous whatever the tenant id.
+func TenantWorkConsumerName(typ, tenant string) string { return workConsumerPre + typ + "-" + tenant }
 
 // EventSubject is where the state changes of a job are published.
 func EventSubject(tenant, requester, id string) string {

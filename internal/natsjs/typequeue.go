@@ -7,24 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// TypeQueue is one job type's shared work queue as its workers see it.
-type TypeQueue struct {
-	cons jetstream.Consumer
-}
-
-// OpenTypeQueue creates or updates the type's consumer and returns its queue.
-func OpenTypeQueue(ctx context.Context, js jetstream.JetStream, w WorkConsumer) (*TypeQueue, error) {
-	c, err := ensureWorkConsumer(ctx, js, w)
-	if err != nil {
-		return nil, err
-	}
-	return &TypeQueue{cons: c}, nil
-}
 
 // WorkMsg is one delivery of a job's work message.
 type WorkMsg struct {
@@ -34,29 +19,6 @@ type WorkMsg struct {
 	Key string
 	// Delivered counts the deliveries of this message, this one included.
 	Delivered uint64
-}
-
-// Next waits up to ctx's end for one delivery. It returns nil, nil when none
-// came in time.
-func (q *TypeQueue) Next(ctx context.Context) (*WorkMsg, error) {
-	msg, err := q.cons.Next(jetstream.FetchContext(ctx))
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
-			errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-			return nil, nil
-		}
-		return nil, mapErr(err)
-	}
-	wm := &WorkMsg{msg: msg}
-	if md, err := msg.Metadata(); err == nil {
-		wm.Delivered = md.NumDelivered
-	}
-	if t, q, id, ok := ScopeOf(string(msg.Data())); ok {
-		wm.Key = job.StoreKey(t, q, id)
-	} else if t, q, id, ok := ScopeOf(msg.Subject()); ok {
-		wm.Key = job.StoreKey(t, q, id)
-	}
-	return wm, nil
 }
 
 // Ack removes the message from the queue: the job needs nothing more of it.

@@ -46,6 +46,10 @@ func WorkerPermissions() *server.Permissions {
 		"$JS.API.CONSUMER.CREATE." + StreamWork + ".>",
 		"$JS.API.CONSUMER.DURABLE.CREATE." + StreamWork + ".*",
 		"$JS.API.CONSUMER.INFO." + StreamWork + ".*",
+		// Finding the tenants with work (OpenFairQueue), and removing the
+		// single per-type consumer of earlier versions.
+		"$JS.API.STREAM.INFO." + StreamWork,
+		"$JS.API.CONSUMER.DELETE." + StreamWork + ".*",
 		"$JS.API.CONSUMER.MSG.NEXT." + StreamWork + ".*",
 		"$JS.ACK." + StreamWork + ".>",
 		"$O." + BucketResults + ".>",

@@ -51,6 +51,24 @@ type Config struct {
 	// doubles per attempt, capped at 10 minutes, with ±20% jitter.
 	// Default AckWait.
 	RetryBase time.Duration
+	// TenantWeights share the slots between tenants that have work queued
+	// at once: each type's work is queued per tenant and taken round-robin
+	// across tenants, and a tenant of weight 3 is offered three slots for
+	// every one of a tenant of the default weight 1. A tenant alone gets
+	// every slot whatever its weight. Weights are 1 to 1000.
+	TenantWeights map[string]int
+	// TenantMaxRunning caps how many jobs of one tenant, per type, the
+	// type's workers hold at once across all processes (a retry waiting
+	// for its time counts); the rest of the tenant's work waits even when
+	// slots are free. 0: no cap. Every process of a type must agree.
+	TenantMaxRunning int
+	// TenantMaxRunningFor overrides TenantMaxRunning for single tenants
+	// (0 there: no cap for that tenant).
+	TenantMaxRunningFor map[string]int
+	// WorkScan is how often a process with free slots looks for tenants
+	// with new work: the longest a new job waits on an idle worker.
+	// Default 100ms.
+	WorkScan time.Duration
 	// OnAttempt, if set, is called when an attempt ends, with the type, how
 	// it ended (succeeded, retry, failed, lost, given_back) and how long it
 	// ran: a hook for metrics.
@@ -87,6 +105,9 @@ func (c Config) withDefaults() Config {
 	if c.RetryBase == 0 {
 		c.RetryBase = c.AckWait
 	}
+	if c.WorkScan == 0 {
+		c.WorkScan = 100 * time.Millisecond
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -101,6 +122,22 @@ func (c Config) validate() error {
 	if c.StaleAfter < 2*c.HeartbeatInterval || c.StaleAfter >= c.AckWait {
 		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the heartbeat interval (%s) and below ack wait (%s)",
 			c.StaleAfter, c.HeartbeatInterval, c.AckWait))
+	}
+	if c.WorkScan <= 0 || c.WorkScan > c.PullWait {
+		errs = append(errs, fmt.Errorf("work scan (%s) must be positive and at most pull wait (%s)", c.WorkScan, c.PullWait))
+	}
+	for tenant, w := range c.TenantWeights {
+		if w < 1 || w > 1000 {
+			errs = append(errs, fmt.Errorf("weight of tenant %q must be 1 to 1000, got %d", tenant, w))
+		}
+	}
+	if c.TenantMaxRunning < 0 || c.TenantMaxRunning > 10000 {
+		errs = append(errs, fmt.Errorf("tenant max running must be 0 to 10000, got %d", c.TenantMaxRunning))
+	}
+	for tenant, n := range c.TenantMaxRunningFor {
+		if n < 0 || n > 10000 {
+			errs = append(errs, fmt.Errorf("max running of tenant %q must be 0 to 10000, got %d", tenant, n))
+		}
 	}
 	if len(c.Name) > 128 {
 		errs = append(errs, errors.New("name must be at most 128 bytes"))

@@ -97,7 +97,7 @@ func (w *Workers) Start(ctx context.Context) error {
 	if err := w.connect(ctx); err != nil {
 		return err
 	}
-	queues := make([]*natsjs.TypeQueue, len(w.types))
+	queues := make([]*natsjs.FairQueue, len(w.types))
 	for i, t := range w.types {
 		d := t.decl
 		d.DeclaredAt = w.cfg.Now().UTC()
@@ -107,7 +107,10 @@ func (w *Workers) Start(ctx context.Context) error {
 			return fmt.Errorf("worker: declare %s: %w", d.Name, err)
 		}
 		err = untilAvailable(ctx, func(ctx context.Context) (err error) {
-			queues[i], err = natsjs.OpenTypeQueue(ctx, w.res.JS, natsjs.WorkConsumer{Type: d.Name, AckWait: w.cfg.AckWait})
+			queues[i], err = natsjs.OpenFairQueue(ctx, w.res.JS, natsjs.FairConfig{
+				Type: d.Name, AckWait: w.cfg.AckWait, MaxRunning: w.cfg.TenantMaxRunning,
+				MaxRunningFor: w.cfg.TenantMaxRunningFor, Weights: w.cfg.TenantWeights, Scan: w.cfg.WorkScan,
+			})
 			return err
 		})
 		if err != nil {
@@ -238,8 +241,9 @@ func (w *Workers) Stop() {
 }
 
 // pullLoop takes one message at a time, so a message never waits in a local
-// buffer while its ack timer runs.
-func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.TypeQueue) {
+// buffer while its ack timer runs, and each free slot takes the tenant
+// whose turn it is (see natsjs.FairQueue).
+func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.FairQueue) {
 	defer w.pulls.Done()
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, w.cfg.PullWait)
