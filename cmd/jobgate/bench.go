@@ -33,6 +33,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	sections := fs.String("sections", strings.Join(bench.AllSections, ","), "comma-separated sections to run (add "+bench.SecLevers+" to measure GOGC and log-level levers)")
 	fs.IntVar(&o.E2EJobs, "e2e-jobs", 100, "1-page reports timed end to end")
 	fs.IntVar(&o.RenderJobs, "render-jobs", 150, "63-page reports per renderer count")
+	fs.IntVar(&o.FairJobs, "fair-jobs", 1000, "tenant A's backlog of 63-page reports in the fairness section")
 	fs.IntVar(&o.Watchers, "watchers", 83, "reviewers watching their own job")
 	fs.DurationVar(&o.WatchWindow, "watch-window", 60*time.Second, "how long each watching mode runs")
 	fs.DurationVar(&o.ChangeInterval, "change-interval", 10*time.Second, "how often each watched job changes")

@@ -58,6 +58,9 @@ type Options struct {
 	// RenderJobs the number of 63-page jobs per renderer count (default 150).
 	E2EJobs    int
 	RenderJobs int
+	// FairJobs is tenant A's backlog of 63-page reports in the fairness
+	// section (default 1000).
+	FairJobs int
 	// Watchers (default 83) watch their own job for WatchWindow (default
 	// 60s) in each mode; the jobs change every ChangeInterval (default 10s).
 	Watchers       int
@@ -101,6 +104,9 @@ func (o *Options) withDefaults() error {
 	}
 	if o.RenderJobs <= 0 {
 		o.RenderJobs = 150
+	}
+	if o.FairJobs <= 0 {
+		o.FairJobs = 1000
 	}
 	if o.Watchers <= 0 {
 		o.Watchers = 83
@@ -171,6 +177,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	set["footprint_jobs"] = strconv.Itoa(o.FootprintJobs)
 	set["e2e_jobs"] = strconv.Itoa(o.E2EJobs)
 	set["render_jobs"] = strconv.Itoa(o.RenderJobs)
+	set["fair_jobs"] = strconv.Itoa(o.FairJobs)
 	set["GOGC"] = os.Getenv("GOGC")
 
 	var errs []error
@@ -202,6 +209,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if r.any(SecFairness) && o.URL == "" {
+		if err := r.fairRendersSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		if err := r.fairnessSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +62,15 @@ const noCap = 10000
 // often finds them.
 const fullScanEvery = time.Second
 
+// keepIdle is how long a tenant whose work ran out stays known to this
+// process: its consumer is long-polled by idle slots, so its next job
+// starts at once instead of at the next scan.
+const keepIdle = time.Minute
+
+// idleWatch bounds the tenants idle slots long-poll, most recently busy
+// first.
+const idleWatch = 8
+
 // FairQueue is one job type's per-tenant work queues as the workers of one
 // process see them. Next is safe for concurrent use by the type's slots.
 type FairQueue struct {
@@ -71,6 +82,7 @@ type FairQueue struct {
 	mu        sync.Mutex
 	stream    jetstream.Stream
 	tenants   map[string]*tenantQueue
+	idleTurn  int
 	scannedAt time.Time
 	fullAt    time.Time
 	lastSeq   uint64
@@ -83,7 +95,9 @@ type tenantQueue struct {
 	// pending: the last scan saw work of the tenant and no pull since
 	// came back empty.
 	pending bool
-	cons    jetstream.Consumer
+	// seen is when the tenant last had work.
+	seen time.Time
+	cons jetstream.Consumer
 }
 
 // OpenFairQueue returns a type's per-tenant work queues. It removes the
@@ -143,7 +157,10 @@ func (c FairConfig) weight(tenant string) int {
 }
 
 // Next waits, up to ctx's end, for one delivery from the tenant whose turn
-// it is. It returns nil, nil when no work came in time.
+// it is. It returns nil, nil when no work came in time. With no tenant's
+// work waiting, the slot long-polls the queue of a recently busy tenant
+// until the next scan is due: a job of a tenant that had work within the
+// last minute starts at once, that of any other within Scan.
 func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
 	for {
 		if err := q.scan(ctx); err != nil {
@@ -157,7 +174,7 @@ func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
 			if t == nil {
 				break
 			}
-			msg, err := q.pull(ctx, t)
+			msg, err := q.pull(ctx, t, 0)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, nil
@@ -168,12 +185,45 @@ func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
 				return msg, nil
 			}
 		}
+		if t := q.idle(); t != nil {
+			msg, err := q.pull(ctx, t, q.cfg.Scan)
+			if err != nil || msg != nil {
+				if ctx.Err() != nil && msg == nil {
+					return nil, nil
+				}
+				return msg, err
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil, nil
 		case <-time.After(q.cfg.Scan):
 		}
 	}
+}
+
+// idle picks the tenant an idle slot long-polls: in turn among the most
+// recently busy known tenants.
+func (q *FairQueue) idle() *tenantQueue {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.tenants) == 0 {
+		return nil
+	}
+	recent := make([]*tenantQueue, 0, len(q.tenants))
+	for _, t := range q.tenants {
+		recent = append(recent, t)
+	}
+	slices.SortFunc(recent, func(a, b *tenantQueue) int {
+		if c := b.seen.Compare(a.seen); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	recent = recent[:min(len(recent), idleWatch)]
+	q.idleTurn++
+	return recent[q.idleTurn%len(recent)]
 }
 
 // pick takes the next tenant with work by smooth weighted round-robin:
@@ -201,8 +251,9 @@ func (q *FairQueue) pick() *tenantQueue {
 	return best
 }
 
-// pull takes one message of the tenant's work without waiting.
-func (q *FairQueue) pull(ctx context.Context, t *tenantQueue) (*WorkMsg, error) {
+// pull takes one message of the tenant's work, waiting up to wait (0: not
+// at all).
+func (q *FairQueue) pull(ctx context.Context, t *tenantQueue, wait time.Duration) (*WorkMsg, error) {
 	q.mu.Lock()
 	cons := t.cons
 	q.mu.Unlock()
@@ -214,7 +265,19 @@ func (q *FairQueue) pull(ctx context.Context, t *tenantQueue) (*WorkMsg, error) 
 		}
 		cons = c
 	}
-	batch, err := cons.FetchNoWait(1)
+	var batch jetstream.MessageBatch
+	var err error
+	if wait > 0 {
+		if d, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(d))
+		}
+		if wait < time.Millisecond {
+			return nil, nil
+		}
+		batch, err = cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	} else {
+		batch, err = cons.FetchNoWait(1)
+	}
 	var msg jetstream.Msg
 	if err == nil {
 		for m := range batch.Messages() {
@@ -224,9 +287,10 @@ func (q *FairQueue) pull(ctx context.Context, t *tenantQueue) (*WorkMsg, error) 
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
 		// The consumer may be gone (removed when idle, or by an
-		// operator): the next pick creates it again.
+		// operator; its pulls then find no responder): the next pick
+		// creates it again.
 		q.settle(t, nil, false)
-		if Unavailable(mapErr(err)) {
+		if !errors.Is(err, nats.ErrNoResponders) && Unavailable(mapErr(err)) {
 			return nil, fmt.Errorf("pull work of %s: %w", t.name, mapErr(err))
 		}
 		return nil, nil
@@ -242,7 +306,9 @@ func (q *FairQueue) settle(t *tenantQueue, cons jetstream.Consumer, got bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	t.cons = cons
-	if !got {
+	if got {
+		t.seen = time.Now()
+	} else {
 		t.pending = false
 	}
 }
@@ -288,15 +354,18 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	defer q.mu.Unlock()
 	q.scannedAt, q.fullAt, q.lastSeq = now, now, subj.State.LastSeq
 	for name, t := range q.tenants {
-		if !with[name] {
+		switch {
+		case with[name]:
+			t.pending, t.seen = true, now
+		case now.Sub(t.seen) > keepIdle:
 			delete(q.tenants, name)
-		} else {
-			t.pending = true
+		default:
+			t.pending = false
 		}
 	}
 	for name := range with {
 		if _, ok := q.tenants[name]; !ok {
-			q.tenants[name] = &tenantQueue{name: name, weight: q.cfg.weight(name), pending: true}
+			q.tenants[name] = &tenantQueue{name: name, weight: q.cfg.weight(name), pending: true, seen: now}
 		}
 	}
 	return nil

@@ -10,6 +10,10 @@
 // rules are this package's job. A handler's error is retried (with jittered
 // backoff, up to the type's attempts) unless it is Permanent.
 //
+// A type's work is queued per tenant and free slots take the tenants with
+// work round-robin, so one tenant's backlog never holds up another's jobs;
+// Config.TenantWeights and Config.TenantMaxRunning tune the shares.
+//
 //	w, _ := worker.New(worker.Config{URL: "nats://127.0.0.1:4222", User: "worker", Password: pw})
 //	worker.Register(w, worker.Type[Params]{Name: "export_sales", Schema: schema,
 //		Work: func(ctx context.Context, j *worker.Job[Params]) error {
