@@ -67,6 +67,12 @@ const fullScanEvery = time.Second
 // starts at once instead of at the next scan.
 const keepIdle = time.Minute
 
+// checkEvery bounds how often a process asks the stream whether anything
+// was published: a slot that comes back for work looks (a cheap stream
+// info) unless another did within this long, so a newly submitted job is
+// seen by the next slot that frees, not at the next Scan.
+const checkEvery = 5 * time.Millisecond
+
 // idleWatch bounds the tenants idle slots long-poll, most recently busy
 // first.
 const idleWatch = 8
@@ -83,6 +89,7 @@ type FairQueue struct {
 	stream    jetstream.Stream
 	tenants   map[string]*tenantQueue
 	idleTurn  int
+	picks     uint64
 	scannedAt time.Time
 	fullAt    time.Time
 	lastSeq   uint64
@@ -97,7 +104,11 @@ type tenantQueue struct {
 	pending bool
 	// seen is when the tenant last had work.
 	seen time.Time
-	cons jetstream.Consumer
+	// fresh: the tenant has work again after it had none; lastPick is
+	// the pick count when it was last picked.
+	fresh    bool
+	lastPick uint64
+	cons     jetstream.Consumer
 }
 
 // OpenFairQueue returns a type's per-tenant work queues. It removes the
@@ -229,24 +240,39 @@ func (q *FairQueue) idle() *tenantQueue {
 // pick takes the next tenant with work by smooth weighted round-robin:
 // every tenant with work gains its weight, the richest is picked and pays
 // the sum. Over any stretch a tenant of weight w is picked w times for
-// every pick of a tenant of weight 1, spread evenly.
+// every pick of a tenant of weight 1, spread evenly. A tenant whose work
+// comes back after none joins level with the richest and wins the tie
+// (ties go to the least recently picked): its job takes the next free
+// slot, as a newcomer's turn in a round-robin comes first.
 func (q *FairQueue) pick() *tenantQueue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	top, any := 0, false
+	for _, t := range q.tenants {
+		if t.pending && !t.fresh && (!any || t.current > top) {
+			top, any = t.current, true
+		}
+	}
 	var best *tenantQueue
 	total := 0
 	for _, t := range q.tenants {
 		if !t.pending {
 			continue
 		}
+		if t.fresh {
+			t.current, t.fresh = top, false
+		}
 		t.current += t.weight
 		total += t.weight
-		if best == nil || t.current > best.current || (t.current == best.current && t.name < best.name) {
+		if best == nil || t.current > best.current ||
+			(t.current == best.current && (t.lastPick < best.lastPick || (t.lastPick == best.lastPick && t.name < best.name))) {
 			best = t
 		}
 	}
 	if best != nil {
 		best.current -= total
+		q.picks++
+		best.lastPick = q.picks
 	}
 	return best
 }
@@ -320,7 +346,7 @@ func (q *FairQueue) settle(t *tenantQueue, cons jetstream.Consumer, got bool) {
 // known.
 func (q *FairQueue) scan(ctx context.Context) error {
 	q.mu.Lock()
-	due := time.Since(q.scannedAt) >= q.cfg.Scan
+	due := time.Since(q.scannedAt) >= checkEvery
 	q.mu.Unlock()
 	if !due || !q.scanMu.TryLock() {
 		return nil
@@ -356,6 +382,7 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	for name, t := range q.tenants {
 		switch {
 		case with[name]:
+			t.fresh = t.fresh || !t.pending
 			t.pending, t.seen = true, now
 		case now.Sub(t.seen) > keepIdle:
 			delete(q.tenants, name)
@@ -365,7 +392,7 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	}
 	for name := range with {
 		if _, ok := q.tenants[name]; !ok {
-			q.tenants[name] = &tenantQueue{name: name, weight: q.cfg.weight(name), pending: true, seen: now}
+			q.tenants[name] = &tenantQueue{name: name, weight: q.cfg.weight(name), pending: true, fresh: true, seen: now}
 		}
 	}
 	return nil
