@@ -29,6 +29,55 @@ type destination struct {
 	seenAt    time.Time // when pending was read from the consumer
 	overflows int64     // tasks dropped because the destination was full
 	warnedAt  time.Time // last overflow warning
+	// waiting remembers, per job, the change this instance put off until
+	// its next attempt: the job's later changes wait for it without asking
+	// JetStream (bounded by the destination's cap; an entry goes when its
+	// change is done or due).
+	waiting map[string]heldChange
+}
+
+// heldChange is a job's change waiting at a destination for its next
+// attempt.
+type heldChange struct {
+	revision uint64
+	due      time.Time
+}
+
+// heldUntil reports until when a change of job at revision rev must wait
+// for an earlier change this instance knows to be waiting.
+func (d *destination) heldUntil(jobID string, rev uint64, now time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.waiting[jobID]
+	if !ok || rev == 0 || h.revision >= rev {
+		return time.Time{}, false
+	}
+	if !h.due.After(now) {
+		delete(d.waiting, jobID)
+		return time.Time{}, false
+	}
+	return h.due, true
+}
+
+// hold records that a job's change waits until due; done forgets it.
+func (d *destination) hold(jobID string, rev uint64, due time.Time, max int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.waiting == nil {
+		d.waiting = map[string]heldChange{}
+	}
+	if _, ok := d.waiting[jobID]; !ok && len(d.waiting) >= max {
+		return // a memo only: past the bound, the queue is asked instead
+	}
+	d.waiting[jobID] = heldChange{revision: rev, due: due}
+}
+
+func (d *destination) done(jobID string, rev uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h, ok := d.waiting[jobID]; ok && h.revision == rev {
+		delete(d.waiting, jobID)
+	}
 }
 
 func (d *destination) channel() string {
@@ -264,8 +313,12 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 		d.mu.Lock()
 		d.pending = max(d.pending-1, 0)
 		d.mu.Unlock()
+		d.done(ev.Job.ID, ev.Revision)
 		n.stats.settled.Add(1)
 		return
+	}
+	if d.ep != nil && o.due.After(n.cfg.Now().Add(orderWait)) {
+		d.hold(ev.Job.ID, ev.Revision, o.due, n.cfg.MaxPendingPerDestination)
 	}
 	n.retryAt(msg, ev, o.due)
 }
@@ -285,6 +338,13 @@ const orderWait = 500 * time.Millisecond
 // pending at d: then this one waits until that one is due, so one
 // endpoint receives one job's changes in order (by record revision).
 func (n *Notifier) behind(ctx context.Context, d *destination, ev *event, t natsjs.QueuedTask) (bool, time.Time) {
+	if due, ok := d.heldUntil(ev.Job.ID, ev.Revision, n.cfg.Now()); ok {
+		// An earlier change waits for a retry this instance scheduled:
+		// no need to ask the queue (an endpoint paused for an hour would
+		// otherwise cost a few requests per later change).
+		n.stats.heldForOrder.Add(1)
+		return true, due
+	}
 	tasks, err := n.queue.JobTasks(ctx, d.id, ev.Job.ID, 64)
 	if err != nil {
 		n.log.Warn("notifier: order check, will retry", "destination", d.id, "event", ev.ID, "err", err)
