@@ -93,7 +93,24 @@ type TypeChange struct {
 // WatchTypes sends every current declaration, then nil (caught up), then
 // every change, until ctx ends. Undecodable entries are skipped.
 func (s *TypeStore) WatchTypes(ctx context.Context, fn func(*TypeChange)) error {
-	w, err := s.types.WatchAll(ctx)
+	return watchBucket(ctx, s.types, func(e jetstream.KeyValueEntry) {
+		switch {
+		case e == nil:
+			fn(nil)
+		case e.Operation() != jetstream.KeyValuePut:
+			fn(&TypeChange{Removed: e.Key()})
+		default:
+			if d, err := decodeDecl(e.Value()); err == nil && d.Name == e.Key() {
+				fn(&TypeChange{Decl: d})
+			}
+		}
+	})
+}
+
+// watchBucket hands fn every current entry of kv, then nil (caught up),
+// then every change, from a goroutine that ends with ctx.
+func watchBucket(ctx context.Context, kv jetstream.KeyValue, fn func(jetstream.KeyValueEntry)) error {
+	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return mapErr(err)
 	}
@@ -107,17 +124,7 @@ func (s *TypeStore) WatchTypes(ctx context.Context, fn func(*TypeChange)) error 
 				if !ok {
 					return
 				}
-				if e == nil {
-					fn(nil)
-					continue
-				}
-				if e.Operation() != jetstream.KeyValuePut {
-					fn(&TypeChange{Removed: e.Key()})
-					continue
-				}
-				if d, err := decodeDecl(e.Value()); err == nil && d.Name == e.Key() {
-					fn(&TypeChange{Decl: d})
-				}
+				fn(e)
 			}
 		}
 	}()
@@ -160,35 +167,18 @@ func (s *TypeStore) Withdraw(ctx context.Context, typ, worker string) error {
 }
 
 // WatchWorkers sends every live presence, then nil, then every change (a
-// removal as a Presence with only Type and Worker set and a zero SeenAt),
-// until ctx ends.
+// removal as a Presence with a zero SeenAt), until ctx ends.
 func (s *TypeStore) WatchWorkers(ctx context.Context, fn func(key string, p *Presence)) error {
-	w, err := s.workers.WatchAll(ctx)
-	if err != nil {
-		return mapErr(err)
-	}
-	go func() {
-		defer w.Stop() //nolint:errcheck
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					fn("", nil)
-					continue
-				}
-				var p Presence
-				if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &p) == nil {
-					fn(e.Key(), &p)
-					continue
-				}
-				fn(e.Key(), &Presence{})
-			}
+	return watchBucket(ctx, s.workers, func(e jetstream.KeyValueEntry) {
+		if e == nil {
+			fn("", nil)
+			return
 		}
-	}()
-	return nil
+		var p Presence
+		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &p) == nil {
+			fn(e.Key(), &p)
+			return
+		}
+		fn(e.Key(), &Presence{})
+	})
 }
