@@ -37,6 +37,11 @@ type Config struct {
 	StaleAfter        time.Duration
 	PullWait          time.Duration
 	DrainTimeout      time.Duration
+	// TenantWeights, TenantMaxRunning and TenantMaxRunningFor share render
+	// slots between tenants (see worker.Config).
+	TenantWeights       map[string]int
+	TenantMaxRunning    int
+	TenantMaxRunningFor map[string]int
 	// Failpoints injects faults (renderer.mid-render). Nil is off.
 	Failpoints *failpoint.Set
 	// OnRender, if set, is called when an attempt starts rendering, with

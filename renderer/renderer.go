@@ -29,6 +29,7 @@ func New(cfg Config, wc worker.Config) (*Renderer, error) {
 	wc.Name = cfg.Worker
 	wc.AckWait, wc.HeartbeatInterval, wc.StaleAfter = cfg.AckWait, cfg.HeartbeatInterval, cfg.StaleAfter
 	wc.PullWait, wc.DrainTimeout, wc.Now = cfg.PullWait, cfg.DrainTimeout, cfg.Now
+	wc.TenantWeights, wc.TenantMaxRunning, wc.TenantMaxRunningFor = cfg.TenantWeights, cfg.TenantMaxRunning, cfg.TenantMaxRunningFor
 	if cfg.Metrics != nil {
 		wc.OnAttempt = func(_, outcome string, took time.Duration) { cfg.Metrics.Render(outcome, took) }
 	}

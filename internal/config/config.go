@@ -78,6 +78,13 @@ type Renderer struct {
 	Concurrency int `yaml:"concurrency"`
 	// MaxOutputBytes caps the size of one result file.
 	MaxOutputBytes int64 `yaml:"max_output_bytes"`
+	// TenantWeights gives tenants a larger share of render slots while
+	// several have work (others weigh 1); see docs/tenants.md.
+	TenantWeights map[string]int `yaml:"tenant_weights"`
+	// TenantMaxRunning caps how many reports of one tenant all renderers
+	// hold at once; 0 is no cap. TenantMaxRunningFor overrides it per tenant.
+	TenantMaxRunning    int            `yaml:"tenant_max_running"`
+	TenantMaxRunningFor map[string]int `yaml:"tenant_max_running_for"`
 }
 
 // Gateway tunes the HTTP API.
@@ -291,6 +298,14 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	if c.Renderer.TenantMaxRunning < 0 {
+		errs = append(errs, fmt.Errorf("renderer.tenant_max_running must not be negative, got %d", c.Renderer.TenantMaxRunning))
+	}
+	for t, w := range c.Renderer.TenantWeights {
+		if w < 1 || w > 1000 {
+			errs = append(errs, fmt.Errorf("renderer.tenant_weights[%s] must be 1 to 1000, got %d", t, w))
+		}
 	}
 	if c.Renderer.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("renderer.concurrency must be at least 1, got %d", c.Renderer.Concurrency))

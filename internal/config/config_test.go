@@ -65,3 +65,17 @@ func TestExampleConfigLoads(t *testing.T) {
 	require.NoError(t, c.LoadFile("../../configs/jobgate.yaml"))
 	require.NoError(t, c.Validate())
 }
+
+func TestRendererTenantSharesFromYAML(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("renderer:\n  tenant_weights: {acme: 3}\n  tenant_max_running: 2\n  tenant_max_running_for: {beta: 1}\n"), 0o600))
+	c := Default()
+	require.NoError(t, c.LoadFile(path))
+	require.NoError(t, c.Validate())
+	require.Equal(t, map[string]int{"acme": 3}, c.Renderer.TenantWeights)
+	require.Equal(t, 2, c.Renderer.TenantMaxRunning)
+	require.Equal(t, map[string]int{"beta": 1}, c.Renderer.TenantMaxRunningFor)
+	c.Renderer.TenantWeights["acme"] = 0
+	require.ErrorContains(t, c.Validate(), "renderer.tenant_weights[acme]")
+}
