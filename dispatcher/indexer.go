@@ -2,8 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 )
@@ -27,23 +25,7 @@ func (d *Dispatcher) startIndexer(sctx, runCtx context.Context) (func(), error) 
 	if err != nil {
 		return nil, err
 	}
-	d.spawn(func() {
-		for {
-			c, err := changes.Next()
-			if err != nil {
-				if errors.Is(err, natsjs.ErrFeedStopped) {
-					return
-				}
-				d.log.Warn("indexer pull failed", "err", err)
-				select {
-				case <-runCtx.Done():
-				case <-time.After(time.Second):
-				}
-				continue
-			}
-			d.indexChange(runCtx, c)
-		}
-	})
+	d.follow(runCtx, "indexer", changes, d.indexChange)
 	return changes.Stop, nil
 }
 

@@ -22,6 +22,14 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 		return nil, err
 	}
 	d.relayLog = changes
+	d.follow(runCtx, "relay", changes, d.relay)
+	return changes.Stop, nil
+}
+
+// follow hands every change of a change-log consumer to handle, from a
+// goroutine of the dispatcher that ends when the consumer is stopped; a
+// failed pull is retried after a second.
+func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.ChangeLog, handle func(context.Context, *natsjs.LoggedChange)) {
 	d.spawn(func() {
 		for {
 			c, err := changes.Next()
@@ -29,17 +37,16 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 				if errors.Is(err, natsjs.ErrFeedStopped) {
 					return
 				}
-				d.log.Warn("relay pull failed", "err", err)
+				d.log.Warn(name+" pull failed", "err", err)
 				select {
-				case <-runCtx.Done():
+				case <-ctx.Done():
 				case <-time.After(time.Second):
 				}
 				continue
 			}
-			d.relay(runCtx, c)
+			handle(ctx, c)
 		}
 	})
-	return changes.Stop, nil
 }
 
 // eventGrace is how long the relay leaves a terminal change's event to the
