@@ -36,6 +36,9 @@ type attempt struct {
 	rec         *job.Record // as claimed; the handler's view
 	maxAttempts int
 	stopHandler context.CancelCauseFunc
+	// uploadBy bounds the result upload: the attempt's budget plus the
+	// time to store what was written at its last moment.
+	uploadBy time.Time
 
 	mu        sync.Mutex
 	cur       *job.Record // as last written
@@ -100,6 +103,7 @@ func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) {
 	hctx, stopHandler := context.WithCancelCause(actx)
 	defer stopHandler(nil)
 	a.stopHandler = stopHandler
+	a.uploadBy = time.Now().Add(timeout + opTimeout) // a real deadline, whatever the clock
 
 	keepCtx, stopKeep := context.WithCancel(context.Background())
 	var kwg sync.WaitGroup
@@ -487,7 +491,11 @@ func (a *attempt) output() io.Writer {
 		go func() {
 			defer close(rw.done)
 			desc := fmt.Sprintf("%s result of job %s, attempt %d", a.rec.Type, a.rec.ID, a.rec.Attempt)
-			_, rw.err = a.w.res.PutResult(context.WithoutCancel(a.w.hardCtx), rw.object, a.t.decl.ContentType, desc, pr)
+			// Bounded, so finishing or discarding the output never waits on
+			// a store that stopped answering; a hard stop ends it at once.
+			ctx, cancel := context.WithDeadline(a.w.hardCtx, a.uploadBy)
+			defer cancel()
+			_, rw.err = a.w.res.PutResult(ctx, rw.object, a.t.decl.ContentType, desc, pr)
 			pr.CloseWithError(errOrClosed(rw.err))
 		}()
 		a.out = rw
