@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -21,6 +22,9 @@ type typeSource interface {
 	WatchTypes(ctx context.Context, fn func(*natsjs.TypeChange)) error
 	WatchWorkers(ctx context.Context, fn func(key string, p *natsjs.Presence)) error
 }
+
+// typesLoadTimeout bounds the first load of the declarations at start.
+const typesLoadTimeout = 30 * time.Second
 
 // typeRegistry is the gateway's live view of the declared job types: one
 // watch of the declarations feeds the compiled schemas every submission is
@@ -78,9 +82,16 @@ func (t *typeRegistry) start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	// Bounded: a gateway that cannot load the declarations says so
+	// instead of waiting for ever.
+	timer := time.NewTimer(typesLoadTimeout)
+	defer timer.Stop()
 	select {
 	case <-loaded:
 		return nil
+	case <-timer.C:
+		cancel()
+		return fmt.Errorf("the declared types did not load within %s", typesLoadTimeout)
 	case <-ctx.Done():
 		cancel()
 		return ctx.Err()
@@ -107,6 +118,11 @@ func (t *typeRegistry) declare(d *job.TypeDecl) {
 		return
 	}
 	t.mu.Lock()
+	if _, known := t.decls[d.Name]; !known && len(t.decls) >= job.MaxTypes {
+		t.mu.Unlock()
+		t.log.Error("job type refused: the deployment holds the most types a gateway keeps", "type", d.Name, "max", job.MaxTypes)
+		return
+	}
 	t.decls[d.Name] = d
 	t.mu.Unlock()
 	t.schemas.Set(d.Name, s)

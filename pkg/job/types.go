@@ -37,6 +37,9 @@ const (
 	MaxTypeAttempts     = 25
 	MaxTypeTimeout      = 24 * time.Hour
 	MaxResultBytesLimit = 4 << 30
+	// MaxTypes bounds how many types a deployment holds (each gateway keeps
+	// every compiled schema in memory).
+	MaxTypes = 1000
 )
 
 // ErrInvalidType: a type declaration breaks the rules above.

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/stretchr/testify/require"
+)
+
+// The declared types a gateway keeps are bounded: a worker declaring more
+// than job.MaxTypes adds nothing past the bound, while known types still
+// take new versions.
+func TestTypeRegistryIsBounded(t *testing.T) {
+	t.Parallel()
+	reg := newTypeRegistry(nil, slog.New(slog.DiscardHandler))
+	decl := func(name string) *job.TypeDecl {
+		return &job.TypeDecl{Name: name, Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+			TimeoutSeconds: 1, Attempts: 1, MaxResultBytes: 1, ContentType: "text/plain"}
+	}
+	for i := range job.MaxTypes {
+		reg.declare(decl(fmt.Sprintf("t%d", i)))
+	}
+	reg.declare(decl("one_too_many"))
+	_, ok := reg.decl("one_too_many")
+	require.False(t, ok)
+	_, ok = reg.schemas.Lookup("one_too_many")
+	require.False(t, ok)
+	require.Len(t, reg.list(time.Now()), job.MaxTypes)
+
+	again := decl("t7")
+	again.Attempts = 5
+	reg.declare(again)
+	d, ok := reg.decl("t7")
+	require.True(t, ok)
+	require.Equal(t, 5, d.Attempts, "a known type still takes its new version")
+}
