@@ -212,15 +212,9 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 		a.log.Info("job taken over, stopping", "by", lost.Worker)
 	case errors.Is(err, errStoreOutage):
 		w.observe(a.t, "given_back", started)
-		// An outage delays a job and never fails it: the attempt that met it
-		// is not counted against the job's attempts.
-		err := a.update(ctx, func(n *job.Record) error {
-			if err := n.Release(w.cfg.Now()); err != nil {
-				return err
-			}
-			n.Attempt = max(n.Attempt-1, 0)
-			return nil
-		})
+		// The job goes back to the queue; its attempt stays counted, as
+		// attempt numbers never go backwards for a reader.
+		err := a.update(ctx, func(n *job.Record) error { return n.Release(w.cfg.Now()) })
 		if err != nil {
 			a.log.Warn("could not give back job after a result store outage", "err", err)
 			return
