@@ -43,7 +43,26 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 			return writeProblem(c, fmt.Errorf("%w: got %q", errUnsupportedMedia, ct))
 		}
 	}
-	// Validation comes before any store access: a rejected request leaves
+	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
+	defer cancel()
+	jobID := g.ids.Derive(id.Tenant, id.Requester, key)
+	storeKey := job.StoreKey(id.Tenant, id.Requester, jobID)
+	// Read before the decode; see bodyProof.
+	gen := g.types.gen.Load()
+	// A retry of a body this gateway has decoded for this key answers from
+	// one read: no decode, schema validation or canonical form.
+	var existing *job.Record
+	if proof, ok := g.seen.lookup(storeKey); ok && proof != (bodyProof{}) {
+		start := time.Now()
+		if rec, err := g.jobs.Get(ctx, storeKey); err == nil {
+			if makeProof(gen, rec.Fingerprint, body) == proof {
+				return g.replied(c, rec, start)
+			}
+			existing = rec // another body: the full path judges it against this record
+		}
+		// Not found (expired) or unavailable: the full path decides.
+	}
+	// Validation comes before any store write: a rejected request leaves
 	// the key unused, so the corrected request can reuse it.
 	req, err := job.DecodeSubmission(body, g.types.schemas)
 	if err != nil {
@@ -51,9 +70,10 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		return writeProblem(c, err)
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
-	defer cancel()
-	rec, created, err := g.admit(ctx, id.Tenant, id.Requester, key, req)
+	rec, created, err := g.admit(ctx, admission{
+		tenant: id.Tenant, requester: id.Requester, key: key, jobID: jobID, storeKey: storeKey,
+		req: req, proof: makeProof(gen, req.Fingerprint, body), existing: existing,
+	})
 	if err != nil {
 		if errors.Is(err, job.ErrKeyReused) {
 			g.cfg.Metrics.Admission("conflict", 0)
@@ -63,16 +83,22 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		}
 		return writeProblem(c, err)
 	}
-	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
-	if created {
-		g.cfg.Metrics.Admission("new", time.Since(start))
-		// Debug, not info: at thousands of admissions a second one line
-		// each costs a few per cent of the CPU (docs/performance.md);
-		// jobgate_admissions_total counts them.
-		g.log.Debug("job admitted", "job_id", rec.ID, "tenant", rec.Tenant, "key_hash", rec.KeyHash, "type", rec.Type)
-		return g.writeJob(c, http.StatusAccepted, rec)
+	if !created {
+		return g.replied(c, rec, start)
 	}
+	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
+	g.cfg.Metrics.Admission("new", time.Since(start))
+	// Debug, not info: at thousands of admissions a second one line
+	// each costs a few per cent of the CPU (docs/performance.md);
+	// jobgate_admissions_total counts them.
+	g.log.Debug("job admitted", "job_id", rec.ID, "tenant", rec.Tenant, "key_hash", rec.KeyHash, "type", rec.Type)
+	return g.writeJob(c, http.StatusAccepted, rec)
+}
+
+// replied answers a replay: 200 with the job as it is now.
+func (g *Gateway) replied(c *fiber.Ctx, rec *job.Record, start time.Time) error {
 	g.cfg.Metrics.Admission("replayed", time.Since(start))
+	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
 	c.Set("Idempotent-Replayed", "true")
 	return g.writeJob(c, http.StatusOK, rec)
 }
@@ -100,25 +126,36 @@ func idempotencyKey(c *fiber.Ctx) (string, error) {
 	return key, nil
 }
 
+// admission is one validated submission on its way into the store.
+type admission struct {
+	tenant, requester, key string
+	jobID, storeKey        string
+	req                    *job.Request
+	proof                  bodyProof   // of the request's body, kept with the key
+	existing               *job.Record // the record under the key, when already read
+}
+
 // admit commits the job record create-only and publishes its work message.
 // It returns the record and whether this call created it. A replay writes
 // nothing: one read when this gateway has seen the key, else one rejected
 // create and one read.
-func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req *job.Request) (*job.Record, bool, error) {
-	jobID := g.ids.Derive(tenant, requester, key)
-	storeKey := job.StoreKey(tenant, requester, jobID)
-	if g.seen.has(storeKey) {
-		rec, err := g.jobs.Get(ctx, storeKey)
+func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, error) {
+	if a.existing != nil {
+		return g.replay(a, a.existing)
+	}
+	if g.seen.has(a.storeKey) {
+		rec, err := g.jobs.Get(ctx, a.storeKey)
 		if err == nil {
-			return replay(rec, req)
+			return g.replay(a, rec)
 		}
 		if !errors.Is(err, job.ErrNotFound) { // expired records fall through to a new job
 			return nil, false, err
 		}
 	}
+	req := a.req
 	now := g.cfg.Now().UTC()
 	rec := &job.Record{
-		ID: jobID, Tenant: tenant, Requester: requester, KeyHash: g.ids.KeyHash(tenant, requester, key),
+		ID: a.jobID, Tenant: a.tenant, Requester: a.requester, KeyHash: g.ids.KeyHash(a.tenant, a.requester, a.key),
 		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
@@ -129,7 +166,7 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 	for range 3 {
 		err := g.jobs.Create(ctx, rec)
 		if err == nil {
-			g.seen.add(storeKey)
+			g.seen.add(a.storeKey, a.proof)
 			if err := g.cfg.Failpoints.Hit(failpoint.GatewayAfterCommit); err != nil {
 				return nil, false, err
 			}
@@ -149,23 +186,27 @@ func (g *Gateway) admit(ctx context.Context, tenant, requester, key string, req 
 		}
 		// Taken: a concurrent duplicate, an earlier attempt, or our own
 		// create whose ack was lost. The fingerprint tells them apart.
-		existing, err := g.jobs.Get(ctx, storeKey)
+		existing, err := g.jobs.Get(ctx, a.storeKey)
 		if errors.Is(err, job.ErrNotFound) {
 			continue // expired between the two calls; create again
 		}
 		if err != nil {
 			return nil, false, err
 		}
-		g.seen.add(storeKey)
-		return replay(existing, req)
+		return g.replay(a, existing)
 	}
 	return nil, false, fmt.Errorf("%w: admission did not settle", job.ErrUnavailable)
 }
 
-func replay(existing *job.Record, req *job.Request) (*job.Record, bool, error) {
-	if existing.Fingerprint != req.Fingerprint {
+// replay judges a submission against the record its key already has, and
+// remembers the key; with this body's proof when the payloads agree, so a
+// byte-identical retry of it answers from one read.
+func (g *Gateway) replay(a admission, existing *job.Record) (*job.Record, bool, error) {
+	if existing.Fingerprint != a.req.Fingerprint {
+		g.seen.mark(a.storeKey) // the proof of the job's own body stays
 		return nil, false, &job.ConflictError{JobID: existing.ID}
 	}
+	g.seen.add(a.storeKey, a.proof)
 	return existing, false, nil
 }
 

@@ -3,16 +3,23 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/valyala/fasthttp"
 )
 
 // benchSetup is a gateway on embedded JetStream for benchmarks.
@@ -35,7 +42,9 @@ func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := New(Config{Addr: "127.0.0.1:0", AuthSecret: bundle.secret, SubmitRate: 1e9, SubmitBurst: 1 << 30, ReadRate: 1e9, ReadBurst: 1 << 30}, res, nil)
+	jobtest.DeclareTypes(b, res) // as the renderer would, on start
+	g, err := New(Config{Addr: "127.0.0.1:0", AuthSecret: bundle.secret, SubmitRate: 1e9, SubmitBurst: 1 << 30, ReadRate: 1e9, ReadBurst: 1 << 30,
+		LeaveWorkToRelay: true}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,6 +133,87 @@ func BenchmarkAdmissionReplay(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSubmitHandler calls the gateway's HTTP handler in-process (no
+// sockets, no client) on embedded JetStream, one request at a time, so the
+// figures are the server's own: allocations per request and the process's
+// CPU time per request (cpu-µs/op, gateway and embedded server together,
+// which is what `jobgate bench` reports as srv µs/op). A replay should cost
+// well under an admission: it writes nothing and, for a byte-identical body,
+// decodes nothing (bodyProof).
+func BenchmarkSubmitHandler(b *testing.B) {
+	// Two formattings of permit's params, taken in turn: each one's proof
+	// replaces the other's, so every request takes the full decode.
+	reformatted := [][]byte{
+		[]byte(`{"params":{"pages":63,"revision":29,"case_id":47},"type":"permit_report"}`),
+		[]byte(`{"type":"permit_report","params":{"case_id":47.0,"revision":29,"pages":63}}`),
+	}
+	other := []byte(`{"type":"permit_report","params":{"case_id":47,"revision":30,"pages":63}}`)
+	one := func(b []byte) [][]byte { return [][]byte{b} }
+	cases := []struct {
+		name   string
+		bodies [][]byte
+		newKey bool
+		want   int
+	}{
+		{"new", one([]byte(permit)), true, http.StatusAccepted},
+		{"replay", one([]byte(permit)), false, http.StatusOK},
+		{"replay-reformatted", reformatted, false, http.StatusOK},
+		{"conflict", one(other), false, http.StatusConflict},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			g, bundle := benchSetup(b)
+			auth := []byte("Bearer " + bundle.token(&testing.T{}, "4", "reviewer-47", false))
+			h := g.app.Handler()
+			var ctx fasthttp.RequestCtx
+			ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+			var key []byte
+			do := func(body []byte, want int) {
+				ctx.Request.Reset()
+				ctx.Response.Reset()
+				ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+				ctx.Request.SetRequestURI("/v1/jobs")
+				ctx.Request.Header.SetBytesV("Authorization", auth)
+				ctx.Request.Header.SetBytesV("Idempotency-Key", key)
+				ctx.Request.Header.SetContentType("application/json")
+				ctx.Request.SetBody(body)
+				h(&ctx)
+				if s := ctx.Response.StatusCode(); s != want {
+					b.Fatalf("status %d: %s", s, ctx.Response.Body())
+				}
+			}
+			key = append(key[:0], "same"...)
+			do([]byte(permit), http.StatusAccepted) // the job replays and conflicts meet
+			if !tc.newKey {
+				do(tc.bodies[0], tc.want) // warm, as the loop runs
+			}
+			n := 0
+			cpu0 := processCPU()
+			b.ReportAllocs()
+			for b.Loop() {
+				if tc.newKey {
+					n++
+					key = strconv.AppendInt(append(key[:0], "k-"...), int64(n), 10)
+				}
+				do(tc.bodies[n%len(tc.bodies)], tc.want)
+				if !tc.newKey {
+					n++
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// processCPU is the user+system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSignLink and BenchmarkVerifyLink: result link signing.

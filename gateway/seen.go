@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 )
@@ -11,36 +13,97 @@ import (
 // create, and a false hit (two keys with one 64-bit hash) one read that
 // finds nothing before the create. Keys are kept as their hashes, 8 bytes
 // each instead of the ~60-byte store key (docs/performance.md, memory).
+//
+// With each key it keeps the bodyProof of the last body this gateway
+// admitted or replayed under it, so that a byte-identical retry can skip
+// decoding, validating and canonicalizing the body (see bodyProof).
 type seenKeys struct {
 	mu   sync.Mutex
 	max  int
 	seed maphash.Seed
-	cur  map[uint64]struct{}
-	prev map[uint64]struct{}
+	cur  map[uint64]bodyProof
+	prev map[uint64]bodyProof
 }
 
 func newSeenKeys(max int) *seenKeys {
-	return &seenKeys{max: max, seed: maphash.MakeSeed(), cur: make(map[uint64]struct{}), prev: map[uint64]struct{}{}}
+	return &seenKeys{max: max, seed: maphash.MakeSeed(), cur: make(map[uint64]bodyProof), prev: map[uint64]bodyProof{}}
 }
 
 func (s *seenKeys) has(k string) bool {
+	_, ok := s.lookup(k)
+	return ok
+}
+
+// lookup returns the proof kept with k (zero when none is) and whether k
+// was seen at all.
+func (s *seenKeys) lookup(k string) (bodyProof, bool) {
+	h := maphash.String(s.seed, k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.cur[h]; ok {
+		return p, true
+	}
+	p, ok := s.prev[h]
+	return p, ok
+}
+
+// add records k with the proof of its body (zero: seen, nothing proven);
+// two generations keep memory bounded at 2×max entries.
+func (s *seenKeys) add(k string, p bodyProof) {
+	h := maphash.String(s.seed, k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addLocked(h, p)
+}
+
+func (s *seenKeys) addLocked(h uint64, p bodyProof) {
+	if _, ok := s.cur[h]; !ok && len(s.cur) >= s.max {
+		s.prev, s.cur = s.cur, make(map[uint64]bodyProof, s.max)
+	}
+	s.cur[h] = p
+}
+
+// mark records k as seen, keeping a proof it already has.
+func (s *seenKeys) mark(k string) {
 	h := maphash.String(s.seed, k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.cur[h]; ok {
-		return true
+		return
 	}
-	_, ok := s.prev[h]
-	return ok
+	if p, ok := s.prev[h]; ok {
+		s.addLocked(h, p)
+		return
+	}
+	s.addLocked(h, bodyProof{})
 }
 
-// add records k; two generations keep memory bounded at 2×max entries.
-func (s *seenKeys) add(k string) {
-	h := maphash.String(s.seed, k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.cur) >= s.max {
-		s.prev, s.cur = s.cur, make(map[uint64]struct{}, s.max)
+// bodyProof says that a raw submission body, decoded under the declared
+// types of one generation, has a given fingerprint: the first 16 bytes of
+// SHA-256 over the generation, the fingerprint and the body. It is checked
+// against the fingerprint of the record read for the key, so a replay whose
+// body is byte-identical to one already decoded answers from that read
+// alone, and the result is the one the full decode would give: the decode
+// depends only on the body and the schemas, and any change of a schema
+// changes the generation. A body that differs in any byte (another
+// payload, or the same params formatted otherwise) does not match and takes
+// the full path, which answers 409 or 200 by the canonical fingerprint.
+// Collisions would need a SHA-256 collision (2^64 work for 128 bits).
+type bodyProof [16]byte
+
+func makeProof(gen uint64, fingerprint string, body []byte) bodyProof {
+	buf := proofBufs.Get().(*[]byte)
+	b := binary.BigEndian.AppendUint64((*buf)[:0], gen)
+	b = append(b, fingerprint...)
+	b = append(b, 0)
+	b = append(b, body...)
+	sum := sha256.Sum256(b)
+	if cap(b) <= 8<<10 { // a rare large body is not kept
+		*buf = b
+		proofBufs.Put(buf)
 	}
-	s.cur[h] = struct{}{}
+	return bodyProof(sum[:16])
 }
+
+// proofBufs keeps makeProof from allocating per request.
+var proofBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

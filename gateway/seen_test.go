@@ -14,13 +14,13 @@ func TestSeenKeysBounded(t *testing.T) {
 	s := newSeenKeys(4)
 	key := func(i int) string { return "bench.client-1.job_" + strconv.Itoa(i) }
 	for i := range 8 {
-		s.add(key(i))
+		s.add(key(i), bodyProof{})
 	}
 	for i := range 8 {
 		require.True(t, s.has(key(i)), "key %d of the last two generations", i)
 	}
 	require.False(t, s.has(key(8)), "a key never added")
-	s.add(key(8)) // starts a third generation: the first is dropped
+	s.add(key(8), bodyProof{}) // starts a third generation: the first is dropped
 	for i := range 4 {
 		require.False(t, s.has(key(i)), "key %d of the dropped generation", i)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -40,6 +41,11 @@ type typeRegistry struct {
 	decls   map[string]*job.TypeDecl
 	workers map[string]natsjs.Presence // by presence key
 	cancel  context.CancelFunc
+
+	// gen counts changes of the schemas; it moves after a change is in
+	// place, so a bodyProof made under one generation never vouches for a
+	// decode under another schema.
+	gen atomic.Uint64
 }
 
 func newTypeRegistry(src typeSource, log *slog.Logger) *typeRegistry {
@@ -126,11 +132,13 @@ func (t *typeRegistry) declare(d *job.TypeDecl) {
 	t.decls[d.Name] = d
 	t.mu.Unlock()
 	t.schemas.Set(d.Name, s)
+	t.gen.Add(1)
 	t.log.Info("job type accepted", "type", d.Name, "attempts", d.Attempts, "timeout_seconds", d.TimeoutSeconds)
 }
 
 func (t *typeRegistry) remove(name string) {
 	t.schemas.Delete(name)
+	t.gen.Add(1)
 	t.mu.Lock()
 	delete(t.decls, name)
 	t.mu.Unlock()
