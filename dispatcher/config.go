@@ -31,6 +31,10 @@ type Config struct {
 	// RelayBatch is how many record changes the relay fetches at once.
 	// Default 100.
 	RelayBatch int
+	// FollowLanes is how many record changes the relay, and apart from it
+	// the indexer, handle at once (the changes of one job, for the
+	// indexer of one requester, in order). Default 16.
+	FollowLanes int
 	// Metrics records relay, sweeper and open-job figures; nil records
 	// nothing.
 	Metrics *metrics.Metrics
@@ -57,6 +61,9 @@ func (c Config) withDefaults() Config {
 	if c.RelayBatch == 0 {
 		c.RelayBatch = 100
 	}
+	if c.FollowLanes == 0 {
+		c.FollowLanes = 16
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -73,6 +80,9 @@ func (c Config) validate() error {
 	}
 	if c.RelayBatch < 1 {
 		errs = append(errs, fmt.Errorf("relay batch must be at least 1, got %d", c.RelayBatch))
+	}
+	if c.FollowLanes < 1 || c.FollowLanes > 1024 {
+		errs = append(errs, fmt.Errorf("follow lanes must be 1 to 1024, got %d", c.FollowLanes))
 	}
 	return errors.Join(errs...)
 }

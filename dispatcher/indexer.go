@@ -25,7 +25,7 @@ func (d *Dispatcher) startIndexer(sctx, runCtx context.Context) (func(), error) 
 	if err != nil {
 		return nil, err
 	}
-	d.follow(runCtx, "indexer", changes, d.indexChange)
+	d.follow(runCtx, "indexer", changes, requesterOf, d.indexChange)
 	return changes.Stop, nil
 }
 

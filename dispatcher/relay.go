@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -22,31 +21,8 @@ func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
 		return nil, err
 	}
 	d.relayLog = changes
-	d.follow(runCtx, "relay", changes, d.relay)
+	d.follow(runCtx, "relay", changes, natsjs.JobChangeKey, d.relay)
 	return changes.Stop, nil
-}
-
-// follow hands every change of a change-log consumer to handle, from a
-// goroutine of the dispatcher that ends when the consumer is stopped; a
-// failed pull is retried after a second.
-func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.ChangeLog, handle func(context.Context, *natsjs.LoggedChange)) {
-	d.spawn(func() {
-		for {
-			c, err := changes.Next()
-			if err != nil {
-				if errors.Is(err, natsjs.ErrFeedStopped) {
-					return
-				}
-				d.log.Warn(name+" pull failed", "err", err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-				continue
-			}
-			handle(ctx, c)
-		}
-	})
 }
 
 // eventGrace is how long the relay leaves a terminal change's event to the

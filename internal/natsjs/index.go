@@ -45,11 +45,18 @@ type Index struct {
 	nc     *nats.Conn
 	stream string
 	reads  atomic.Uint64
+	// indexed remembers the jobs this process listed lately, so the later
+	// changes of a job (running, progress, its end) cost the indexer no
+	// read of the job's marker.
+	indexed *recentSet
 }
+
+// indexedMemory bounds Index.indexed (entries of about 100 bytes).
+const indexedMemory = 1 << 16
 
 // NewIndex returns the index on js (Provision returns it).
 func NewIndex(js jetstream.JetStream) *Index {
-	return &Index{js: js, nc: js.Conn(), stream: StreamIndex}
+	return &Index{js: js, nc: js.Conn(), stream: StreamIndex, indexed: newRecentSet(indexedMemory)}
 }
 
 // Reads counts the index requests made so far (tests: a page costs in
@@ -122,9 +129,14 @@ func (x *Index) Append(ctx context.Context, rec *job.Record) error {
 	created := rec.CreatedAt.UnixNano()
 	stamp := []byte(strconv.FormatInt(created, 10))
 	marker := indexPrefix + rec.Tenant + "." + rec.Requester + ".j." + rec.ID
+	done := marker + "@" + string(stamp)
+	if x.indexed.has(done) {
+		return nil
+	}
 	if data, _, found, err := x.leaderLast(ctx, marker); err != nil {
 		return err
 	} else if found && string(data) == string(stamp) {
+		x.indexed.add(done)
 		return nil
 	}
 	msgID := rec.ID + "." + string(stamp)
@@ -167,6 +179,7 @@ func (x *Index) Append(ctx context.Context, rec *job.Record) error {
 	if _, err := x.js.Publish(ctx, marker, stamp, jetstream.WithMsgID("m."+msgID)); err != nil {
 		return fmt.Errorf("index %s: %w", rec.ID, mapErr(err))
 	}
+	x.indexed.add(done)
 	return nil
 }
 

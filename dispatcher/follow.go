@@ -1,0 +1,71 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+)
+
+// laneDepth is how many changes wait in one lane of a follower before the
+// puller waits for that lane: with the consumer's own batch it bounds the
+// changes a dispatcher holds unhandled.
+const laneDepth = 32
+
+// follow hands every change of a change-log consumer to handle, from
+// Config.FollowLanes goroutines ("lanes") of the dispatcher, fed by one
+// puller. Each change goes to the lane its key hashes to, so the changes
+// of one key are handled one at a time and in log order, while changes of
+// other keys do not wait behind them: the handlers are a few store round
+// trips each, and one loop over every tenant's changes capped the whole
+// pipeline at one job per round trip. A failed pull is retried after a
+// second; the lanes end when the consumer is stopped, after the changes in
+// hand.
+func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.ChangeLog, key func(subject string) string, handle func(context.Context, *natsjs.LoggedChange)) {
+	lanes := make([]chan *natsjs.LoggedChange, d.cfg.FollowLanes)
+	for i := range lanes {
+		lane := make(chan *natsjs.LoggedChange, laneDepth)
+		lanes[i] = lane
+		d.spawn(func() {
+			for c := range lane {
+				handle(ctx, c)
+			}
+		})
+	}
+	seed := maphash.MakeSeed()
+	d.spawn(func() {
+		defer func() {
+			for _, lane := range lanes {
+				close(lane)
+			}
+		}()
+		for {
+			c, err := changes.Next()
+			if err != nil {
+				if errors.Is(err, natsjs.ErrFeedStopped) {
+					return
+				}
+				d.log.Warn(name+" pull failed", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			lanes[maphash.String(seed, key(c.Subject()))%uint64(len(lanes))] <- c
+		}
+	})
+}
+
+// requesterOf keys a record change by its job's requester (the indexer
+// appends to one list per requester).
+func requesterOf(subject string) string {
+	k := natsjs.JobChangeKey(subject)
+	if i := strings.LastIndexByte(k, '.'); i > 0 {
+		return k[:i]
+	}
+	return k
+}
