@@ -40,3 +40,27 @@ func TestIndexerListsEveryJob(t *testing.T) {
 	require.ElementsMatch(t, ids, got, "each job once")
 	require.Len(t, got, len(ids))
 }
+
+// A job's later changes (running, progress, its end) cost the indexer no
+// store read once it listed the job: at thousands of jobs a second the
+// marker reads were a round trip per change.
+func TestIndexerListsAJobWithoutReadingAgain(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	caughtUp := func() bool {
+		p, err := b.conn.Res.Jobs.WaitForIndex(ctx, 0)
+		return err == nil && p == natsjs.IndexCaughtUp
+	}
+	r := b.put(t, "idx-reads", func(*job.Record) {})
+	require.Eventually(t, caughtUp, 20*time.Second, 10*time.Millisecond)
+	reads := d.index.(*natsjs.Index).Reads()
+	r = b.mutate(t, r, running(1, "w", time.Now()))
+	b.mutate(t, r, func(r *job.Record) { r.UpdatedAt = r.UpdatedAt.Add(time.Second) })
+	require.Eventually(t, caughtUp, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, reads, d.index.(*natsjs.Index).Reads(), "the indexer read the store again for a job it listed")
+	entries, err := b.conn.Res.Index.Page(ctx, "4", "reviewer-47", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+}
