@@ -116,18 +116,38 @@ func buildFastProp(v any) *fastProp {
 	return p
 }
 
-// smallInt: a plain integer literal of at most 15 digits, which int64 and
-// a double both hold exactly.
+// smallInt: a bound or length given as a plain integer literal within
+// int64. Instance values the fast path accepts have at most 15 digits
+// (exactSmallInt), so comparing them with such a bound in int64 is exact,
+// as the general validator's rationals are: 9007199254740991 (2^53-1, the
+// largest integer a double holds exactly, a common maximum) qualifies.
 func smallInt(v any) (*int64, bool) {
 	n, ok := v.(json.Number)
-	if !ok || !plainSmallInt(string(n)) {
+	if !ok || !plainInt(string(n)) {
 		return nil, false
 	}
 	i, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil {
+	if err != nil { // beyond int64
 		return nil, false
 	}
 	return &i, true
+}
+
+// plainInt: digits with an optional minus sign, no leading zero.
+func plainInt(s string) bool {
+	i := 0
+	if i < len(s) && s[0] == '-' {
+		i++
+	}
+	if i == len(s) || (s[i] == '0' && len(s)-i > 1) {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func plainSmallInt(s string) bool {

@@ -11,9 +11,28 @@ const flat = `{"type":"object","additionalProperties":false,"required":["a"],"pr
   "a":{"type":"string","minLength":1,"maxLength":3},"b":{"type":"boolean","default":true},
   "n":{"type":"number","exclusiveMinimum":-5,"exclusiveMaximum":5},"i":{"type":"integer","minimum":-3,"maximum":3,"title":"i"}}}`
 
+// permitDeclared is permit_report as its worker declares it (renderer.Schema):
+// its maxima are 2^53-1, beyond the 15 digits of the instance values the
+// fast path takes, and still compared exactly.
+const permitDeclared = `{"$schema":"https://json-schema.org/draft/2020-12/schema","title":"permit_report params",
+  "type":"object","additionalProperties":false,"required":["case_id","revision"],"properties":{
+  "case_id":{"type":"integer","minimum":1,"maximum":9007199254740991,"description":"the permit case"},
+  "revision":{"type":"integer","minimum":1,"maximum":9007199254740991,"description":"the case revision to report on"},
+  "pages":{"type":"integer","minimum":1,"maximum":2000,"default":10,"description":"pages of the report"}}}`
+
 func TestFastPathCoversFlatSchemas(t *testing.T) {
 	t.Parallel()
 	require.NotNil(t, mustCompile(t, permitReport).fast)
+	require.NotNil(t, mustCompile(t, permitDeclared).fast, "bounds up to 2^53-1 keep the fast path")
+	for _, in := range []string{`{"case_id":47,"revision":29,"pages":63}`, `{"case_id":999999999999999,"revision":1}`, `{"case_id":4.7e1,"revision":29.0}`} {
+		checkFastPath(t, mustCompile(t, permitDeclared), []byte(in))
+		_, fe := mustCompile(t, permitDeclared).Apply(decode(t, in))
+		require.Empty(t, fe, in)
+	}
+	for _, in := range []string{`{"case_id":9007199254740992,"revision":1}`, `{"case_id":0,"revision":1}`, `{"case_id":1e16,"revision":1}`} {
+		_, fe := mustCompile(t, permitDeclared).Apply(decode(t, in))
+		require.NotEmpty(t, fe, in)
+	}
 	require.NotNil(t, mustCompile(t, flat).fast)
 	require.Nil(t, mustCompile(t, rich).fast)
 	require.Nil(t, mustCompile(t, `{"type":"object","additionalProperties":false,"properties":{"m":{"type":"integer","multipleOf":2}}}`).fast)
@@ -55,7 +74,7 @@ func checkFastPath(t *testing.T, s *Schema, data []byte) {
 // validator refuses, and Apply never panics.
 func FuzzApplyFastPath(f *testing.F) {
 	for _, s := range []string{
-		`{"case_id":47,"revision":29,"pages":63}`, `{"case_id":47.0,"revision":29}`, `{"case_id":0,"revision":1,"pages":2001}`,
+		`{"case_id":47,"revision":29,"pages":63}`, `{"case_id":47.0,"revision":29}`, `{"case_id":9007199254740991,"revision":1}`, `{"case_id":0,"revision":1,"pages":2001}`,
 		`{"a":"xyz","b":false,"n":-4,"i":3}`, `{"a":"","n":5}`, `{"a":"x","i":3.0e0,"n":-0.4e1}`, `{"a":"abcd","i":-0}`, `{"a":"\u00e9\u00e9\u00e9"}`, `{"x":1}`,
 	} {
 		f.Add([]byte(s))
@@ -64,8 +83,11 @@ func FuzzApplyFastPath(f *testing.F) {
 	require.NoError(f, err)
 	flatS, err := Compile([]byte(flat))
 	require.NoError(f, err)
+	declared, err := Compile([]byte(permitDeclared))
+	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastPath(t, permit, data)
+		checkFastPath(t, declared, data)
 		checkFastPath(t, flatS, data)
 	})
 }
