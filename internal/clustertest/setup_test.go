@@ -92,9 +92,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	}
 	for i, node := range []int{2, 0} {
 		name := fmt.Sprintf("renderer-%d", i+1)
-		// A 20s attempt budget: a result upload stalled by the node loss ends and
-		// the job goes back to the queue well within the test's two-minute wait.
-		r, err := renderer.New(renderer.Config{Worker: name, OnRender: d.renders.add, RenderTimeout: 20 * time.Second}, worker.Config{Conn: connect(name, node).JS.Conn(), Logger: log.With("component", name)})
+		r, err := renderer.New(renderer.Config{Worker: name, OnRender: d.renders.add}, worker.Config{Conn: connect(name, node).JS.Conn(), Logger: log.With("component", name)})
 		require.NoError(t, err)
 		require.NoError(t, r.Start(ctx))
 		t.Cleanup(r.Stop)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -48,6 +50,48 @@ func (f *ResultFiles) Open(ctx context.Context, name string) (*ResultFile, error
 		rf.ContentDisposition = info.Headers.Get("Content-Disposition")
 	}
 	return rf, nil
+}
+
+// putResult streams body into os as the object name.
+//
+// The object store publishes the chunks asynchronously and then waits for
+// every acknowledgement. It bounds that wait per chunk only when ctx has no
+// deadline; with one, a chunk whose acknowledgement never comes (it was on
+// its way to a stream leader that was killed or frozen, and the new leader
+// never saw it) holds the put until the deadline, however far off. So the
+// put gets ctx's cancellation without its deadline: a lost acknowledgement
+// fails the put within the API timeout, as an outage (job.ErrUnavailable),
+// and the caller can put the object again.
+//
+// A failed put also refreshes what the handle knows of the bucket's stream:
+// it reads object metadata by direct get while the configuration it last
+// read allows that, and a handle opened before its provisioner turned
+// direct gets off would otherwise meet "no responders" from then on.
+func putResult(ctx context.Context, os jetstream.ObjectStore, name, contentType, description string, body io.Reader) (int64, error) {
+	meta := jetstream.ObjectMeta{
+		Name: name, Description: description,
+		Headers: nats.Header{"Content-Type": []string{contentType}},
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	info, err := os.Put(pctx, meta, body)
+	if err == nil {
+		return int64(info.Size), nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		// The put saw its context canceled; say why it was.
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	if errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		err = fmt.Errorf("%w: %w", job.ErrUnavailable, err)
+	}
+	if ctx.Err() == nil && Unavailable(err) {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _ = os.Status(sctx) // refreshes the handle's stream configuration
+		scancel()
+	}
+	return 0, fmt.Errorf("store result %s: %w", name, mapErr(err))
 }
 
 // unavailable maps err, and says a failure the mapping does not know is one

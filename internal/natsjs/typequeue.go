@@ -40,17 +40,10 @@ func (m *WorkMsg) InProgress() error { return m.msg.InProgress() }
 func (m *WorkMsg) Term(reason string) error { return m.msg.TermWithReason(reason) }
 
 // PutResult streams a result object into the results store under name and
-// returns its size. A read error from r aborts the put and leaves nothing.
+// returns its size (see putResult). A read error from r aborts the put and
+// leaves nothing.
 func (r *Resources) PutResult(ctx context.Context, name, contentType, description string, body io.Reader) (int64, error) {
-	meta := jetstream.ObjectMeta{
-		Name: name, Description: description,
-		Headers: nats.Header{"Content-Type": []string{contentType}},
-	}
-	info, err := r.Results.Put(ctx, meta, body)
-	if err != nil {
-		return 0, fmt.Errorf("store result %s: %w", name, mapErr(err))
-	}
-	return int64(info.Size), nil
+	return putResult(ctx, r.Results, name, contentType, description, body)
 }
 
 // DeleteResult removes a result object; one that is gone is not an error.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -481,15 +482,15 @@ func (a *attempt) output() io.Writer {
 	a.outOnce.Do(func() {
 		pr, pw := io.Pipe()
 		rw := &resultWriter{pw: pw, h: sha256.New(), max: a.t.decl.MaxResultBytes, done: make(chan struct{}),
-			object: fmt.Sprintf("%s.a%d", a.rec.ID, a.rec.Attempt)}
+			object: fmt.Sprintf("%s.a%d", a.rec.ID, a.rec.Attempt), kept: &bytes.Buffer{},
+			desc: fmt.Sprintf("%s result of job %s, attempt %d", a.rec.Type, a.rec.ID, a.rec.Attempt)}
 		go func() {
 			defer close(rw.done)
-			desc := fmt.Sprintf("%s result of job %s, attempt %d", a.rec.Type, a.rec.ID, a.rec.Attempt)
 			// Bounded, so finishing or discarding the output never waits on
 			// a store that stopped answering; a hard stop ends it at once.
 			ctx, cancel := context.WithDeadline(a.w.hardCtx, a.uploadBy)
 			defer cancel()
-			_, rw.err = a.w.res.PutResult(ctx, rw.object, a.t.decl.ContentType, desc, pr)
+			_, rw.err = a.w.res.PutResult(ctx, rw.object, a.t.decl.ContentType, rw.desc, pr)
 			pr.CloseWithError(errOrClosed(rw.err))
 		}()
 		a.out = rw
@@ -515,7 +516,13 @@ func (a *attempt) storeUnavailable() bool {
 	default:
 		return false
 	}
-	return a.out.err != nil && (natsjs.Unavailable(a.out.err) || errors.Is(a.out.err, job.ErrUnavailable))
+	return a.out.err != nil && outage(a.out.err)
+}
+
+// outage reports an error that says the store could not be reached or did
+// not answer in time.
+func outage(err error) bool {
+	return natsjs.Unavailable(err) || errors.Is(err, job.ErrUnavailable)
 }
 
 // finishOutput completes the upload of a handler that succeeded.
@@ -525,10 +532,37 @@ func (a *attempt) finishOutput() error {
 	}
 	_ = a.out.pw.Close()
 	<-a.out.done
+	if a.out.err != nil && outage(a.out.err) && a.out.kept != nil {
+		a.out.err = a.storeAgain()
+	}
 	if a.out.err != nil {
 		return &failure{category: job.CategoryInternal, retryable: true, err: a.out.err,
 			message: "the result could not be stored; the job is retried"}
 	}
+	return nil
+}
+
+// storeAgain stores the kept copy of an output whose streamed upload the
+// store broke off (a stream leader lost or frozen mid-upload, a connection
+// lost): a fresh put of the same object, again while the store is
+// unavailable, within the upload's deadline. An outage of a few seconds
+// then costs the attempt a few seconds instead of the whole job. A put
+// that did store its metadata is replaced whole (the object store removes
+// the chunks of the object it replaces), so the attempt leaves one object.
+func (a *attempt) storeAgain() error {
+	a.log.Info("result upload broken off, storing the result again", "cause", a.out.err)
+	ctx, cancel := context.WithDeadline(a.w.hardCtx, a.uploadBy)
+	defer cancel()
+	tries := 0
+	err := untilAvailable(ctx, func(ctx context.Context) error {
+		tries++
+		_, err := a.w.res.PutResult(ctx, a.out.object, a.t.decl.ContentType, a.out.desc, bytes.NewReader(a.out.kept.Bytes()))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	a.log.Info("result stored", "tries", tries)
 	return nil
 }
 
@@ -541,15 +575,27 @@ func (a *attempt) abortOutput(cause error) {
 	<-a.out.done
 }
 
-// resultWriter counts, hashes and streams the output into the upload.
+// keptMax bounds the copy of an output kept for storing it again: a larger
+// output whose upload breaks off fails the attempt's upload (the job goes
+// back to the queue), as every output did before.
+const keptMax = 16 << 20
+
+// resultWriter counts, hashes and streams the output into the upload, and
+// keeps a copy of it while it is at most keptMax: when the store breaks the
+// upload off, the handler writes on into the copy and finishOutput stores
+// it again.
 type resultWriter struct {
 	pw       *io.PipeWriter
 	h        hash.Hash
 	n, max   int64
 	tooLarge bool
 	object   string
+	desc     string
 	done     chan struct{}
 	err      error // of the upload, once done is closed
+
+	kept   *bytes.Buffer // nil once the output outgrew keptMax
+	broken error         // the streamed upload's end, when it ended early
 }
 
 func (r *resultWriter) Write(p []byte) (int, error) {
@@ -557,8 +603,28 @@ func (r *resultWriter) Write(p []byte) (int, error) {
 		r.tooLarge = true
 		return 0, ErrResultTooLarge
 	}
-	n, err := r.pw.Write(p)
-	r.h.Write(p[:n])
-	r.n += int64(n)
-	return n, err
+	if r.kept != nil {
+		if r.kept.Len()+len(p) > keptMax {
+			r.kept = nil
+		} else {
+			r.kept.Write(p)
+		}
+	}
+	if r.broken == nil {
+		n, err := r.pw.Write(p)
+		if err != nil {
+			r.broken = err
+			if r.kept == nil || !outage(err) {
+				r.kept = nil
+				r.h.Write(p[:n])
+				r.n += int64(n)
+				return n, err
+			}
+		}
+	} else if r.kept == nil {
+		return 0, r.broken
+	}
+	r.h.Write(p)
+	r.n += int64(len(p))
+	return len(p), nil
 }

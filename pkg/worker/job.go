@@ -33,7 +33,9 @@ type Job[T any] struct {
 func (j *Job[T]) Progress(done, total int, unit string) { j.a.setProgress(done, total, unit) }
 
 // Output is the job's result, streamed to jobgate's result store as it is
-// written (large outputs never sit in memory). Writes past the type's
+// written (outputs beyond 16 MiB never sit in memory; smaller ones are also
+// kept until stored, to store them again when the store broke an upload
+// off). Writes past the type's
 // MaxResultBytes fail with ErrResultTooLarge, and the job fails
 // budget_exceeded. A job that never calls Output succeeds without a result.
 func (j *Job[T]) Output() io.Writer { return j.a.output() }

@@ -1,0 +1,149 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// The result store under the faults a worker process meets on a cluster:
+// its upload cut by the loss of the results stream's leader.
+
+const resultsStream = "OBJ_" + natsjs.BucketResults
+
+// A result upload cut by the loss of the results stream's leader (the
+// node stopped mid-upload; the chunks still to come meet a stream without
+// a leader, and any on their way to it are never acknowledged) is stored
+// again once the stream has a new leader: the job succeeds in its first
+// attempt, rendered once, with one object holding what was written (the
+// upload once stalled until its deadline, TestNodeLossUnderLoad).
+func TestResultUploadThroughResultsLeaderLoss(t *testing.T) {
+	c := Start(t, 3)
+	layout := natsjs.DefaultLayout()
+	layout.Replicas = 3
+	_, svc := c.Provision("service", c.URLs(), layout)
+	victim := c.Leader(svc.JS, resultsStream)
+	other := (victim + 1) % 3
+	// The test reads through a node that stays up.
+	_, svc = c.Provision("reader", c.Node(other).URL(), layout)
+
+	part := bytes.Repeat([]byte("%PDF leader loss "), 12000) // 204 kB: two chunks and a part
+	wrote, resume := make(chan struct{}), make(chan struct{})
+	rl := &renderLog{n: map[string]int{}}
+	w := startWorker(t, c.Connect("worker-1", c.Node(other).URL()), "worker-1", rl, func(ctx context.Context, j *worker.Job[permitParams]) ([]byte, error) {
+		if _, err := j.Output().Write(part); err != nil {
+			return nil, err
+		}
+		close(wrote)
+		select {
+		case <-resume:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return part, nil
+	})
+	require.NoError(t, <-w.startErr)
+
+	env := &jobtest.Env{Secret: []byte("clustertest-results")}
+	rec := env.Admit(t, svc, jobtest.Request{Key: "leader-loss"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case <-wrote:
+	case <-ctx.Done():
+		require.FailNow(t, "the handler did not start")
+	}
+	c.Stop(victim)
+	t.Logf("stopped node %s, leader of %s, mid-upload", c.Node(victim).Name, resultsStream)
+	close(resume)
+	start := time.Now()
+	done := jobtest.Terminal(t, svc, rec.Key(), 45*time.Second)
+	t.Logf("job %s %s %s after the node loss", done.ID, done.State, time.Since(start).Round(time.Millisecond))
+	requireStoredOnce(t, svc, done, rl, append(append([]byte{}, part...), part...))
+	c.Restart(victim)
+}
+
+// requireStoredOnce asserts a job that succeeded in its first attempt,
+// rendered once, with one result object in the store holding want.
+func requireStoredOnce(t *testing.T, res *natsjs.Resources, done *job.Record, rl *renderLog, want []byte) {
+	t.Helper()
+	require.Equal(t, job.StateSucceeded, done.State, "last error %+v", done.Error)
+	require.Equal(t, 1, done.Attempt)
+	require.Equal(t, map[string]int{done.ID: 1}, rl.counts(), "rendered once")
+	require.NotNil(t, done.Output)
+	require.Equal(t, done.ID+".a1", done.Output.Object)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	infos, err := res.Results.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1, "one result object")
+	require.Equal(t, done.Output.Object, infos[0].Name)
+	f, err := res.Files.Open(ctx, done.Output.Object)
+	require.NoError(t, err)
+	defer f.Close()
+	got, err := io.ReadAll(f)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	sum := sha256.Sum256(want)
+	require.Equal(t, hex.EncodeToString(sum[:]), done.Output.SHA256)
+	require.Equal(t, int64(len(want)), done.Output.Size)
+}
+
+type permitParams struct {
+	CaseID   int `json:"case_id"`
+	Revision int `json:"revision"`
+	Pages    int `json:"pages"`
+}
+
+type startedWorker struct {
+	started  chan struct{}
+	startErr chan error
+}
+
+// startWorker starts permit_report workers (concurrency 1) on nc in the
+// background; render returns the output (what it has not written itself).
+func startWorker(t *testing.T, nc *nats.Conn, name string, rl *renderLog,
+	render func(context.Context, *worker.Job[permitParams]) ([]byte, error)) *startedWorker {
+	t.Helper()
+	w, err := worker.New(worker.Config{
+		Conn: nc, Name: name, Logger: testLogger(t).With("component", name),
+		AckWait: 5 * time.Second, HeartbeatInterval: 500 * time.Millisecond, PullWait: 500 * time.Millisecond,
+		StaleAfter: 2 * time.Second, DrainTimeout: time.Second,
+	})
+	require.NoError(t, err)
+	decl := jobtest.PermitReport()
+	require.NoError(t, worker.Register(w, worker.Type[permitParams]{
+		Name: decl.Name, Schema: decl.Schema, Concurrency: 1, Timeout: time.Minute,
+		Work: func(ctx context.Context, j *worker.Job[permitParams]) error {
+			rl.add(&job.Record{ID: j.ID})
+			out, err := render(ctx, j)
+			if err != nil {
+				return err
+			}
+			_, err = j.Output().Write(out)
+			return err
+		},
+	}))
+	sw := &startedWorker{started: make(chan struct{}), startErr: make(chan error, 1)}
+	var once sync.Once
+	go func() {
+		err := w.Start(context.Background())
+		once.Do(func() { close(sw.started) })
+		sw.startErr <- err
+	}()
+	t.Cleanup(w.Stop)
+	return sw
+}
