@@ -24,7 +24,7 @@ const admitTimeout = 5 * time.Second
 // submit is POST /v1/jobs: admit a request exactly once per idempotency key.
 func (g *Gateway) submit(c *fiber.Ctx) error {
 	id := identity(c)
-	if wait, ok := g.submits.allow(id.Tenant + "/" + id.Requester); !ok {
+	if wait, ok := g.submits.allowScope(id.Tenant, id.Requester); !ok {
 		setRetryAfter(c, wait)
 		return writeProblem(c, job.ErrRateLimited)
 	}
@@ -86,7 +86,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	if !created {
 		return g.replied(c, rec, start)
 	}
-	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
+	setLocation(c, rec.ID)
 	g.cfg.Metrics.Admission("new", time.Since(start))
 	// Debug, not info: at thousands of admissions a second one line
 	// each costs a few per cent of the CPU (docs/performance.md);
@@ -98,7 +98,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 // replied answers a replay: 200 with the job as it is now.
 func (g *Gateway) replied(c *fiber.Ctx, rec *job.Record, start time.Time) error {
 	g.cfg.Metrics.Admission("replayed", time.Since(start))
-	c.Set(fiber.HeaderLocation, job.JobPath(rec.ID))
+	setLocation(c, rec.ID)
 	c.Set("Idempotent-Replayed", "true")
 	return g.writeJob(c, http.StatusOK, rec)
 }
@@ -107,19 +107,21 @@ var idempotencyKeyHeader = []byte("Idempotency-Key")
 
 // idempotencyKey reads the one Idempotency-Key header of the request.
 func idempotencyKey(c *fiber.Ctx) (string, error) {
-	var vals [][]byte
+	var val []byte
+	n := 0
 	c.Request().Header.VisitAll(func(k, v []byte) {
 		if bytes.EqualFold(k, idempotencyKeyHeader) { // no per-header allocation
-			vals = append(vals, v)
+			val = v
+			n++
 		}
 	})
 	switch {
-	case len(vals) == 0:
+	case n == 0:
 		return "", job.ErrKeyMissing
-	case len(vals) > 1:
+	case n > 1:
 		return "", fmt.Errorf("%w: send exactly one Idempotency-Key header", job.ErrKeyInvalid)
 	}
-	key := string(vals[0])
+	key := string(val)
 	if !job.ValidKey(key) {
 		return "", fmt.Errorf("%w: must be 1-255 printable ASCII characters", job.ErrKeyInvalid)
 	}
@@ -212,7 +214,8 @@ func (g *Gateway) replay(a admission, existing *job.Record) (*job.Record, bool, 
 
 // writeJob renders a job resource with its caching headers.
 func (g *Gateway) writeJob(c *fiber.Ctx, status int, rec *job.Record) error {
-	c.Set(fiber.HeaderETag, etag(rec))
+	var tag [22]byte // a quoted uint64
+	c.Response().Header.SetBytesV(fiber.HeaderETag, appendETag(tag[:0], rec))
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
 	if !rec.State.Terminal() {
 		setRetryAfter(c, retryAfter(rec, g.cfg.Now()))
@@ -256,7 +259,18 @@ func (g *Gateway) resultLink(rec *job.Record) (string, time.Time) {
 // etag follows the stored record (its revision), not the signed href, so an
 // unchanged succeeded job still answers 304.
 func etag(rec *job.Record) string {
-	return `"` + strconv.FormatUint(rec.Revision, 10) + `"`
+	var tag [22]byte
+	return string(appendETag(tag[:0], rec))
+}
+
+func appendETag(b []byte, rec *job.Record) []byte {
+	return append(strconv.AppendUint(append(b, '"'), rec.Revision, 10), '"')
+}
+
+// setLocation sets Location: /v1/jobs/{id} without building the string.
+func setLocation(c *fiber.Ctx, id string) {
+	var path [64]byte
+	c.Response().Header.SetBytesV(fiber.HeaderLocation, append(append(path[:0], "/v1/jobs/"...), id...))
 }
 
 // retryAfter grows with the job's age so naive pollers slow down by

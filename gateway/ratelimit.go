@@ -32,15 +32,26 @@ func newLimiter(perSecond float64, burst int, now func() time.Time) *limiter {
 // allow takes a token for who; when none is left it says after how many
 // whole seconds one will be.
 func (l *limiter) allow(who string) (retryAfter int, ok bool) {
+	return l.allowKey([]byte(who))
+}
+
+// allowScope is allow for tenant + "/" + requester, without building that
+// string on every request.
+func (l *limiter) allowScope(tenant, requester string) (retryAfter int, ok bool) {
+	var buf [2*64 + 1]byte // ids are at most 64 characters
+	return l.allowKey(append(append(append(buf[:0], tenant...), '/'), requester...))
+}
+
+func (l *limiter) allowKey(who []byte) (retryAfter int, ok bool) {
 	now := l.now()
 	l.mu.Lock()
 	if now.Sub(l.sweep) > time.Minute || len(l.b) >= limiterCap {
 		l.dropIdle(now)
 	}
-	lim, found := l.b[who]
+	lim, found := l.b[string(who)] // no allocation for the lookup
 	if !found {
 		lim = rate.NewLimiter(l.limit, l.burst)
-		l.b[who] = lim
+		l.b[string(who)] = lim
 	}
 	l.mu.Unlock()
 	r := lim.ReserveN(now, 1)

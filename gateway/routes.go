@@ -66,24 +66,26 @@ func (g *Gateway) authenticate(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate"`)
 		return writeProblem(c, job.ErrUnauthorized)
 	}
-	id, err := g.verifier.Verify(tok)
+	id, err := g.verifier.VerifyShared(tok)
 	if err != nil {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate", error="invalid_token"`)
 		return writeProblem(c, job.ErrUnauthorized)
 	}
-	c.Locals(identityKey, id)
+	c.Locals(identityKey, id) // a pointer: no copy on the heap per request
 	return c.Next()
 }
 
 func identity(c *fiber.Ctx) auth.Identity {
-	id, _ := c.Locals(identityKey).(auth.Identity)
-	return id
+	if id, ok := c.Locals(identityKey).(*auth.Identity); ok {
+		return *id
+	}
+	return auth.Identity{}
 }
 
 // readLimit applies the per-requester read rate limit.
 func (g *Gateway) readLimit(c *fiber.Ctx) error {
 	id := identity(c)
-	if wait, ok := g.reads.allow(id.Tenant + "/" + id.Requester); !ok {
+	if wait, ok := g.reads.allowScope(id.Tenant, id.Requester); !ok {
 		setRetryAfter(c, wait)
 		return writeProblem(c, job.ErrRateLimited)
 	}

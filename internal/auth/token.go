@@ -50,7 +50,7 @@ type Verifier struct {
 	secret []byte
 	now    func() time.Time
 	mu     sync.Mutex
-	cache  map[string]Identity
+	cache  map[string]*Identity // never modified once stored
 }
 
 // NewVerifier returns a verifier for tokens signed with secret, judging
@@ -59,7 +59,7 @@ func NewVerifier(secret []byte, now func() time.Time) *Verifier {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{secret: secret, now: now, cache: make(map[string]Identity)}
+	return &Verifier{secret: secret, now: now, cache: make(map[string]*Identity)}
 }
 
 const maxCached = 10000
@@ -67,6 +67,16 @@ const maxCached = 10000
 // Verify returns the identity of a raw token (without "Bearer "). Any defect
 // is job.ErrUnauthorized.
 func (v *Verifier) Verify(token string) (Identity, error) {
+	id, err := v.VerifyShared(token)
+	if err != nil {
+		return Identity{}, err
+	}
+	return *id, nil
+}
+
+// VerifyShared is Verify returning the cached identity itself, which the
+// caller must not modify: a request can keep it without a copy on the heap.
+func (v *Verifier) VerifyShared(token string) (*Identity, error) {
 	now := v.now()
 	v.mu.Lock()
 	id, ok := v.cache[token]
@@ -83,12 +93,12 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil },
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(v.now))
 	if err != nil {
-		return Identity{}, fmt.Errorf("%w: %w", job.ErrUnauthorized, err)
+		return nil, fmt.Errorf("%w: %w", job.ErrUnauthorized, err)
 	}
 	if !job.ValidScopeID(c.Tenant) || !job.ValidScopeID(c.Subject) {
-		return Identity{}, fmt.Errorf("%w: tenant or sub claim malformed", job.ErrUnauthorized)
+		return nil, fmt.Errorf("%w: tenant or sub claim malformed", job.ErrUnauthorized)
 	}
-	id = Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Expires: c.ExpiresAt.Time}
+	id = &Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Expires: c.ExpiresAt.Time}
 	v.mu.Lock()
 	if len(v.cache) >= maxCached {
 		clear(v.cache) // bounded; a cold miss only costs one verification

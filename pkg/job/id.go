@@ -58,33 +58,46 @@ func ValidKey(key string) bool {
 // IDDeriver derives job ids under one secret like DeriveID, reusing HMAC
 // states across calls (the admission hot path derives one id per request).
 type IDDeriver struct {
-	pool sync.Pool
+	pool sync.Pool // of *hmacState
+}
+
+// hmacState is one HMAC with its message and sum buffers, pooled together
+// so a derivation allocates only the string it returns.
+type hmacState struct {
+	h   hash.Hash
+	msg []byte
+	sum [sha256.Size]byte
+}
+
+// sum returns the HMAC of tenant, requester and key (NUL-separated), after
+// prefix; s is reset first.
+func (s *hmacState) sumOf(prefix []byte, tenant, requester, key string) []byte {
+	s.h.Reset()
+	m := append(s.msg[:0], prefix...)
+	m = append(m, tenant...)
+	m = append(m, 0)
+	m = append(m, requester...)
+	m = append(m, 0)
+	m = append(m, key...)
+	s.h.Write(m)
+	s.msg = m
+	return s.h.Sum(s.sum[:0])
 }
 
 // NewIDDeriver returns a deriver for secret.
 func NewIDDeriver(secret []byte) *IDDeriver {
 	key := bytes.Clone(secret)
 	d := &IDDeriver{}
-	d.pool.New = func() any { return hmac.New(sha256.New, key) }
+	d.pool.New = func() any { return &hmacState{h: hmac.New(sha256.New, key), msg: make([]byte, 0, 128)} }
 	return d
 }
 
 // Derive returns DeriveID(secret, tenant, requester, key).
 func (d *IDDeriver) Derive(tenant, requester, key string) string {
-	m := d.pool.Get().(hash.Hash)
-	m.Reset()
-	msg := make([]byte, 0, len(tenant)+len(requester)+len(key)+2)
-	msg = append(msg, tenant...)
-	msg = append(msg, 0)
-	msg = append(msg, requester...)
-	msg = append(msg, 0)
-	msg = append(msg, key...)
-	m.Write(msg)
-	var sum [sha256.Size]byte
-	m.Sum(sum[:0])
-	d.pool.Put(m)
+	s := d.pool.Get().(*hmacState)
 	var enc [52]byte // base32 of 32 bytes, unpadded
-	idEncoding.Encode(enc[:], sum[:])
+	idEncoding.Encode(enc[:], s.sumOf(nil, tenant, requester, key))
+	d.pool.Put(s)
 	return "job_" + string(enc[:26])
 }
 
@@ -99,18 +112,9 @@ const keyHashDomain = 0x01
 // a key that is easy to guess; under one secret it is stable, so log lines
 // of one key still line up.
 func (d *IDDeriver) KeyHash(tenant, requester, key string) string {
-	m := d.pool.Get().(hash.Hash)
-	m.Reset()
-	msg := make([]byte, 0, len(tenant)+len(requester)+len(key)+3)
-	msg = append(msg, keyHashDomain)
-	msg = append(msg, tenant...)
-	msg = append(msg, 0)
-	msg = append(msg, requester...)
-	msg = append(msg, 0)
-	msg = append(msg, key...)
-	m.Write(msg)
-	var sum [sha256.Size]byte
-	m.Sum(sum[:0])
-	d.pool.Put(m)
-	return hex.EncodeToString(sum[:8])
+	s := d.pool.Get().(*hmacState)
+	var out [16]byte
+	hex.Encode(out[:], s.sumOf([]byte{keyHashDomain}, tenant, requester, key)[:8])
+	d.pool.Put(s)
+	return string(out[:])
 }
