@@ -32,6 +32,10 @@ type process struct {
 	// httpListener is the gateway's address, bound before anything else
 	// started (see claimProcessResources); nil in processes without one.
 	httpListener net.Listener
+	// connect opens another connection like nc (components' own, see
+	// component); own are those opened, closed with the process.
+	connect func(name string) (*nats.Conn, error)
+	own     []*nats.Conn
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -68,7 +72,7 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 		if err != nil {
 			return nil, err
 		}
-		rt.nc, err = rt.embedded.Connect("jobgate-" + name)
+		rt.connect = func(n string) (*nats.Conn, error) { return rt.embedded.Connect("jobgate-" + n) }
 	} else {
 		cc := natsjs.ConnectConfig{
 			URL: cfg.NATS.URL, Name: "jobgate-" + name, CredsFile: cfg.NATS.CredsFile, NKeyFile: cfg.NATS.NKeyFile,
@@ -79,8 +83,13 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 			// whose replies come under the worker inbox.
 			cc.InboxPrefix = natsjs.WorkerInboxPrefix
 		}
-		rt.nc, err = natsjs.Connect(cc)
+		rt.connect = func(n string) (*nats.Conn, error) {
+			c := cc
+			c.Name = "jobgate-" + n
+			return natsjs.Connect(c)
+		}
 	}
+	rt.nc, err = rt.connect(name)
 	if err != nil {
 		rt.close()
 		return nil, err
@@ -112,7 +121,39 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 	return rt, nil
 }
 
+// component returns the process as the named component sees it when the
+// process runs several (serve): on a NATS connection of its own, so one
+// component's traffic (a worker's pulls and acks, the relay's publishes)
+// does not queue the gateway's admissions behind it in one connection's
+// read loop, write lock and response mux. Measured in the bench's
+// pipeline section (docs/performance.md).
+func (rt *process) component(ctx context.Context, name string) (*process, error) {
+	nc, err := rt.connect(name)
+	if err != nil {
+		return nil, err
+	}
+	rt.own = append(rt.own, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, provisionPatience)
+	defer cancel()
+	res, err := natsjs.Rebind(bctx, js, rt.res)
+	if err != nil {
+		return nil, err
+	}
+	c := *rt
+	c.nc, c.res, c.own = nc, res, nil
+	return &c, nil
+}
+
 func (rt *process) close() {
+	for i := len(rt.own) - 1; i >= 0; i-- {
+		_ = rt.own[i].Drain()
+		rt.own[i].Close()
+	}
+	rt.own = nil
 	if rt.nc != nil {
 		_ = rt.nc.Drain()
 		rt.nc.Close()
@@ -143,7 +184,14 @@ type services struct {
 // running: stop ends them.
 func (s *services) start(ctx context.Context, rt *process, names []string, serve bool, each func(service)) error {
 	for _, name := range names {
-		svc, err := newService(rt, name, serve)
+		crt := rt
+		if len(names) > 1 {
+			var err error
+			if crt, err = rt.component(ctx, name); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		svc, err := newService(crt, name, serve)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

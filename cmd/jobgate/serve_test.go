@@ -86,7 +86,9 @@ func TestServeKeepsKeysAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	stop, out := runServe(t, dir, addr)
-	require.Contains(t, out.String(), "jobgate is serving")
+	// The banner follows the last component's start, the gateway's, which
+	// answers /readyz a moment before.
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "jobgate is serving") }, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, out.String(), dir, "the banner says where the data lives")
 
 	tok := mintToken(t, dir, "4", "reviewer-47")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -69,9 +70,22 @@ func (r *runner) pipelineSuite(ctx context.Context) error {
 
 		r.logf("pipeline: jobgate, %s (round %d/3)", rd, round+1)
 		var pr PipeResult
+		traced := false
+		if r.o.ProfileDir != "" && round == 1 {
+			// Where the pipeline waits (go tool trace -pprof=sync|net|sched).
+			path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "pipeline-jobgate.trace"))
+			if _, err := p.call(Request{Op: opTraceStart, Path: path}); err != nil {
+				r.logf("trace: %v", err)
+			} else {
+				traced = true
+			}
+		}
 		sysU.add(r.measure(p, fmt.Sprintf("pipeline-jobgate-%d", round), func() {
 			pr, cerr = r.jobgatePipeline(ctx, p, a, tokens, rd, round)
 		}))
+		if traced {
+			_, _ = p.call(Request{Op: opTraceStop})
+		}
 		if cerr != nil {
 			return cerr
 		}

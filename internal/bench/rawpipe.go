@@ -183,9 +183,12 @@ func pipeStats(ctx context.Context, env TargetEnv) (*PipeStats, error) {
 	if env.Noop != nil {
 		ps.Succeeded = env.Noop.succeeded.Load()
 	}
-	if env.Conn != nil {
-		st := env.Conn.Stats()
-		ps.ConnOut, ps.ConnIn = st.OutMsgs, st.InMsgs
+	if env.Conns != nil {
+		for _, nc := range env.Conns() {
+			st := nc.Stats()
+			ps.ConnOut += st.OutMsgs
+			ps.ConnIn += st.InMsgs
+		}
 	}
 	if env.Res == nil {
 		return ps, nil

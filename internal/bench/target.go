@@ -29,9 +29,9 @@ type TargetEnv struct {
 	URL        string
 	SSEStreams func() int64 // nil when no gateway runs
 	Log        *slog.Logger
-	// Conn is the process's NATS connection (every service's), whose
-	// message counters the pipeline section reads.
-	Conn *nats.Conn
+	// Conns returns the process's NATS connections (its services each
+	// have their own), whose message counters the pipeline section sums.
+	Conns func() []*nats.Conn
 	// Noop is the bench_noop worker's counter; nil when it does not run.
 	Noop *Noop
 }

@@ -195,6 +195,19 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 	return res, nil
 }
 
+// Rebind returns handles on the resources of prov (what Provision
+// returned) through another connection's js: one process's components each
+// on a connection of their own.
+func Rebind(ctx context.Context, js jetstream.JetStream, prov *Resources) (*Resources, error) {
+	res, err := bind(ctx, js, true)
+	if err != nil {
+		return nil, fmt.Errorf("rebind: %w", err)
+	}
+	res.Layout = prov.Layout
+	res.Jobs.ttl = prov.Jobs.ttl
+	return res, nil
+}
+
 // Bind returns handles on the resources of a deployment that some other
 // process provisioned, creating nothing and changing nothing: what a worker
 // process with worker credentials does (it may not create streams). It
