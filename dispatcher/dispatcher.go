@@ -42,6 +42,7 @@ type jobIndex interface {
 // (natsjs.EventStream).
 type eventPublisher interface {
 	Publish(ctx context.Context, r *job.Record) error
+	PublishFirst(ctx context.Context, r *job.Record) (bool, error)
 	LastRevision(ctx context.Context, r *job.Record) (uint64, error)
 }
 

@@ -54,15 +54,25 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	switch {
 	case rec.State == job.StateQueued:
 		// The admission's event goes out before any work exists that a
-		// worker could claim and announce ahead of it; a job some worker
-		// moved on already (its work published by the gateway) has a newer
-		// change announced, and an admission event now would come after it.
-		if cur, err := d.jobs.Get(octx, rec.Key()); err != nil || cur.Revision <= rec.Revision {
-			if err := d.events.Publish(octx, rec); err != nil {
-				d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
-				_ = c.Nak(relayRetry)
-				return
+		// worker could claim and announce ahead of it. JetStream stores it
+		// at once only as the job's first event; when the job's subject
+		// holds events already, either a worker moved the job on (its work
+		// published by the gateway), and an admission event now would
+		// come after its newer change, or they are an earlier job's under
+		// the same id (admitted again after its record expired): the
+		// record says which.
+		first, err := d.events.PublishFirst(octx, rec)
+		if err == nil && !first {
+			if cur, gerr := d.jobs.Get(octx, rec.Key()); gerr != nil || cur.Revision <= rec.Revision {
+				err, first = d.events.Publish(octx, rec), true
 			}
+		}
+		if err != nil {
+			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
+			_ = c.Nak(relayRetry)
+			return
+		}
+		if first {
 			d.cfg.Metrics.Relayed("event")
 		}
 		if err := d.work.Publish(octx, rec, 0); err != nil {

@@ -88,3 +88,25 @@ func TestSeveralDispatchersRelayEachJobOnce(t *testing.T) {
 		require.Eventually(t, func() bool { return len(jobtest.Events(t, b.conn.Res, rec)) == 1 }, 10*time.Second, 20*time.Millisecond)
 	}
 }
+
+// The relay stores the admission's event as the job's first event in one
+// step; a job admitted again under the id of an earlier job whose events
+// are still on the stream (its record expired, the events live longer)
+// still gets its admission announced.
+func TestRelayAnnouncesAJobAdmittedAgainUnderAnEarlierJobsID(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	then := time.Now().Add(-time.Hour).UTC()
+	earlier := &job.Record{ID: job.DeriveID(b.env.Secret, "4", "reviewer-47", "again"), Tenant: "4", Requester: "reviewer-47",
+		Type: "permit_report", State: job.StateCanceled, CreatedAt: then, UpdatedAt: then, FinishedAt: &then, Revision: 7}
+	require.NoError(t, natsjs.PublishEvent(ctx, b.conn.Res.JS, earlier))
+
+	rec := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "again", Pages: 5})
+	require.Equal(t, earlier.ID, rec.ID, "one key, one id")
+	require.Eventually(t, func() bool { return len(jobtest.Events(t, b.conn.Res, rec)) == 2 }, 10*time.Second, 20*time.Millisecond)
+	evs := jobtest.Events(t, b.conn.Res, rec)
+	require.Equal(t, []job.State{job.StateCanceled, job.StateQueued}, jobtest.States(evs))
+	require.Equal(t, fmt.Sprintf("%s.%d", rec.ID, rec.Revision), evs[1].MsgID)
+}

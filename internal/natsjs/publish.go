@@ -55,13 +55,19 @@ func EventRevision(msgID string) (uint64, bool) {
 // of a change publishes it, once; the relay only fills in what a crashed
 // writer left out (see LastEventRevision).
 func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) error {
-	data := r.Resource("", r.UpdatedAt).AppendJSON(make([]byte, 0, 768))
-	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
-	if err := publishOnce(ctx, js, msg); err != nil {
+	if err := publishOnce(ctx, js, eventMsgOf(r)); err != nil {
 		return fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
 	}
 	return nil
+}
+
+// eventMsgOf is the event of r's change: the job's resource, under the
+// change's message id.
+func eventMsgOf(r *job.Record) *nats.Msg {
+	data := r.Resource("", r.UpdatedAt).AppendJSON(make([]byte, 0, 768))
+	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
+	return msg
 }
 
 // errCodeMsgIDInProcess: a replicated stream is still storing another
@@ -99,6 +105,10 @@ func LastEventRevision(ctx context.Context, js jetstream.JetStream, r *job.Recor
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
 	}
+	return lastEventRevision(ctx, s, r)
+}
+
+func lastEventRevision(ctx context.Context, s jetstream.Stream, r *job.Record) (uint64, error) {
 	m, err := s.GetLastMsgForSubject(ctx, EventSubject(r.Tenant, r.Requester, r.ID))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -2,6 +2,9 @@ package natsjs
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +36,9 @@ func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, erro
 // a job, and the notifier's durable consumer of them.
 type EventStream struct {
 	js jetstream.JetStream
+
+	mu     sync.Mutex
+	stream jetstream.Stream // looked up once (LastRevision)
 }
 
 // NewEventStream returns the event stream on js (Provision returns one).
@@ -43,8 +49,41 @@ func (e *EventStream) Publish(ctx context.Context, r *job.Record) error {
 	return PublishEvent(ctx, e.js, r)
 }
 
+// PublishFirst publishes the state of r as the job's first event: JetStream
+// stores it only while the job's subject holds no event, in the same step
+// (an expected last subject sequence of 0), so an event of a later change,
+// published meanwhile by a worker, is never followed by this one. It reports
+// whether the job's first event is now stored (by this call or by an
+// earlier copy of it), false when another event came first.
+func (e *EventStream) PublishFirst(ctx context.Context, r *job.Record) (bool, error) {
+	msg := eventMsgOf(r)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	err := publishOnce(ctx, e.js, msg)
+	var api *jetstream.APIError
+	if errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
+	}
+	return true, nil
+}
+
 // LastRevision is the record revision of the newest event stored for the
 // job, 0 when none is.
 func (e *EventStream) LastRevision(ctx context.Context, r *job.Record) (uint64, error) {
-	return LastEventRevision(ctx, e.js, r)
+	e.mu.Lock()
+	s := e.stream
+	e.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = e.js.Stream(ctx, StreamEvents); err != nil {
+			return 0, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
+		}
+		e.mu.Lock()
+		e.stream = s
+		e.mu.Unlock()
+	}
+	return lastEventRevision(ctx, s, r)
 }
