@@ -173,6 +173,18 @@ func (c FairConfig) weight(tenant string) int {
 // until the next scan is due: a job of a tenant that had work within the
 // last minute starts at once, that of any other within Scan.
 func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
+	return q.next(ctx, nil)
+}
+
+// NextNewcomer is Next for a slot kept for tenants that allow accepts
+// (the worker's: those with none of their jobs running): it takes work only
+// of them, the least recently served first, and leaves the round-robin
+// turns of the other slots as they are.
+func (q *FairQueue) NextNewcomer(ctx context.Context, allow func(tenant string) bool) (*WorkMsg, error) {
+	return q.next(ctx, allow)
+}
+
+func (q *FairQueue) next(ctx context.Context, allow func(string) bool) (*WorkMsg, error) {
 	for {
 		if err := q.scan(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -181,7 +193,7 @@ func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
 			return nil, err
 		}
 		for {
-			t := q.pick()
+			t := q.pick(allow)
 			if t == nil {
 				break
 			}
@@ -196,7 +208,7 @@ func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
 				return msg, nil
 			}
 		}
-		if t := q.idle(); t != nil {
+		if t := q.idle(allow); t != nil {
 			msg, err := q.pull(ctx, t, q.cfg.Scan)
 			if err != nil || msg != nil {
 				if ctx.Err() != nil && msg == nil {
@@ -206,17 +218,28 @@ func (q *FairQueue) Next(ctx context.Context) (*WorkMsg, error) {
 			}
 			continue
 		}
+		wait := q.cfg.Scan
+		if allow != nil {
+			// A newcomer's first job should not wait a whole scan period
+			// behind the backlog that keeps the other slots busy; the
+			// look at the stream is cheap and rate-limited (checkEvery).
+			wait = min(wait, newcomerLook)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, nil
-		case <-time.After(q.cfg.Scan):
+		case <-time.After(wait):
 		}
 	}
 }
 
+// newcomerLook is how often a newcomer slot with nothing to take looks for
+// a tenant it may serve.
+const newcomerLook = 10 * time.Millisecond
+
 // idle picks the tenant an idle slot long-polls: in turn among the most
-// recently busy known tenants.
-func (q *FairQueue) idle() *tenantQueue {
+// recently busy known tenants (of those allow accepts, when it is set).
+func (q *FairQueue) idle(allow func(string) bool) *tenantQueue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.tenants) == 0 {
@@ -224,7 +247,12 @@ func (q *FairQueue) idle() *tenantQueue {
 	}
 	recent := make([]*tenantQueue, 0, len(q.tenants))
 	for _, t := range q.tenants {
-		recent = append(recent, t)
+		if allow == nil || allow(t.name) {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) == 0 {
+		return nil
 	}
 	slices.SortFunc(recent, func(a, b *tenantQueue) int {
 		if c := b.seen.Compare(a.seen); c != 0 {
@@ -244,9 +272,12 @@ func (q *FairQueue) idle() *tenantQueue {
 // comes back after none joins level with the richest and wins the tie
 // (ties go to the least recently picked): its job takes the next free
 // slot, as a newcomer's turn in a round-robin comes first.
-func (q *FairQueue) pick() *tenantQueue {
+func (q *FairQueue) pick(allow func(string) bool) *tenantQueue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if allow != nil {
+		return q.pickNewcomerLocked(allow)
+	}
 	top, any := 0, false
 	for _, t := range q.tenants {
 		if t.pending && !t.fresh && (!any || t.current > top) {
@@ -271,6 +302,25 @@ func (q *FairQueue) pick() *tenantQueue {
 	}
 	if best != nil {
 		best.current -= total
+		q.picks++
+		best.lastPick = q.picks
+	}
+	return best
+}
+
+// pickNewcomerLocked takes, of the tenants with work that allow accepts,
+// the least recently picked; the round-robin state stays as it is.
+func (q *FairQueue) pickNewcomerLocked(allow func(string) bool) *tenantQueue {
+	var best *tenantQueue
+	for _, t := range q.tenants {
+		if !t.pending || !allow(t.name) {
+			continue
+		}
+		if best == nil || t.lastPick < best.lastPick || (t.lastPick == best.lastPick && t.name < best.name) {
+			best = t
+		}
+	}
+	if best != nil {
 		q.picks++
 		best.lastPick = q.picks
 	}

@@ -17,7 +17,7 @@ func fairQueueWith(weights map[string]int, tenants ...string) *FairQueue {
 func picks(q *FairQueue, n int) []string {
 	var out []string
 	for range n {
-		out = append(out, q.pick().name)
+		out = append(out, q.pick(nil).name)
 	}
 	return out
 }
@@ -48,10 +48,10 @@ func TestATenantWhoseWorkComesBackTakesTheNextPick(t *testing.T) {
 	q.tenants["trickle"].pending = false
 	require.Equal(t, []string{"flood", "flood"}, picks(q, 2))
 	q.tenants["trickle"].pending, q.tenants["trickle"].fresh = true, true
-	require.Equal(t, "trickle", q.pick().name)
+	require.Equal(t, "trickle", q.pick(nil).name)
 	// No tenant with work: no pick.
 	for _, tq := range q.tenants {
 		tq.pending = false
 	}
-	require.Nil(t, q.pick())
+	require.Nil(t, q.pick(nil))
 }

@@ -65,6 +65,15 @@ type Config struct {
 	// TenantMaxRunningFor overrides TenantMaxRunning for single tenants
 	// (0 there: no cap for that tenant).
 	TenantMaxRunningFor map[string]int
+	// NewcomerSlots are handler slots per type, beyond the type's
+	// Concurrency, that take work only of a tenant with none of its jobs
+	// of the type running in this process, and only while every regular
+	// slot is busy: a handler cannot be interrupted, so without them a
+	// tenant's first job waits for one of another tenant's long jobs to
+	// end. A process thus runs up to Concurrency + NewcomerSlots handlers
+	// of a type at once, the extra ones for different tenants. Default 1;
+	// -1: none.
+	NewcomerSlots int
 	// WorkScan is how often a process with free slots looks for tenants
 	// with new work: the longest a new job waits on an idle worker.
 	// Default 100ms.
@@ -108,6 +117,12 @@ func (c Config) withDefaults() Config {
 	if c.WorkScan == 0 {
 		c.WorkScan = 100 * time.Millisecond
 	}
+	switch {
+	case c.NewcomerSlots == 0:
+		c.NewcomerSlots = 1
+	case c.NewcomerSlots < 0:
+		c.NewcomerSlots = 0
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -116,6 +131,9 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
+	if c.NewcomerSlots > 64 {
+		errs = append(errs, fmt.Errorf("newcomer slots must be at most 64, got %d", c.NewcomerSlots))
+	}
 	if c.AckWait <= 0 || c.HeartbeatInterval <= 0 || c.PullWait <= 0 || c.DrainTimeout <= 0 || c.RetryBase <= 0 {
 		errs = append(errs, errors.New("ack wait, heartbeat interval, pull wait, drain timeout and retry base must be positive"))
 	}

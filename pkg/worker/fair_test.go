@@ -296,3 +296,40 @@ func TestWorkQueuedUnderTheFormerPerTypeConsumerIsDone(t *testing.T) {
 		require.Equal(t, 1, r.of(rec.ID))
 	}
 }
+
+// A handler cannot be interrupted: with every regular slot held by one
+// tenant's long jobs, another tenant's first job still starts at once, on a
+// newcomer slot, and only one such job runs beyond the regular slots.
+func TestANewcomersJobStartsWhileAnotherTenantHoldsEverySlot(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	r, gate := newRuns(), make(chan struct{})
+	_, conn := startWorkers(t, env, "worker-1", 2, nil, gated(r, "A", gate))
+	t.Cleanup(func() { close(gate) })
+
+	backlog := admitMany(t, env, conn, "A", "a", 20)
+	waitUntil(t, 30*time.Second, "both slots busy with A", func() bool { return r.running.Load() == 2 })
+	// None of A's jobs ever ends here: B's jobs have no regular slot to
+	// wait for.
+	later := admitMany(t, env, conn, "B", "b", 3)
+	for _, rec := range later {
+		require.Equal(t, job.StateSucceeded, jobtest.Terminal(t, conn.Res, rec.Key(), 30*time.Second).State)
+	}
+	require.Equal(t, 2, r.most("A"), "A never got the newcomer slot")
+	require.Equal(t, 1, r.most("B"))
+	a := states(t, conn, backlog)
+	require.Equal(t, 18, a[job.StateQueued], "A's backlog stands: %v", a)
+}
+
+// Without newcomer slots (-1), the same B job waits for a regular slot.
+func TestWithoutNewcomerSlotsATenantWaitsForARegularSlot(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	r, gate := newRuns(), make(chan struct{})
+	_, conn := startWorkers(t, env, "worker-1", 2, func(c *worker.Config) { c.NewcomerSlots = -1 }, gated(r, "A", gate))
+	t.Cleanup(func() { close(gate) })
+	admitMany(t, env, conn, "A", "a", 5)
+	waitUntil(t, 30*time.Second, "both slots busy with A", func() bool { return r.running.Load() == 2 })
+	b := admitMany(t, env, conn, "B", "b", 1)
+	require.Never(t, func() bool { return states(t, conn, b)[job.StateSucceeded] == 1 }, 2*time.Second, 100*time.Millisecond)
+}

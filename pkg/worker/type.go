@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
@@ -108,6 +110,41 @@ type typeRunner struct {
 	decl        job.TypeDecl
 	concurrency int
 	run         func(ctx context.Context, a *attempt) error
+
+	// busy counts the regular slots handling a message; running the jobs
+	// of each tenant this process runs (for the newcomer slots).
+	busy    atomic.Int64
+	mu      sync.Mutex
+	running map[string]int
+}
+
+// started and ended count a tenant's jobs running in this process.
+func (t *typeRunner) started(tenant string) {
+	t.mu.Lock()
+	if t.running == nil {
+		t.running = map[string]int{}
+	}
+	t.running[tenant]++
+	t.mu.Unlock()
+}
+
+func (t *typeRunner) ended(tenant string) {
+	t.mu.Lock()
+	if t.running[tenant]--; t.running[tenant] <= 0 {
+		delete(t.running, tenant)
+	}
+	t.mu.Unlock()
+}
+
+// newcomer reports whether a newcomer slot may take work of tenant now:
+// every regular slot is busy and none of the tenant's jobs runs here.
+func (t *typeRunner) newcomer(tenant string) bool {
+	if t.busy.Load() < int64(t.concurrency) {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running[tenant] == 0
 }
 
 var errStarted = errors.New("worker: already started")

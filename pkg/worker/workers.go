@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,7 +141,11 @@ func (w *Workers) Start(ctx context.Context) error {
 	for i, t := range w.types {
 		for range t.concurrency {
 			w.pulls.Add(1)
-			go w.pullLoop(runCtx, t, queues[i])
+			go w.pullLoop(runCtx, t, queues[i], false)
+		}
+		for range w.cfg.NewcomerSlots {
+			w.pulls.Add(1)
+			go w.pullLoop(runCtx, t, queues[i], true)
 		}
 		w.log.Info("worker started", "type", t.decl.Name, "concurrency", t.concurrency, "attempts", t.decl.Attempts,
 			"timeout", t.decl.Timeout())
@@ -242,12 +247,20 @@ func (w *Workers) Stop() {
 
 // pullLoop takes one message at a time, so a message never waits in a local
 // buffer while its ack timer runs, and each free slot takes the tenant
-// whose turn it is (see natsjs.FairQueue).
-func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.FairQueue) {
+// whose turn it is (see natsjs.FairQueue). A newcomer slot takes only work
+// of a tenant with nothing running here while the regular slots are all
+// busy (Config.NewcomerSlots).
+func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.FairQueue, newcomer bool) {
 	defer w.pulls.Done()
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, w.cfg.PullWait)
-		msg, err := q.Next(fctx)
+		var msg *natsjs.WorkMsg
+		var err error
+		if newcomer {
+			msg, err = q.NextNewcomer(fctx, t.newcomer)
+		} else {
+			msg, err = q.Next(fctx)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -257,7 +270,19 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.FairQue
 			continue
 		}
 		if msg != nil {
+			// The tenant counts as running here before the slot counts
+			// as busy: a newcomer slot that sees every slot busy also
+			// sees the tenants they hold.
+			tenant, _, _ := strings.Cut(msg.Key, ".")
+			t.started(tenant)
+			if !newcomer {
+				t.busy.Add(1)
+			}
 			w.handle(t, msg)
+			if !newcomer {
+				t.busy.Add(-1)
+			}
+			t.ended(tenant)
 		}
 	}
 }
