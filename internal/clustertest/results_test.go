@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,13 +16,66 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
 // The result store under the faults a worker process meets on a cluster:
-// its upload cut by the loss of the results stream's leader.
+// started while the deployment is being provisioned, and its upload cut by
+// the loss of the results stream's leader.
 
 const resultsStream = "OBJ_" + natsjs.BucketResults
+
+// A worker process started together with a fresh deployment (chaos: both
+// renderers of a fresh deployment failed every job, "store result ...: no
+// responders", for their whole life) binds the results store after the
+// first provisioner created it and before that provisioner made it read
+// from its stream leader (it turns direct gets off, see natsjs.Provision):
+// the worker waits for the provisioning to finish, and stores results.
+func TestWorkerStartedWhileProvisioningStoresResults(t *testing.T) {
+	c := Start(t, 3)
+	layout := natsjs.DefaultLayout()
+	layout.Replicas = 3
+	_, svc := c.Provision("service", c.URLs(), layout)
+	// Back to the moment a provisioner has created the results store (the
+	// client creates it allowing direct gets) and not yet turned direct
+	// gets off.
+	setAllowDirect(t, svc.JS, resultsStream, true)
+
+	// The worker's looks at the results store's stream.
+	var looks atomic.Int64
+	watcher := c.Connect("watcher", c.Node(0).URL())
+	_, err := watcher.Subscribe("$JS.API.STREAM.INFO."+resultsStream, func(*nats.Msg) { looks.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, watcher.Flush())
+
+	rl := &renderLog{n: map[string]int{}}
+	w := startWorker(t, c.Connect("worker-1", c.Node(1).URL()), "worker-1", rl, func(ctx context.Context, j *worker.Job[permitParams]) ([]byte, error) {
+		return []byte("%PDF " + j.ID), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Until the worker has started (it bound at once) or has looked at the
+	// results store three times (it waits for the provisioning to finish).
+	waitUntil(t, ctx, func() bool { return isClosed(w.started) || looks.Load() >= 3 })
+	t.Logf("worker started: %v, looks at %s: %d", isClosed(w.started), resultsStream, looks.Load())
+
+	// The provisioning finishes (here by a second process, as when the
+	// first is slow): direct gets are off.
+	c.Provision("service-2", c.Node(2).URL(), layout)
+	require.False(t, streamConfig(t, svc.JS, resultsStream).AllowDirect)
+	select {
+	case err := <-w.startErr:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		require.FailNow(t, "worker did not start")
+	}
+
+	env := &jobtest.Env{Secret: []byte("clustertest-results")}
+	rec := env.Admit(t, svc, jobtest.Request{Key: "started-while-provisioning"})
+	done := jobtest.Terminal(t, svc, rec.Key(), 30*time.Second)
+	requireStoredOnce(t, svc, done, rl, []byte("%PDF "+done.ID))
+}
 
 // A result upload cut by the loss of the results stream's leader (the
 // node stopped mid-upload; the chunks still to come meet a stream without
@@ -146,4 +200,14 @@ func startWorker(t *testing.T, nc *nats.Conn, name string, rl *renderLog,
 	}()
 	t.Cleanup(w.Stop)
 	return sw
+}
+
+func setAllowDirect(t *testing.T, js jetstream.JetStream, stream string, allow bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := streamConfig(t, js, stream)
+	cfg.AllowDirect = allow
+	_, err := js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
 }

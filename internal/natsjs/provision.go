@@ -216,17 +216,73 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Resources, error) {
 	for {
 		res, err := bind(ctx, js, false)
 		if err == nil {
+			err = settled(ctx, res)
+		}
+		if err == nil {
 			return res, nil
 		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) || ctx.Err() != nil {
+		provisioning := errors.Is(err, errProvisioning)
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && !provisioning ||
+			ctx.Err() != nil {
 			return nil, fmt.Errorf("bind: %w", err)
 		}
 		select {
 		case <-ctx.Done():
+			if provisioning {
+				return nil, fmt.Errorf("bind: the deployment's JetStream resources are still being provisioned: %w", err)
+			}
 			return nil, fmt.Errorf("bind: the deployment's JetStream resources do not exist (is a jobgate server running against this NATS?): %w", err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// errProvisioning: a bucket exists but its provisioner has not finished
+// setting it up.
+var errProvisioning = errors.New("provisioning not finished")
+
+// settled refreshes what bind's handles know of their backing streams and
+// returns errProvisioning while a replicated bucket still allows direct
+// gets: a provisioner created it (the client creates every bucket so) and
+// has not yet made it read from its leader (leaderReads). A handle keeps
+// the stream configuration it last read and reads by direct get while that
+// allows them; once the provisioner turns them off no server answers
+// them, and a handle opened in between would meet "no responders" on every
+// read for the life of its process (a worker started with a fresh
+// deployment stored no result at all).
+func settled(ctx context.Context, res *Resources) error {
+	type status interface {
+		StreamInfo() *jetstream.StreamInfo
+	}
+	type handle struct {
+		name   string
+		status func(context.Context) (any, error)
+	}
+	kv := func(name string, h jetstream.KeyValue) handle {
+		return handle{name, func(ctx context.Context) (any, error) { return h.Status(ctx) }}
+	}
+	handles := []handle{
+		kv(BucketJobs, res.Jobs.kv), kv(BucketTypes, res.Types.types), kv(BucketWorkers, res.Types.workers),
+		{BucketResults, func(ctx context.Context) (any, error) { return res.Results.Status(ctx) }},
+	}
+	for _, h := range handles {
+		var st any
+		err := retryTransient(ctx, func(ctx context.Context) (err error) {
+			st, err = h.status(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.name, err)
+		}
+		s, ok := st.(status)
+		if !ok || s.StreamInfo() == nil {
+			continue
+		}
+		if cfg := s.StreamInfo().Config; cfg.Replicas > 1 && cfg.AllowDirect {
+			return fmt.Errorf("%s: %w", h.name, errProvisioning)
+		}
+	}
+	return nil
 }
 
 // bind opens every bucket; all also opens the ones only services use.
