@@ -35,10 +35,6 @@ func (r *Report) AnomalyKinds() map[string]int {
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix.
 var KnownIssues = map[string]string{
-	"job-failed": "renderers failed jobs for good (render_error \"the PDF could not be written: store result ...: no " +
-		"responders\"); pkg/worker now gives a job whose result could not be stored back to the queue without counting the " +
-		"attempt, but why a renderer's result store stayed unreachable for its whole life is not understood yet " +
-		"(docs/reliability.md, known issues)",
 	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
 		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
 		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +
