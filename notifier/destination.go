@@ -34,6 +34,27 @@ type destination struct {
 	// JetStream (bounded by the destination's cap; an entry goes when its
 	// change is done or due).
 	waiting map[string]heldChange
+	// pausedUntil: the endpoint asked (429/503 + Retry-After) that nothing
+	// be sent before then; this instance's deliverers of it stop pulling.
+	pausedUntil time.Time
+}
+
+// pause makes the destination wait until until (never shortening a pause).
+func (d *destination) pause(until time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !until.After(d.pausedUntil) {
+		return false
+	}
+	d.pausedUntil = until
+	return true
+}
+
+// paused reports until when the destination waits, if it does at now.
+func (d *destination) paused(now time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pausedUntil, now.Before(d.pausedUntil)
 }
 
 // heldChange is a job's change waiting at a destination for its next
@@ -259,6 +280,18 @@ func (n *Notifier) pendingDeliveries() []metrics.PendingDeliveries {
 func (n *Notifier) deliverer(ctx context.Context, d *destination, feed deliveryFeed) {
 	defer n.wg.Done()
 	for {
+		if until, ok := d.paused(n.cfg.Now()); ok {
+			// Nothing is pulled while the endpoint asked for a pause: its
+			// tasks wait in the queue, costing nothing.
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.stopping:
+				return
+			case <-time.After(until.Sub(n.cfg.Now())):
+			}
+			continue
+		}
 		msg, err := feed.Next()
 		if err != nil {
 			if errors.Is(err, natsjs.ErrFeedStopped) {
@@ -290,6 +323,11 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 
 	var o outcome
 	if d.ep != nil {
+		if until, ok := d.paused(n.cfg.Now()); ok {
+			n.stats.pausedDeliveries.Add(1)
+			n.retryAt(msg, ev, until)
+			return
+		}
 		if wait, due := n.behind(ctx, d, ev, t); wait {
 			n.retryAt(msg, ev, due)
 			return
@@ -301,6 +339,10 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 			return
 		}
 		o = n.runWebhook(ctx, d.ep, ev, body)
+		if !o.pauseUntil.IsZero() && d.pause(o.pauseUntil) {
+			n.log.Warn("webhook endpoint asked for a pause: its deliveries wait", "tenant", d.tenant, "endpoint", d.ep.id,
+				"host", d.ep.host, "until", o.pauseUntil.UTC().Format(time.RFC3339))
+		}
 	} else if addr := n.cfg.Mail.Addresses[ev.Tenant+"/"+ev.Requester]; addr != "" {
 		o = n.runMail(ctx, ev, addr)
 	} else {

@@ -73,6 +73,9 @@ type Notifier struct {
 	cancel context.CancelFunc // cancels the deliveries in flight, late in Stop
 	wg     sync.WaitGroup     // workers
 	stop   sync.Once
+	// stopping is closed when Stop begins: deliverers waiting out their
+	// endpoint's pause return at once.
+	stopping chan struct{}
 }
 
 // New checks cfg and builds a notifier on the provisioned resources.
@@ -92,7 +95,8 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 		return nil, fmt.Errorf("notifier config: %w", err)
 	}
 	n := &Notifier{
-		cfg: cfg, log: log, events: events, queue: queue, notices: notices, http: newHTTPClient(&cfg),
+		stopping: make(chan struct{}),
+		cfg:      cfg, log: log, events: events, queue: queue, notices: notices, http: newHTTPClient(&cfg),
 		endpoints: map[string][]*endpoint{}, stats: newCounters(),
 	}
 	for tenant, hooks := range cfg.Webhooks {
@@ -234,6 +238,7 @@ func (n *Notifier) Stop() {
 		if cancel == nil {
 			return
 		}
+		close(n.stopping)
 		for _, f := range feeds {
 			f.Stop()
 		}

@@ -14,6 +14,7 @@ type Stats struct {
 	Settled           int64 // delivery tasks done for good (delivered, given up, refused, ...)
 	TasksDuplicate    int64 // delivery tasks already queued by an earlier copy of their event
 	HeldForOrder      int64 // delivery attempts put off behind an earlier change of the job
+	PausedDeliveries  int64 // deliveries put off, unsent, while their endpoint asked for a pause
 	WebhooksDropped   int64 // webhook notices dropped: the endpoint had too many pending
 	MailsDropped      int64 // mails dropped: the tenant's mail had too many pending
 	WebhooksDelivered int64 // deliveries answered 2xx
@@ -37,6 +38,7 @@ type counters struct {
 	webhooksDropped, mailsDropped                                                                 prometheus.Counter
 	// Internal to the notifier (tests, logs): how routing and ordering went.
 	settled, tasksDuplicate, heldForOrder atomic.Int64
+	pausedDeliveries                      atomic.Int64
 }
 
 func newCounters() counters {
@@ -65,5 +67,6 @@ func (n *Notifier) Stats() Stats {
 		MailsFailed: v(c.mailsFailed), MailsUncertain: v(c.mailsUncertain),
 		WebhooksDropped: v(c.webhooksDropped), MailsDropped: v(c.mailsDropped),
 		Settled: c.settled.Load(), TasksDuplicate: c.tasksDuplicate.Load(), HeldForOrder: c.heldForOrder.Load(),
+		PausedDeliveries: c.pausedDeliveries.Load(),
 	}
 }

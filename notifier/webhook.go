@@ -53,6 +53,9 @@ func (ep *endpoint) wants(s job.State) bool { return ep.states == nil || ep.stat
 type outcome struct {
 	done bool
 	due  time.Time
+	// pauseUntil: the endpoint asked that nothing be sent to it before
+	// this (429 or 503 with Retry-After).
+	pauseUntil time.Time
 }
 
 var finished = outcome{done: true}
@@ -149,7 +152,13 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 	if err := n.putState(ctx, key, st); err != nil {
 		return n.transient(log, err)
 	}
-	return outcome{due: st.NextAt}
+	o := outcome{due: st.NextAt}
+	if err == nil && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && retryAfter > 0 {
+		// "Come back later" is the endpoint's, not this delivery's: the
+		// whole destination waits, instead of one request per job.
+		o.pauseUntil = n.cfg.Now().Add(min(retryAfter, n.cfg.MaxRetryAfter))
+	}
+	return o
 }
 
 // post sends one signed delivery and returns the response status and the

@@ -27,6 +27,10 @@ const (
 	SecWatch     = "watch"
 	SecFootprint = "footprint"
 	SecLevers    = "levers" // opt in: not part of AllSections
+	// SecFairRenders and SecFairNotices are the halves of SecFairness,
+	// each selectable alone.
+	SecFairRenders = "fairness-renders"
+	SecFairNotices = "fairness-notices"
 	// SecFairness (fairness.go) is in AllSections, after footprint.
 )
 
@@ -95,8 +99,8 @@ func (o *Options) withDefaults() error {
 		o.Sections = AllSections
 	}
 	for _, s := range o.Sections {
-		if !slices.Contains(AllSections, s) && s != SecLevers {
-			return fmt.Errorf("bench: unknown section %q (have %s, %s)", s, strings.Join(AllSections, ", "), SecLevers)
+		if !slices.Contains(AllSections, s) && s != SecLevers && s != SecFairRenders && s != SecFairNotices {
+			return fmt.Errorf("bench: unknown section %q (have %s, %s, %s, %s)", s, strings.Join(AllSections, ", "), SecFairRenders, SecFairNotices, SecLevers)
 		}
 	}
 	if o.E2EJobs <= 0 {
@@ -208,10 +212,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			errs = append(errs, err)
 		}
 	}
-	if r.any(SecFairness) && o.URL == "" {
+	if r.any(SecFairness, SecFairRenders) && o.URL == "" {
 		if err := r.fairRendersSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if r.any(SecFairness, SecFairNotices) && o.URL == "" {
 		if err := r.fairnessSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
