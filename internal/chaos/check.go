@@ -33,13 +33,9 @@ func (r *Report) AnomalyKinds() map[string]int {
 // KnownIssues are the anomaly kinds the chaos test has found in jobgate and
 // that are not fixed yet, with the cause; Check reports them as known
 // rather than failing, unless asked to be strict. Remove an entry with the
-// fix.
-var KnownIssues = map[string]string{
-	"events-backwards": "a job's events have two publishers that nothing orders: the writer of a change (the renderer) " +
-		"publishes it, and the dispatcher's relay publishes what it reads from the record change log (the admission's " +
-		"queued version, and whatever it catches up on after a pause or restart); when the relay is slower than a " +
-		"worker's claim, JOBGATE_EVENTS holds the job's queued event after its running event",
-}
+// fix. None today (docs/reliability.md, known issues: what was found and
+// fixed).
+var KnownIssues = map[string]string{}
 
 func (r *Report) String() string {
 	var b strings.Builder
