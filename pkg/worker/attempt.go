@@ -89,6 +89,13 @@ func (w *Workers) handle(t *typeRunner, msg *natsjs.WorkMsg) {
 		w.exhaust(ctx, t, msg)
 		return
 	}
+	release, ok := w.track(msg.Key)
+	if !ok {
+		w.log.Debug("work acknowledged without running", "key", msg.Key, "why", "job running here")
+		_ = msg.Ack()
+		return
+	}
+	defer release()
 	w.publishEvent(c.rec)
 	w.log.Info("job claimed", "job_id", c.rec.ID, "type", c.rec.Type, "attempt", c.rec.Attempt, "delivery", msg.Delivered)
 	w.run(t, msg, c.rec)

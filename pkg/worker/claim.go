@@ -52,8 +52,20 @@ func (w *Workers) claim(ctx context.Context, t *typeRunner, key string, delivere
 			return claimResult{verdict: verdictTerm, why: "job of type " + cur.Type + " on the queue of " + t.decl.Name}
 		case cur.State.Terminal():
 			return claimResult{verdict: verdictAck, why: "job already " + string(cur.State)}
+		case cur.State == job.StateRunning && cur.Worker == w.cfg.Name && !w.runs(key):
+			// This worker's claim, stored, whose answer was lost (a node
+			// stopped): the job is ours to run, at the attempt it claimed.
+			return claimResult{verdict: verdictRun, rec: cur}
 		case cur.State == job.StateRunning && cur.Worker != "" && now.Sub(cur.LastSign()) < w.cfg.StaleAfter:
-			return claimResult{verdict: verdictAck, why: "job running on " + cur.Worker}
+			if cur.Worker == w.cfg.Name {
+				return claimResult{verdict: verdictAck, why: "job running here"}
+			}
+			// Another worker holds it. If that worker is gone, this may be
+			// the job's only work message: come back once its claim is
+			// stale and take it over, rather than leave it to the
+			// dispatcher's much longer limit.
+			return claimResult{verdict: verdictNak, why: "job running on " + cur.Worker,
+				delay: w.cfg.StaleAfter - now.Sub(cur.LastSign()) + jitter(retrySlack)}
 		case cur.State == job.StateRunning && cur.Worker == "" && cur.RetryAt != nil && cur.RetryAt.Sub(now) > retrySlack:
 			return claimResult{verdict: verdictNak, why: "retry not due yet", delay: cur.RetryAt.Sub(now)}
 		case cur.Attempt >= maxAttempts:
@@ -68,6 +80,13 @@ func (w *Workers) claim(ctx context.Context, t *typeRunner, key string, delivere
 			continue
 		}
 		if err != nil {
+			// The write may have been stored with its answer lost: a
+			// record that shows this claim is ours (and if it cannot be
+			// read now, the next delivery finds it, above).
+			if got, gerr := w.res.Jobs.Get(ctx, key); gerr == nil && got.State == job.StateRunning &&
+				got.Worker == w.cfg.Name && got.Attempt == next.Attempt && !w.runs(key) {
+				return claimResult{verdict: verdictRun, rec: got}
+			}
 			return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 		}
 		return claimResult{verdict: verdictRun, rec: next}

@@ -26,7 +26,10 @@ type Config struct {
 	// keeps ownership (closes it after Stop).
 	Conn *nats.Conn
 	// Name names this process in the job records it claims and in
-	// GET /v1/types. Default host-pid-random.
+	// GET /v1/types. Default host-pid-random. It must be unique among the
+	// running processes: a job whose record names this worker but that
+	// this process does not run is taken for this worker's own claim
+	// whose answer was lost (or a former process of the name's), and run.
 	Name string
 	// Logger receives structured logs. Default: discarded.
 	Logger *slog.Logger

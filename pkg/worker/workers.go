@@ -38,6 +38,39 @@ type Workers struct {
 	pulls    sync.WaitGroup
 	bg       sync.WaitGroup
 	stopOnce sync.Once
+
+	// running holds the keys of the jobs this process is running: a record
+	// that names this worker for a job not in it is a claim whose answer
+	// was lost (see claim).
+	runMu   sync.Mutex
+	running map[string]struct{}
+}
+
+// runs reports whether this process is running the job of key.
+func (w *Workers) runs(key string) bool {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	_, ok := w.running[key]
+	return ok
+}
+
+// track marks the job of key running here until the returned func; false
+// when it already is (two deliveries of one job in one process: one runs).
+func (w *Workers) track(key string) (func(), bool) {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if _, ok := w.running[key]; ok {
+		return nil, false
+	}
+	if w.running == nil {
+		w.running = map[string]struct{}{}
+	}
+	w.running[key] = struct{}{}
+	return func() {
+		w.runMu.Lock()
+		delete(w.running, key)
+		w.runMu.Unlock()
+	}, true
 }
 
 // New returns workers for cfg; Register types, then Start or Run.
