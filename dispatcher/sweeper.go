@@ -119,7 +119,10 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 		return
 	}
 	maxAttempts := cur.AttemptsOr(d.cfg.MaxAttempts)
-	if cur.Attempt < maxAttempts {
+	// A job given back by its worker (an outage) has its attempt still to
+	// run: it is never failed for the time it waited.
+	exhausted := cur.AttemptsUsed() >= maxAttempts
+	if !exhausted {
 		ws, err := d.work.Pending(octx, cur)
 		if err != nil {
 			d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
@@ -130,7 +133,7 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 		}
 	}
 	next := cur.Clone()
-	if next.Attempt >= maxAttempts {
+	if exhausted {
 		if err := next.Fail(job.FinalFailure(next, maxAttempts), now); err != nil {
 			return
 		}

@@ -60,7 +60,11 @@ func (b *testBundle) put(t *testing.T, key string, generation int, edit func(r *
 	return rec
 }
 
-func TestJobRunningElsewhereWithFreshHeartbeatIsNotRendered(t *testing.T) {
+// A delivery of a job another worker runs changes nothing while that
+// worker's heartbeat is fresh; the message is kept, not acknowledged, so
+// when the other worker turns out to be gone (its claim goes stale) this
+// one takes the job over at once instead of leaving it to the dispatcher.
+func TestJobRunningElsewhereIsLeftAloneUntilItsClaimIsStale(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t)
 	rec := b.put(t, "held-elsewhere", 0, func(r *job.Record) {
@@ -68,11 +72,15 @@ func TestJobRunningElsewhereWithFreshHeartbeatIsNotRendered(t *testing.T) {
 		require.NoError(t, r.Transition(job.StateRunning, now))
 		r.Attempt, r.Worker, r.HeartbeatAt = 1, "renderer-x", &now
 	})
-	require.Eventually(t, func() bool { return jobtest.WorkMessages(t, b.conn.Res) == 0 }, 20*time.Second, 20*time.Millisecond)
-	after, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
-	require.NoError(t, err)
-	require.Equal(t, rec.Revision, after.Revision, "the duplicate delivery changed nothing")
-	require.Empty(t, b.renders.of(rec.ID))
+	stale := rec.HeartbeatAt.Add(testConfig().StaleAfter)
+	require.Never(t, func() bool {
+		after, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
+		return err != nil || after.Revision != rec.Revision || len(b.renders.of(rec.ID)) > 0
+	}, time.Until(stale)-500*time.Millisecond, 50*time.Millisecond, "the duplicate delivery changed nothing while renderer-x looked alive")
+	done := b.terminal(t, rec, 20*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, []int{2}, b.renders.of(rec.ID), "taken over once renderer-x's claim went stale")
 }
 
 func TestLastAttemptsVanishedWorkerFailsTheJobWorkerLost(t *testing.T) {

@@ -35,6 +35,7 @@ func TestStopGivesBackARenderItCannotFinish(t *testing.T) {
 	require.Equal(t, job.StateRunning, given.State)
 	require.Equal(t, 1, given.Attempt)
 	require.Nil(t, given.Error, "being stopped is no verdict on the job")
+	require.Equal(t, 1, given.GivenBack, "and uses up none of its attempts")
 
 	b.start(t, "renderer-b")
 	done := b.terminal(t, rec, 60*time.Second)

@@ -69,6 +69,8 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			r.HeartbeatAt, ok = p.timePtr()
 		case fWorker:
 			ok = p.into(&r.Worker)
+		case fGivenBack:
+			r.GivenBack, ok = p.int()
 		case fProgress:
 			r.Progress, ok = p.progress()
 		case fError:
@@ -109,6 +111,7 @@ const (
 	fOutput
 	fMaxAttempts
 	fTimeoutSeconds
+	fGivenBack
 )
 
 var recordKeys = map[string]int{
@@ -116,7 +119,7 @@ var recordKeys = map[string]int{
 	"type": fType, "params": fParams, "state": fState, "attempt": fAttempt, "created_at": fCreatedAt,
 	"updated_at": fUpdatedAt, "started_at": fStartedAt, "finished_at": fFinishedAt, "retry_at": fRetryAt,
 	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "progress": fProgress, "error": fError, "output": fOutput,
-	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds,
+	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds, "given_back": fGivenBack,
 }
 
 // key reads a plain string like str, without copying it.

@@ -30,7 +30,7 @@ func sampleRecords() []*Record {
 			State: StateQueued, CreatedAt: now, UpdatedAt: now},
 		{ID: "job_b", Tenant: "t", Requester: "r", Type: "permit_report", Params: json.RawMessage(`{"a":[1,-2.5e3,true,null,{"b":"c"}]}`),
 			State: StateRunning, Attempt: 2, MaxAttempts: 4, TimeoutSeconds: 7, CreatedAt: now, UpdatedAt: later, StartedAt: &now, RetryAt: &later, HeartbeatAt: &later,
-			Worker: "host-1-abc", Progress: &Progress{Done: 12, Total: 63, Unit: "pages"}},
+			Worker: "host-1-abc", GivenBack: 1, Progress: &Progress{Done: 12, Total: 63, Unit: "pages"}},
 		{ID: "job_c", State: StateFailed, CreatedAt: now, UpdatedAt: now, FinishedAt: &now, Attempt: 3,
 			Error: &Failure{Category: CategoryTimeout, Message: "render took longer than 2m0s", Retryable: true}},
 		{ID: "job_d", State: StateSucceeded, Params: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now, StartedAt: &now, FinishedAt: &later,

@@ -55,6 +55,10 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"worker":`...)
 		b = appendString(b, r.Worker)
 	}
+	if r.GivenBack != 0 {
+		b = append(b, `,"given_back":`...)
+		b = strconv.AppendInt(b, int64(r.GivenBack), 10)
+	}
 	b = appendProgress(b, r.Progress)
 	b = appendFailure(b, r.Error)
 	if o := r.Output; o != nil {

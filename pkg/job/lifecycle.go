@@ -75,6 +75,27 @@ func (r *Record) Release(now time.Time) error {
 	return nil
 }
 
+// GiveBack is Release by the job's own worker, which ran the attempt to no
+// verdict through no fault of the job (a store outage, its process
+// stopping): the attempt is counted as given back and does not use up one
+// of the job's attempts (AttemptsUsed), so an outage of any length delays a
+// job and never fails it. Attempt numbers still only grow. A worker that
+// vanished is released by the dispatcher with Release: its attempt counts,
+// so a job that kills its workers still runs out of attempts.
+func (r *Record) GiveBack(now time.Time) error {
+	if err := r.Release(now); err != nil {
+		return err
+	}
+	if r.GivenBack < r.Attempt {
+		r.GivenBack++
+	}
+	return nil
+}
+
+// AttemptsUsed is how many of the job's attempts are used up: those
+// started, less those given back by their worker without a verdict.
+func (r *Record) AttemptsUsed() int { return r.Attempt - r.GivenBack }
+
 // ScheduleRetry ends a failed attempt that will be tried again at at: the
 // job stays running, without a worker, with the attempt's cause recorded.
 func (r *Record) ScheduleRetry(f *Failure, at, now time.Time) error {

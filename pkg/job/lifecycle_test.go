@@ -96,6 +96,16 @@ func TestReleaseRetryFailSucceedCancel(t *testing.T) {
 	require.Empty(t, r.Worker)
 	require.Equal(t, now, *r.RetryAt)
 	require.Error(t, (&Record{State: StateQueued}).Release(now))
+	require.Equal(t, 1, r.AttemptsUsed(), "a release by the dispatcher (worker lost) counts")
+
+	r = running()
+	require.NoError(t, r.GiveBack(now))
+	require.Empty(t, r.Worker)
+	require.Equal(t, 1, r.Attempt)
+	require.Equal(t, 0, r.AttemptsUsed(), "an attempt its worker gave back uses up none")
+	require.NoError(t, r.Claim("w2", now))
+	require.Equal(t, 2, r.Attempt, "attempt numbers only grow")
+	require.Equal(t, 1, r.AttemptsUsed())
 
 	r = running()
 	at := now.Add(time.Minute)

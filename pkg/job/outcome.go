@@ -20,9 +20,9 @@ func FinalFailure(r *Record, maxAttempts int) *Failure {
 		return WorkerLost(r)
 	case r.Error != nil:
 		f := *r.Error
-		f.Message = fmt.Sprintf("%s (attempt %d of %d)", f.Message, r.Attempt, maxAttempts)
+		f.Message = fmt.Sprintf("%s (attempt %d of %d)", f.Message, r.AttemptsUsed(), maxAttempts)
 		return &f
 	}
 	return &Failure{Category: CategoryExhausted,
-		Message: fmt.Sprintf("the job was not rendered: its work ran out of deliveries after %d of %d attempts", r.Attempt, maxAttempts)}
+		Message: fmt.Sprintf("the job was not rendered: its work ran out of deliveries after %d of %d attempts", r.AttemptsUsed(), maxAttempts)}
 }

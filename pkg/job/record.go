@@ -68,9 +68,13 @@ type Record struct {
 	RetryAt        *time.Time `json:"retry_at,omitempty"`
 	HeartbeatAt    *time.Time `json:"heartbeat_at,omitempty"`
 	Worker         string     `json:"worker,omitempty"`
-	Progress       *Progress  `json:"progress,omitempty"`
-	Error          *Failure   `json:"error,omitempty"`
-	Output         *Output    `json:"output,omitempty"`
+	// GivenBack counts the attempts given back by their worker without a
+	// verdict (a store outage, the worker stopping): they do not use up
+	// the job's attempts (AttemptsUsed).
+	GivenBack int       `json:"given_back,omitempty"`
+	Progress  *Progress `json:"progress,omitempty"`
+	Error     *Failure  `json:"error,omitempty"`
+	Output    *Output   `json:"output,omitempty"`
 
 	// Revision is the store's revision of this record; it is not part of the
 	// stored document and is what compare-and-set updates are made against.

@@ -220,9 +220,10 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 		a.log.Info("job taken over, stopping", "by", lost.Worker)
 	case errors.Is(err, errStoreOutage):
 		w.observe(a.t, "given_back", started)
-		// The job goes back to the queue; its attempt stays counted, as
-		// attempt numbers never go backwards for a reader.
-		err := a.update(ctx, func(n *job.Record) error { return n.Release(w.cfg.Now()) })
+		// The job goes back to the queue; the attempt stays counted (attempt
+		// numbers never go backwards for a reader) but given back, so an
+		// outage uses up none of the job's attempts.
+		err := a.update(ctx, func(n *job.Record) error { return n.GiveBack(w.cfg.Now()) })
 		if err != nil {
 			a.log.Warn("could not give back job after a result store outage", "err", err)
 			return
@@ -232,7 +233,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 		_ = msg.Nak(outageDelay(msg.Delivered))
 	case errors.Is(err, errShutdown):
 		w.observe(a.t, "given_back", started)
-		err := a.update(ctx, func(n *job.Record) error { return n.Release(w.cfg.Now()) })
+		err := a.update(ctx, func(n *job.Record) error { return n.GiveBack(w.cfg.Now()) })
 		if err != nil {
 			// The record still names this worker; the message comes back
 			// after AckWait and the next worker takes the job over.
@@ -242,7 +243,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 		a.log.Info("job given back on shutdown")
 		w.publishEvent(a.record())
 		_ = msg.Nak(0)
-	case errors.As(err, &f) && f.retryable && rec.Attempt < a.maxAttempts:
+	case errors.As(err, &f) && f.retryable && rec.AttemptsUsed() < a.maxAttempts:
 		w.observe(a.t, "retry", started)
 		delay := w.retryDelay(rec.Attempt)
 		now := w.cfg.Now()

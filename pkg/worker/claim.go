@@ -68,7 +68,7 @@ func (w *Workers) claim(ctx context.Context, t *typeRunner, key string, delivere
 				delay: w.cfg.StaleAfter - now.Sub(cur.LastSign()) + jitter(retrySlack)}
 		case cur.State == job.StateRunning && cur.Worker == "" && cur.RetryAt != nil && cur.RetryAt.Sub(now) > retrySlack:
 			return claimResult{verdict: verdictNak, why: "retry not due yet", delay: cur.RetryAt.Sub(now)}
-		case cur.Attempt >= maxAttempts:
+		case cur.AttemptsUsed() >= maxAttempts:
 			return claimResult{verdict: verdictExhaust, why: "no attempts left"}
 		}
 		next := cur.Clone()
@@ -108,7 +108,7 @@ func (w *Workers) exhaust(ctx context.Context, t *typeRunner, msg *natsjs.WorkMs
 	now := w.cfg.Now().UTC()
 	rec, err := w.res.Jobs.Mutate(ctx, msg.Key, func(n *job.Record) error {
 		maxAttempts := n.AttemptsOr(t.decl.Attempts)
-		if n.State.Terminal() || n.Attempt < maxAttempts {
+		if n.State.Terminal() || n.AttemptsUsed() < maxAttempts {
 			return errLost
 		}
 		if n.State == job.StateRunning && n.Worker != "" && now.Sub(n.LastSign()) < w.cfg.StaleAfter {

@@ -49,3 +49,51 @@ func TestClaimStoredButUnansweredStillRuns(t *testing.T) {
 		})
 	}
 }
+
+// An attempt its worker gives back without a verdict (here: the process
+// stops and its drain time runs out) uses up none of the job's attempts: a
+// job of a type with one attempt still runs on the next worker, as attempt
+// 2, instead of failing exhausted. Outages delay jobs, they never fail them.
+func TestAGivenBackAttemptUsesUpNoneOfTheJobsAttempts(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	admin := env.Connect(t, "admin")
+	started := make(chan struct{}, 1)
+	register := func(name string, block bool) *worker.Workers {
+		conn := env.Connect(t, name)
+		w, err := worker.New(worker.Config{Conn: conn.NC, Name: name, AckWait: 5 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
+			StaleAfter: time.Second, PullWait: 300 * time.Millisecond, DrainTimeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, worker.Register(w, worker.Type[permitParams]{
+			Name: "permit_report", Schema: permitSchema, Concurrency: 1, Attempts: 1, Timeout: time.Minute,
+			Work: func(ctx context.Context, j *worker.Job[permitParams]) error {
+				if block {
+					started <- struct{}{}
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				_, err := j.Output().Write([]byte("%PDF " + j.ID))
+				return err
+			},
+		}))
+		require.NoError(t, w.Start(context.Background()))
+		t.Cleanup(w.Stop)
+		return w
+	}
+	first := register("w-stopping", true)
+	rec := env.Admit(t, admin.Res, jobtest.Request{Key: "given-back-once"})
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the job never started")
+	}
+	first.Stop()
+	given := jobtest.WaitFor(t, admin.Res, rec.Key(), 10*time.Second, func(r *job.Record) bool { return r.Worker == "" })
+	require.Equal(t, 1, given.Attempt)
+	require.Equal(t, 1, given.GivenBack)
+
+	register("w-next", false)
+	done := jobtest.Terminal(t, admin.Res, rec.Key(), 15*time.Second)
+	require.Equal(t, job.StateSucceeded, done.State, "error %+v", done.Error)
+	require.Equal(t, 2, done.Attempt, "attempt numbers only grow")
+}
