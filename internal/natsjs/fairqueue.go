@@ -115,7 +115,7 @@ type tenantQueue struct {
 // single per-type consumer of earlier versions: a work-queue stream refuses
 // consumers with overlapping filters, and the jobs it held become
 // deliverable to the tenants' consumers (a second delivery of a job that is
-// running is acknowledged by its claim check, never run twice).
+// running is handed back by its claim check while its worker lives, never run twice).
 func OpenFairQueue(ctx context.Context, js jetstream.JetStream, cfg FairConfig) (*FairQueue, error) {
 	if cfg.AckWait <= 0 || !job.ValidTypeName(cfg.Type) {
 		return nil, errors.New("work queue: a valid type and a positive ack wait are required")
