@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -70,27 +71,31 @@ func (t *typeRegistry) start(ctx context.Context) error {
 	t.mu.Unlock()
 	loaded := make(chan struct{})
 	var once sync.Once
-	err := t.src.WatchTypes(wctx, func(c *natsjs.TypeChange) {
-		switch {
-		case c == nil:
-			once.Do(func() { close(loaded) })
-		case c.Decl != nil:
-			t.declare(c.Decl)
-		default:
-			t.remove(c.Removed)
-		}
+	// Bounded: a gateway that cannot load the declarations says so
+	// instead of waiting for ever; within the bound, a watch that could
+	// not start (a cluster electing a leader answers "JetStream system
+	// temporarily unavailable") is tried again, with jitter.
+	deadline := time.Now().Add(typesLoadTimeout)
+	err := retryUntil(ctx, deadline, func() error {
+		return t.src.WatchTypes(wctx, func(c *natsjs.TypeChange) {
+			switch {
+			case c == nil:
+				once.Do(func() { close(loaded) })
+			case c.Decl != nil:
+				t.declare(c.Decl)
+			default:
+				t.remove(c.Removed)
+			}
+		})
 	})
+	if err == nil {
+		err = retryUntil(ctx, deadline, func() error { return t.src.WatchWorkers(wctx, t.presence) })
+	}
 	if err != nil {
 		cancel()
 		return err
 	}
-	if err := t.src.WatchWorkers(wctx, t.presence); err != nil {
-		cancel()
-		return err
-	}
-	// Bounded: a gateway that cannot load the declarations says so
-	// instead of waiting for ever.
-	timer := time.NewTimer(typesLoadTimeout)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-loaded:
@@ -101,6 +106,29 @@ func (t *typeRegistry) start(ctx context.Context) error {
 	case <-ctx.Done():
 		cancel()
 		return ctx.Err()
+	}
+}
+
+// retryUntil runs op until it succeeds, ctx ends or the deadline passes
+// (then the last error), waiting 100ms doubling to 2s, jittered, between
+// tries.
+func retryUntil(ctx context.Context, deadline time.Time, op func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		d := wait/2 + rand.N(wait)
+		if time.Now().Add(d).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(d):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
 )
@@ -37,4 +40,31 @@ func TestTypeRegistryIsBounded(t *testing.T) {
 	d, ok := reg.decl("t7")
 	require.True(t, ok)
 	require.Equal(t, 5, d.Attempts, "a known type still takes its new version")
+}
+
+// flakySource fails to start its watches a few times, as a cluster electing
+// a leader answers "JetStream system temporarily unavailable", then
+// delivers no declarations (caught up at once).
+type flakySource struct{ failures int }
+
+func (f *flakySource) WatchTypes(_ context.Context, fn func(*natsjs.TypeChange)) error {
+	if f.failures > 0 {
+		f.failures--
+		return errors.New("nats: JetStream system temporarily unavailable")
+	}
+	go fn(nil)
+	return nil
+}
+
+func (f *flakySource) WatchWorkers(context.Context, func(string, *natsjs.Presence)) error { return nil }
+
+// A gateway that starts while the cluster cannot start its watch of the
+// declarations tries again within its load bound instead of exiting (seen
+// in the chaos run of 2026-12-01: "start gateway: job types: JetStream
+// system temporarily unavailable", exit status 1).
+func TestTypeRegistryStartOutlastsAMomentaryOutage(t *testing.T) {
+	t.Parallel()
+	reg := newTypeRegistry(&flakySource{failures: 3}, slog.New(slog.DiscardHandler))
+	require.NoError(t, reg.start(context.Background()))
+	reg.stop()
 }
