@@ -244,6 +244,9 @@ func (n *Notifier) watchPending(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-n.stopping:
+			// Not a delivery in flight: Stop must not wait its grace for it.
+			return
 		case <-t.C:
 		}
 		for _, d := range n.dests {

@@ -206,3 +206,24 @@ func TestPendingDeliveriesPerDestinationAreCapped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 6, p)
 }
+
+// A notifier with nothing in flight stops at once: its grace is for
+// deliveries being made, not for its own bookkeeping (the pending-count
+// watcher held every Stop for the whole grace, so `serve` took 16 s to
+// stop and warned of deliveries that did not exist).
+func TestStopWithNothingInFlightDoesNotWaitItsGrace(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t, statuses(http.StatusNoContent))
+	n, _ := setup(t, Config{
+		Webhooks:     map[string][]Webhook{"4": {{URL: rcv.srv.URL, Secret: testSecret}}},
+		AllowPrivate: true,
+		StopGrace:    time.Minute,
+	})
+	stopped := make(chan struct{})
+	go func() { n.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop waited for its grace with nothing in flight")
+	}
+}
