@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/internal/schema"
 	"github.com/jobgate/jobgate/pkg/job"
 )
@@ -110,26 +110,12 @@ func (t *typeRegistry) start(ctx context.Context) error {
 }
 
 // retryUntil runs op until it succeeds, ctx ends or the deadline passes
-// (then the last error), waiting 100ms doubling to 2s, jittered, between
-// tries.
+// (then the last error), with jittered waits from 100ms doubling to 2s.
 func retryUntil(ctx context.Context, deadline time.Time, op func() error) error {
-	wait := 100 * time.Millisecond
-	for {
-		err := op()
-		if err == nil {
-			return nil
-		}
-		d := wait/2 + rand.N(wait)
-		if time.Now().Add(d).After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(d):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return retry.Until(dctx, retry.Policy{First: 100 * time.Millisecond, Limit: 2 * time.Second},
+		func(context.Context) error { return op() })
 }
 
 func (t *typeRegistry) stop() {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -597,21 +598,8 @@ func durationOrNone(d time.Duration) string {
 // while several processes create the same streams at once an API request
 // now and then goes unanswered: each try gets its own short deadline.
 func retryTransient(ctx context.Context, op func(ctx context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		tctx, cancel := context.WithTimeout(ctx, provisionTry)
-		err := op(tctx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !transientCluster(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
+	return retry.Until(ctx, retry.Policy{First: 100 * time.Millisecond, Limit: time.Second, Try: provisionTry,
+		Retryable: transientCluster}, op)
 }
 
 // provisionTry bounds one JetStream API request of Provision.

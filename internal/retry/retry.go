@@ -1,10 +1,13 @@
 // Package retry holds the pieces of a retry schedule that the HTTP client
-// (pkg/client) and the notifier's webhook and mail deliveries share:
-// exponential growth, jitter, and the receiver's Retry-After header, which
-// a delay never undercuts.
+// (pkg/client), the notifier's webhook and mail deliveries, the workers and
+// the services' JetStream set-up share: exponential growth, jitter, the
+// receiver's Retry-After header, which a delay never undercuts, and Until,
+// the loop around an operation that may fail for a while.
 package retry
 
 import (
+	"context"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,4 +75,36 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 // After reads the Retry-After header of h (see ParseRetryAfter).
 func After(h http.Header, now time.Time) time.Duration {
 	return ParseRetryAfter(h.Get("Retry-After"), now)
+}
+
+// Policy shapes Until: waits from First doubling to Limit, each spread by
+// ±50% (so processes that failed together do not come back together), and
+// each try bounded by Try (0: only by ctx).
+type Policy struct {
+	First, Limit, Try time.Duration
+	// Retryable says whether an error is worth another try; nil: every one.
+	Retryable func(error) bool
+}
+
+// Until runs op until it succeeds, fails for good or ctx ends, and returns
+// op's last error. A deadline on ctx bounds the whole.
+func Until(ctx context.Context, p Policy, op func(context.Context) error) error {
+	for n := 0; ; n++ {
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if p.Try > 0 {
+			tctx, cancel = context.WithTimeout(ctx, p.Try)
+		}
+		err := op(tctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || (p.Retryable != nil && !p.Retryable(err)) {
+			return err
+		}
+		t := time.NewTimer(Spread(Exponential(p.First, p.Limit, n), 0.5, rand.Float64))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }

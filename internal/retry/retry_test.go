@@ -1,6 +1,8 @@
 package retry_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -42,4 +44,39 @@ func TestRetryAfter(t *testing.T) {
 	require.Equal(t, 3*time.Second, retry.NotBefore(time.Second, 3*time.Second, 0))
 	require.Equal(t, 2*time.Second, retry.NotBefore(time.Second, time.Hour, 2*time.Second), "capped")
 	require.Equal(t, 5*time.Second, retry.NotBefore(5*time.Second, time.Second, 0))
+}
+
+func TestUntil(t *testing.T) {
+	t.Parallel()
+	transient := errors.New("temporarily unavailable")
+	final := errors.New("bad request")
+	p := retry.Policy{First: time.Millisecond, Limit: 4 * time.Millisecond, Try: time.Second,
+		Retryable: func(err error) bool { return errors.Is(err, transient) }}
+
+	tries := 0
+	err := retry.Until(context.Background(), p, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("a try without its own deadline")
+		}
+		if tries++; tries < 4 {
+			return transient
+		}
+		return nil
+	})
+	if err != nil || tries != 4 {
+		t.Fatalf("transient errors: err %v after %d tries, want nil after 4", err, tries)
+	}
+
+	tries = 0
+	err = retry.Until(context.Background(), p, func(context.Context) error { tries++; return final })
+	if !errors.Is(err, final) || tries != 1 {
+		t.Fatalf("a final error: %v after %d tries, want it after 1", err, tries)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	err = retry.Until(ctx, p, func(context.Context) error { return transient })
+	if !errors.Is(err, transient) {
+		t.Fatalf("at the deadline: %v, want the last error", err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -285,8 +286,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 // retryDelay is the pause before the attempt after attempt n: RetryBase
 // doubled per attempt, at most 10 minutes, jittered.
 func (w *Workers) retryDelay(n int) time.Duration {
-	d := w.cfg.RetryBase << min(max(n, 1)-1, 20)
-	return jitter(min(d, max(10*time.Minute, w.cfg.RetryBase)))
+	return jitter(retry.Exponential(w.cfg.RetryBase, max(10*time.Minute, w.cfg.RetryBase), max(n, 1)-1))
 }
 
 func (w *Workers) observe(t *typeRunner, outcome string, started time.Time) {

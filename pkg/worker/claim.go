@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -98,8 +99,7 @@ func (w *Workers) claim(ctx context.Context, t *typeRunner, key string, delivere
 // waits before it comes back: 1s, doubling per delivery, at most 30s,
 // jittered.
 func outageDelay(delivered uint64) time.Duration {
-	d := time.Second << min(max(delivered, 1)-1, 5)
-	return jitter(min(d, 30*time.Second))
+	return jitter(retry.Exponential(time.Second, 30*time.Second, int(min(max(delivered, 1)-1, 40))))
 }
 
 // exhaust fails a job whose attempts ran out without a verdict on the last

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 )
@@ -326,28 +327,14 @@ const opTimeout = 10 * time.Second
 // untilAvailable runs op, each try bounded by opTimeout, and again while its
 // error says JetStream was unavailable, until ctx ends.
 func untilAvailable(ctx context.Context, op func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := op(octx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !(natsjs.Unavailable(err) || errors.Is(err, job.ErrUnavailable)) {
-			return err
-		}
-		if !sleepCtx(ctx, jitter(wait)) {
-			return err
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	return retry.Until(ctx, retry.Policy{First: 100 * time.Millisecond, Limit: 2 * time.Second, Try: opTimeout,
+		Retryable: func(err error) bool { return natsjs.Unavailable(err) || errors.Is(err, job.ErrUnavailable) }}, op)
 }
 
 // jitter spreads d by ±20%, so workers that failed together do not retry
 // together.
 func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d*4/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+	return max(retry.Spread(d, 0.2, rand.Float64), 0)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
