@@ -169,7 +169,7 @@ func TestSeenKeysKeepProofsWithinTheBound(t *testing.T) {
 	for i := 200; i < 300; i++ {
 		s.add(key(i), proof(i))
 	}
-	require.LessOrEqual(t, len(s.cur)+len(s.prev), 2*4)
+	require.LessOrEqual(t, s.keys.Len(), 2*4)
 	_, ok = s.lookup(key(0))
 	require.False(t, ok, "old keys are dropped")
 

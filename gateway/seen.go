@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
+
+	"github.com/jobgate/jobgate/internal/recent"
 )
 
 // seenKeys remembers which job records this gateway has seen exist, so a
@@ -18,15 +20,12 @@ import (
 // admitted or replayed under it, so that a byte-identical retry can skip
 // decoding, validating and canonicalizing the body (see bodyProof).
 type seenKeys struct {
-	mu   sync.Mutex
-	max  int
 	seed maphash.Seed
-	cur  map[uint64]bodyProof
-	prev map[uint64]bodyProof
+	keys *recent.Map[uint64, bodyProof]
 }
 
 func newSeenKeys(max int) *seenKeys {
-	return &seenKeys{max: max, seed: maphash.MakeSeed(), cur: make(map[uint64]bodyProof), prev: map[uint64]bodyProof{}}
+	return &seenKeys{seed: maphash.MakeSeed(), keys: recent.New[uint64, bodyProof](max)}
 }
 
 func (s *seenKeys) has(k string) bool {
@@ -37,45 +36,18 @@ func (s *seenKeys) has(k string) bool {
 // lookup returns the proof kept with k (zero when none is) and whether k
 // was seen at all.
 func (s *seenKeys) lookup(k string) (bodyProof, bool) {
-	h := maphash.String(s.seed, k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p, ok := s.cur[h]; ok {
-		return p, true
-	}
-	p, ok := s.prev[h]
-	return p, ok
+	return s.keys.Get(maphash.String(s.seed, k))
 }
 
 // add records k with the proof of its body (zero: seen, nothing proven);
-// two generations keep memory bounded at 2×max entries.
+// memory stays bounded at 2×max entries (recent.Map).
 func (s *seenKeys) add(k string, p bodyProof) {
-	h := maphash.String(s.seed, k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.addLocked(h, p)
-}
-
-func (s *seenKeys) addLocked(h uint64, p bodyProof) {
-	if _, ok := s.cur[h]; !ok && len(s.cur) >= s.max {
-		s.prev, s.cur = s.cur, make(map[uint64]bodyProof, s.max)
-	}
-	s.cur[h] = p
+	s.keys.Put(maphash.String(s.seed, k), p)
 }
 
 // mark records k as seen, keeping a proof it already has.
 func (s *seenKeys) mark(k string) {
-	h := maphash.String(s.seed, k)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.cur[h]; ok {
-		return
-	}
-	if p, ok := s.prev[h]; ok {
-		s.addLocked(h, p)
-		return
-	}
-	s.addLocked(h, bodyProof{})
+	s.keys.Keep(maphash.String(s.seed, k), bodyProof{})
 }
 
 // bodyProof says that a raw submission body, decoded under the declared

@@ -27,5 +27,5 @@ func TestSeenKeysBounded(t *testing.T) {
 	for i := 4; i <= 8; i++ {
 		require.True(t, s.has(key(i)), "key %d", i)
 	}
-	require.LessOrEqual(t, len(s.cur)+len(s.prev), 2*4)
+	require.LessOrEqual(t, s.keys.Len(), 2*4)
 }

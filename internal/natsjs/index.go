@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/recent"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,7 +49,7 @@ type Index struct {
 	// indexed remembers the jobs this process listed lately, so the later
 	// changes of a job (running, progress, its end) cost the indexer no
 	// read of the job's marker.
-	indexed *recentSet
+	indexed *recent.Map[string, struct{}]
 }
 
 // indexedMemory bounds Index.indexed (entries of about 100 bytes).
@@ -56,7 +57,7 @@ const indexedMemory = 1 << 16
 
 // NewIndex returns the index on js (Provision returns it).
 func NewIndex(js jetstream.JetStream) *Index {
-	return &Index{js: js, nc: js.Conn(), stream: StreamIndex, indexed: newRecentSet(indexedMemory)}
+	return &Index{js: js, nc: js.Conn(), stream: StreamIndex, indexed: recent.New[string, struct{}](indexedMemory)}
 }
 
 // Reads counts the index requests made so far (tests: a page costs in
@@ -130,13 +131,13 @@ func (x *Index) Append(ctx context.Context, rec *job.Record) error {
 	stamp := []byte(strconv.FormatInt(created, 10))
 	marker := indexPrefix + rec.Tenant + "." + rec.Requester + ".j." + rec.ID
 	done := marker + "@" + string(stamp)
-	if x.indexed.has(done) {
+	if _, ok := x.indexed.Get(done); ok {
 		return nil
 	}
 	if data, _, found, err := x.leaderLast(ctx, marker); err != nil {
 		return err
 	} else if found && string(data) == string(stamp) {
-		x.indexed.add(done)
+		x.indexed.Put(done, struct{}{})
 		return nil
 	}
 	msgID := rec.ID + "." + string(stamp)
@@ -179,7 +180,7 @@ func (x *Index) Append(ctx context.Context, rec *job.Record) error {
 	if _, err := x.js.Publish(ctx, marker, stamp, jetstream.WithMsgID("m."+msgID)); err != nil {
 		return fmt.Errorf("index %s: %w", rec.ID, mapErr(err))
 	}
-	x.indexed.add(done)
+	x.indexed.Put(done, struct{}{})
 	return nil
 }
 
