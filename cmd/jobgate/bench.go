@@ -18,7 +18,6 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
-	"github.com/nats-io/nats.go"
 )
 
 // runBench is `jobgate bench`: it starts the system under test as a second
@@ -156,7 +155,7 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 			return err
 		}
 	}
-	env := bench.TargetEnv{Res: rt.res, Log: rt.log, Conns: func() []*nats.Conn { return append([]*nats.Conn{rt.nc}, rt.own...) }}
+	env := bench.TargetEnv{Res: rt.res, Log: rt.log, Conns: rt.conns}
 	var svcs services
 	defer svcs.stop()
 	if noop {
@@ -164,11 +163,10 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		// bench submits; stopped after it, like serve's renderer.
 		env.Noop = &bench.Noop{}
 		// On a connection of its own, as a user's worker process would be.
-		nc, err := rt.connect("bench_noop")
+		nc, err := rt.ownConn("bench_noop")
 		if err != nil {
 			return err
 		}
-		rt.own = append(rt.own, nc)
 		w, err := worker.New(worker.Config{Conn: nc, Logger: rt.log.With("service", "bench_noop"), OnAttempt: env.Noop.OnAttempt})
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/config"
@@ -32,10 +33,30 @@ type process struct {
 	// httpListener is the gateway's address, bound before anything else
 	// started (see claimProcessResources); nil in processes without one.
 	httpListener net.Listener
-	// connect opens another connection like nc (components' own, see
-	// component); own are those opened, closed with the process.
+	// connect opens another connection like nc; ownConn keeps those it
+	// opens for components (see component) in own, closed with the process.
 	connect func(name string) (*nats.Conn, error)
+	ownMu   sync.Mutex
 	own     []*nats.Conn
+}
+
+// ownConn opens a connection of the process's own for one component.
+func (rt *process) ownConn(name string) (*nats.Conn, error) {
+	nc, err := rt.connect(name)
+	if err != nil {
+		return nil, err
+	}
+	rt.ownMu.Lock()
+	rt.own = append(rt.own, nc)
+	rt.ownMu.Unlock()
+	return nc, nil
+}
+
+// conns lists every connection of the process (bench counters).
+func (rt *process) conns() []*nats.Conn {
+	rt.ownMu.Lock()
+	defer rt.ownMu.Unlock()
+	return append([]*nats.Conn{rt.nc}, rt.own...)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -128,11 +149,10 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 // read loop, write lock and response mux. Measured in the bench's
 // pipeline section (docs/performance.md).
 func (rt *process) component(ctx context.Context, name string) (*process, error) {
-	nc, err := rt.connect(name)
+	nc, err := rt.ownConn(name)
 	if err != nil {
 		return nil, err
 	}
-	rt.own = append(rt.own, nc)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -143,17 +163,19 @@ func (rt *process) component(ctx context.Context, name string) (*process, error)
 	if err != nil {
 		return nil, err
 	}
-	c := *rt
-	c.nc, c.res, c.own = nc, res, nil
-	return &c, nil
+	return &process{cfg: rt.cfg, log: rt.log, embedded: rt.embedded, nc: nc, res: res, fp: rt.fp, metrics: rt.metrics,
+		httpListener: rt.httpListener, connect: rt.connect}, nil
 }
 
 func (rt *process) close() {
-	for i := len(rt.own) - 1; i >= 0; i-- {
-		_ = rt.own[i].Drain()
-		rt.own[i].Close()
-	}
+	rt.ownMu.Lock()
+	own := rt.own
 	rt.own = nil
+	rt.ownMu.Unlock()
+	for i := len(own) - 1; i >= 0; i-- {
+		_ = own[i].Drain()
+		own[i].Close()
+	}
 	if rt.nc != nil {
 		_ = rt.nc.Drain()
 		rt.nc.Close()
