@@ -38,12 +38,11 @@ type jobIndex interface {
 	Append(ctx context.Context, r *job.Record) error
 }
 
-// eventPublisher publishes job events and reads which was stored last
+// eventPublisher publishes job events in the order of the job's changes
 // (natsjs.EventStream).
 type eventPublisher interface {
-	Publish(ctx context.Context, r *job.Record) error
+	Publish(ctx context.Context, r *job.Record) (bool, error)
 	PublishFirst(ctx context.Context, r *job.Record) (bool, error)
-	LastRevision(ctx context.Context, r *job.Record) (uint64, error)
 }
 
 // Dispatcher runs the relay and the sweeper. Any

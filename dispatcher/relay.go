@@ -56,16 +56,13 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 		// The admission's event goes out before any work exists that a
 		// worker could claim and announce ahead of it. JetStream stores it
 		// at once only as the job's first event; when the job's subject
-		// holds events already, either a worker moved the job on (its work
-		// published by the gateway), and an admission event now would
-		// come after its newer change, or they are an earlier job's under
-		// the same id (admitted again after its record expired): the
-		// record says which.
+		// holds events already, they are either a worker's, who moved the
+		// job on (its work published by the gateway), or an earlier job's
+		// under the same id (admitted again after its record expired): an
+		// in-order publish stores it only in the second case.
 		first, err := d.events.PublishFirst(octx, rec)
 		if err == nil && !first {
-			if cur, gerr := d.jobs.Get(octx, rec.Key()); gerr != nil || cur.Revision <= rec.Revision {
-				err, first = d.events.Publish(octx, rec), true
-			}
+			first, err = d.events.Publish(octx, rec)
 		}
 		if err != nil {
 			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
@@ -86,18 +83,13 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 			_ = c.Nak(eventGrace - age)
 			return
 		}
-		last, err := d.events.LastRevision(octx, rec)
+		stored, err := d.events.Publish(octx, rec)
 		if err != nil {
-			d.log.Warn("relay: events not readable, will retry", "job_id", rec.ID, "err", err)
+			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
 			_ = c.Nak(relayRetry)
 			return
 		}
-		if last < rec.Revision {
-			if err := d.events.Publish(octx, rec); err != nil {
-				d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
-				_ = c.Nak(relayRetry)
-				return
-			}
+		if stored {
 			d.log.Info("relay: published the event its writer left out", "job_id", rec.ID, "state", rec.State)
 			d.cfg.Metrics.Relayed("event")
 		}

@@ -98,13 +98,17 @@ func TestRelayAnnouncesAJobAdmittedAgainUnderAnEarlierJobsID(t *testing.T) {
 	_, b := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Record revisions grow with the bucket: the earlier job's last one
+	// is below any the new admission gets (another job is admitted first).
 	then := time.Now().Add(-time.Hour).UTC()
 	earlier := &job.Record{ID: job.DeriveID(b.env.Secret, "4", "reviewer-47", "again"), Tenant: "4", Requester: "reviewer-47",
-		Type: "permit_report", State: job.StateCanceled, CreatedAt: then, UpdatedAt: then, FinishedAt: &then, Revision: 7}
+		Type: "permit_report", State: job.StateCanceled, CreatedAt: then, UpdatedAt: then, FinishedAt: &then, Revision: 1}
 	require.NoError(t, natsjs.PublishEvent(ctx, b.conn.Res.JS, earlier))
+	b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "in-between", Pages: 5})
 
 	rec := b.env.Admit(t, b.conn.Res, jobtest.Request{Key: "again", Pages: 5})
 	require.Equal(t, earlier.ID, rec.ID, "one key, one id")
+	require.Greater(t, rec.Revision, earlier.Revision)
 	require.Eventually(t, func() bool { return len(jobtest.Events(t, b.conn.Res, rec)) == 2 }, 10*time.Second, 20*time.Millisecond)
 	evs := jobtest.Events(t, b.conn.Res, rec)
 	require.Equal(t, []job.State{job.StateCanceled, job.StateQueued}, jobtest.States(evs))

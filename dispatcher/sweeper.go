@@ -164,7 +164,7 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 	if rec.State == job.StateFailed {
 		d.cfg.Metrics.StalledJob("failed")
 		d.log.Info("job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
-		if err := d.events.Publish(ctx, rec); err != nil {
+		if _, err := d.events.Publish(ctx, rec); err != nil {
 			d.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
 		}
 		return

@@ -54,7 +54,7 @@ type recordWatch interface {
 // eventStream takes the event of a change the gateway wrote (a cancel)
 // (natsjs.EventStream).
 type eventStream interface {
-	Publish(ctx context.Context, r *job.Record) error
+	Publish(ctx context.Context, r *job.Record) (bool, error)
 }
 
 // deps are the stores a gateway works on; New takes them from the

@@ -112,7 +112,7 @@ func (g *Gateway) cancelJob(c *fiber.Ctx) error {
 	g.log.Info("job canceled", "job_id", updated.ID, "tenant", updated.Tenant)
 	// The writer of a change announces it (the relay fills in only after a
 	// crash): one event per change for plain subscribers.
-	if err := g.events.Publish(ctx, updated); err != nil {
+	if _, err := g.events.Publish(ctx, updated); err != nil {
 		g.log.Warn("cancel event left to the relay", "job_id", updated.ID, "err", err)
 	}
 	return g.writeJob(c, http.StatusAccepted, updated)

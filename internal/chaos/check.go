@@ -35,10 +35,6 @@ func (r *Report) AnomalyKinds() map[string]int {
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix (docs/reliability.md, known issues: what was found and fixed).
 var KnownIssues = map[string]string{
-	"events-backwards": "a worker frozen (SIGSTOP) between its claim's record write and that change's event for longer " +
-		"than the stale limit publishes the event after the worker that took the job over published newer ones " +
-		"(seed 20261203: running event of attempt 1, rev 11105, stored after the succeeded event of attempt 2, rev " +
-		"12795); the writer should re-read the record before an event it publishes late (docs/reliability.md)",
 	"revision-backwards": "a poll through one gateway answered an older revision of a job (queued, rev N) 0.05 ms after " +
 		"a poll through the other gateway had answered its newer one (running, rev N+1), both reads of the record by " +
 		"key from JetStream (leader reads, direct gets off), 10 s after the record stream's leader was re-elected; once " +

@@ -51,9 +51,10 @@ func EventRevision(msgID string) (uint64, bool) {
 }
 
 // PublishEvent publishes the state of r (its resource without result href)
-// on the job's event subject, de-duplicated per record revision. The writer
-// of a change publishes it, once; the relay only fills in what a crashed
-// writer left out (see LastEventRevision).
+// on the job's event subject, de-duplicated per record revision, without
+// looking at the job's other events: for events nothing else publishes
+// (the bench's). jobgate's writers use EventStream.Publish, which keeps a
+// job's events in the order of its changes.
 func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) error {
 	if err := publishOnce(ctx, js, eventMsgOf(r)); err != nil {
 		return fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
@@ -82,40 +83,24 @@ const errCodeMsgIDInProcess = 10158
 // the stream answers with the stored message (a duplicate ack) or, if the
 // first publish failed after all, stores this one.
 func publishOnce(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) error {
+	_, err := publishOnceAck(ctx, js, msg)
+	return err
+}
+
+// publishOnceAck is publishOnce returning the stream's acknowledgement.
+func publishOnceAck(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
 	wait := 10 * time.Millisecond
 	for {
-		_, err := js.PublishMsg(ctx, msg)
+		ack, err := js.PublishMsg(ctx, msg)
 		var api *jetstream.APIError
 		if err == nil || !errors.As(err, &api) || api.ErrorCode != errCodeMsgIDInProcess {
-			return err
+			return ack, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
-}
-
-// LastEventRevision is the record revision of the newest event stored for
-// the job, 0 when none is.
-func LastEventRevision(ctx context.Context, js jetstream.JetStream, r *job.Record) (uint64, error) {
-	s, err := js.Stream(ctx, StreamEvents)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
-	}
-	return lastEventRevision(ctx, s, r)
-}
-
-func lastEventRevision(ctx context.Context, s jetstream.Stream, r *job.Record) (uint64, error) {
-	m, err := s.GetLastMsgForSubject(ctx, EventSubject(r.Tenant, r.Requester, r.ID))
-	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("last event of %s: %w", r.ID, mapErr(err))
-	}
-	rev, _ := EventRevision(m.Header.Get(jetstream.MsgIDHeader))
-	return rev, nil
 }

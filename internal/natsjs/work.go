@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/jobgate/jobgate/pkg/job"
@@ -44,9 +45,98 @@ type EventStream struct {
 // NewEventStream returns the event stream on js (Provision returns one).
 func NewEventStream(js jetstream.JetStream) *EventStream { return &EventStream{js: js} }
 
-// Publish publishes the state of r on the job's event subject.
-func (e *EventStream) Publish(ctx context.Context, r *job.Record) error {
-	return PublishEvent(ctx, e.js, r)
+// Publish stores the state of r as the job's event, in order: never after
+// the event of a later change of the job. It reports whether this call
+// stored it (false: the event of this change, or of a later one, is there).
+// See PublishAfter.
+func (e *EventStream) Publish(ctx context.Context, r *job.Record) (bool, error) {
+	_, stored, err := e.PublishAfter(ctx, r, 0)
+	return stored, err
+}
+
+// maxEventRaces bounds how often PublishAfter reads the job's newest event
+// again after another writer's event got in first.
+const maxEventRaces = 8
+
+// PublishAfter stores r's event only while the job's newest event is of an
+// earlier change. after is the stream sequence of the job's newest event as
+// the caller knows it (the sequence its own previous event of the job got),
+// 0 when it does not know. JetStream checks it in the same step as it
+// stores the event (an expected last subject sequence), so a writer frozen
+// between its record write and its event — past the stale limit, while
+// another worker took the job over and announced newer changes — or a
+// worker's progress racing a cancel, never stores an event behind a newer
+// one. When after is 0 or no longer the newest, the newest event is read:
+// of this change or a later one, nothing is stored. It returns the sequence
+// of the job's newest event after the call, for the caller's next event.
+func (e *EventStream) PublishAfter(ctx context.Context, r *job.Record, after uint64) (uint64, bool, error) {
+	msg := eventMsgOf(r)
+	for range maxEventRaces {
+		if after == 0 {
+			seq, rev, err := e.newest(ctx, r)
+			if err != nil {
+				return 0, false, err
+			}
+			if rev >= r.Revision {
+				return seq, false, nil
+			}
+			after = seq
+		}
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after, 10))
+		ack, err := publishOnceAck(ctx, e.js, msg)
+		if wrongLastSequence(err) {
+			after = 0 // another writer's event got in first: look again
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
+		}
+		return ack.Sequence, !ack.Duplicate, nil
+	}
+	return 0, false, fmt.Errorf("publish event %s: %w: the job's events kept changing", r.ID, ErrStale)
+}
+
+// wrongLastSequence reports whether a publish was refused because the
+// subject's newest message was not the expected one.
+func wrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// newest returns the stream sequence and record revision of the job's
+// newest event; 0, 0 when it has none.
+func (e *EventStream) newest(ctx context.Context, r *job.Record) (uint64, uint64, error) {
+	s, err := e.streamOf(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, EventSubject(r.Tenant, r.Requester, r.ID))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, 0, nil
+		}
+		return 0, 0, fmt.Errorf("last event of %s: %w", r.ID, mapErr(err))
+	}
+	rev, _ := EventRevision(m.Header.Get(jetstream.MsgIDHeader))
+	return m.Sequence, rev, nil
+}
+
+func (e *EventStream) streamOf(ctx context.Context) (jetstream.Stream, error) {
+	e.mu.Lock()
+	s := e.stream
+	e.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := e.js.Stream(ctx, StreamEvents)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
+	}
+	e.mu.Lock()
+	e.stream = s
+	e.mu.Unlock()
+	return s, nil
 }
 
 // PublishFirst publishes the state of r as the job's first event: JetStream
@@ -59,31 +149,11 @@ func (e *EventStream) PublishFirst(ctx context.Context, r *job.Record) (bool, er
 	msg := eventMsgOf(r)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	err := publishOnce(ctx, e.js, msg)
-	var api *jetstream.APIError
-	if errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+	if wrongLastSequence(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
 	}
 	return true, nil
-}
-
-// LastRevision is the record revision of the newest event stored for the
-// job, 0 when none is.
-func (e *EventStream) LastRevision(ctx context.Context, r *job.Record) (uint64, error) {
-	e.mu.Lock()
-	s := e.stream
-	e.mu.Unlock()
-	if s == nil {
-		var err error
-		if s, err = e.js.Stream(ctx, StreamEvents); err != nil {
-			return 0, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
-		}
-		e.mu.Lock()
-		e.stream = s
-		e.mu.Unlock()
-	}
-	return lastEventRevision(ctx, s, r)
 }

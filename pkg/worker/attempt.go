@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -53,6 +54,11 @@ type attempt struct {
 
 	outOnce sync.Once
 	out     *resultWriter
+
+	// eventSeq is the stream sequence of the job's newest event as this
+	// attempt knows it (its own last one), 0 when unknown: the next event
+	// is stored only if none came after it (natsjs.EventStream.PublishAfter).
+	eventSeq atomic.Uint64
 }
 
 func (w *Workers) newAttempt(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) *attempt {
@@ -97,15 +103,16 @@ func (w *Workers) handle(t *typeRunner, msg *natsjs.WorkMsg) {
 		return
 	}
 	defer release()
-	w.publishEvent(c.rec)
+	seq := w.publishEvent(c.rec, 0)
 	w.log.Info("job claimed", "job_id", c.rec.ID, "type", c.rec.Type, "attempt", c.rec.Attempt, "delivery", msg.Delivered)
-	w.run(t, msg, c.rec)
+	w.run(t, msg, c.rec, seq)
 }
 
 // run is one attempt: the handler within the budget while the claim is kept
 // alive, the output stored, the job finished; or what went wrong concluded.
-func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) {
+func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record, eventSeq uint64) {
 	a := w.newAttempt(t, msg, rec)
+	a.eventSeq.Store(eventSeq)
 	timeout := rec.TimeoutOr(t.decl.Timeout())
 	actx, cancelAttempt := context.WithTimeoutCause(w.hardCtx, timeout, errAttemptTimeout)
 	defer cancelAttempt()
@@ -137,7 +144,7 @@ func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) {
 	if err == nil {
 		_ = msg.Ack()
 		done := a.record()
-		w.publishEvent(done)
+		a.publish(done)
 		w.observe(t, "succeeded", started)
 		size := int64(0)
 		if done.Output != nil {
@@ -230,7 +237,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 			return
 		}
 		a.log.Warn("result store unavailable, job given back", "cause", a.out.err)
-		w.publishEvent(a.record())
+		a.publish(a.record())
 		_ = msg.Nak(outageDelay(msg.Delivered))
 	case errors.Is(err, errShutdown):
 		w.observe(a.t, "given_back", started)
@@ -242,7 +249,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 			return
 		}
 		a.log.Info("job given back on shutdown")
-		w.publishEvent(a.record())
+		a.publish(a.record())
 		_ = msg.Nak(0)
 	case errors.As(err, &f) && f.retryable && rec.AttemptsUsed() < a.maxAttempts:
 		w.observe(a.t, "retry", started)
@@ -258,7 +265,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 			return
 		}
 		a.log.Info("attempt failed, retry scheduled", "category", f.category, "retry_in", delay, "cause", f.err)
-		w.publishEvent(a.record())
+		a.publish(a.record())
 		_ = msg.Nak(delay)
 	case errors.As(err, &f):
 		w.observe(a.t, "failed", started)
@@ -276,7 +283,7 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 			return
 		}
 		a.log.Info("job failed", "category", f.category, "cause", f.err)
-		w.publishEvent(a.record())
+		a.publish(a.record())
 		_ = msg.Ack()
 	default:
 		a.log.Error("unexpected attempt outcome", "err", err)
@@ -296,13 +303,30 @@ func (w *Workers) observe(t *typeRunner, outcome string, started time.Time) {
 }
 
 // publishEvent publishes a change this worker wrote (the writer of a
-// change announces it; the relay only fills in for a writer that crashed).
-func (w *Workers) publishEvent(rec *job.Record) {
+// change announces it; the relay only fills in for a writer that crashed),
+// only while no event of a later change is stored: a worker that froze
+// after its write, past the stale limit, finds the events of the worker
+// that took the job over and leaves its own out. after is the job's newest
+// event's sequence as the caller knows it (0: unknown, read it); the
+// result is that sequence after the publish (0 when it failed).
+func (w *Workers) publishEvent(rec *job.Record, after uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), opTimeout)
 	defer cancel()
-	if err := natsjs.PublishEvent(ctx, w.res.JS, rec); err != nil {
+	seq, stored, err := w.res.Events.PublishAfter(ctx, rec, after)
+	if err != nil {
 		w.log.Debug("event not published", "job_id", rec.ID, "err", err)
+		return 0
 	}
+	if !stored {
+		w.log.Debug("event left out: the job has a newer one", "job_id", rec.ID, "revision", rec.Revision)
+	}
+	return seq
+}
+
+// publish publishes the event of a change this attempt wrote, after the
+// attempt's previous event.
+func (a *attempt) publish(rec *job.Record) {
+	a.eventSeq.Store(a.w.publishEvent(rec, a.eventSeq.Load()))
 }
 
 // record returns the record as last written by this attempt.
@@ -477,7 +501,7 @@ func (a *attempt) checkpoint(ctx context.Context, onlyProgress bool) {
 		a.mu.Lock()
 		a.written = prog
 		a.mu.Unlock()
-		a.w.publishEvent(a.record())
+		a.publish(a.record())
 	case err != nil && !errors.Is(err, errLost) && ctx.Err() == nil:
 		// Not worth failing the attempt for; the next one tries again.
 		a.log.Warn("checkpoint not written", "err", err)

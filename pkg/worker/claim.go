@@ -123,7 +123,7 @@ func (w *Workers) exhaust(ctx context.Context, t *typeRunner, msg *natsjs.WorkMs
 		_ = msg.Nak(outageDelay(msg.Delivered))
 	default:
 		w.log.Info("job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
-		w.publishEvent(rec)
+		w.publishEvent(rec, 0)
 		_ = msg.Ack()
 	}
 }
