@@ -152,6 +152,8 @@ func (g *Gateway) waitForChange(ctx context.Context, rec *job.Record, wait time.
 	if latest.Revision > rec.Revision {
 		return latest, nil
 	}
+	// Never answer older than the caller's version (see readAtLeast).
+	latest = rec
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {

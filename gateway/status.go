@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -50,6 +52,11 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 		}
 	}
 	inm := c.Get(fiber.HeaderIfNoneMatch)
+	if floor := etagFloor(inm); rec.Revision < floor {
+		if rec, err = g.readAtLeast(ctx, rec.Key(), floor); err != nil {
+			return writeProblem(c, err)
+		}
+	}
 	if wait > 0 && inm != "" && etagMatches(inm, rec) && !rec.State.Terminal() {
 		who := requesterOf(c)
 		if !g.polls.acquire(who) {
@@ -71,6 +78,65 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 	}
 	return g.writeJob(c, http.StatusOK, rec)
 }
+
+// staleReadFor bounds how long a read that answered an older version than
+// the client has seen is tried again (readAtLeast).
+const staleReadFor = 2 * time.Second
+
+// etagFloor is the highest record revision an If-None-Match header names:
+// an ETag is the revision of a version the client was answered, so no
+// answer to it may be older (0: none named).
+func etagFloor(header string) uint64 {
+	var floor uint64
+	for part := range strings.SplitSeq(header, ",") {
+		p := strings.TrimPrefix(strings.TrimSpace(part), "W/")
+		if len(p) < 3 || len(p) > 22 || p[0] != '"' || p[len(p)-1] != '"' {
+			continue
+		}
+		if n, err := strconv.ParseUint(p[1:len(p)-1], 10, 64); err == nil {
+			floor = max(floor, n)
+		}
+	}
+	return floor
+}
+
+// readAtLeast reads the record again until it is at least the version at
+// revision floor, which the client was answered before — perhaps by another
+// gateway. Reads go to the stream leader, but a node that was the leader
+// and has not yet learned that another replaced it (it resumes from a
+// pause, say) can answer for a moment with what it had; a client must not
+// see its job go back. If the store does not catch up within staleReadFor,
+// the job is unavailable here (503 + Retry-After), never older. A floor no
+// version reached (a made-up ETag) costs its sender that wait, nothing more.
+func (g *Gateway) readAtLeast(ctx context.Context, key string, floor uint64) (*job.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, staleReadFor)
+	defer cancel()
+	var rec *job.Record
+	err := retry.Until(ctx, retry.Policy{First: 5 * time.Millisecond, Limit: 200 * time.Millisecond, Try: readTimeout,
+		Retryable: func(err error) bool { return errors.Is(err, errBehind) }},
+		func(ctx context.Context) error {
+			r, err := g.jobs.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			if r.Revision < floor {
+				return errBehind
+			}
+			rec = r
+			return nil
+		})
+	if errors.Is(err, errBehind) {
+		g.log.Warn("job read stayed behind the version the client has", "revision_seen", floor)
+		return nil, fmt.Errorf("%w: the job's store answered an older version than this client has seen", job.ErrUnavailable)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// errBehind: a read answered an older version than one already answered.
+var errBehind = errors.New("read behind an answered version")
 
 func etagMatches(header string, rec *job.Record) bool {
 	tag := etag(rec)

@@ -214,3 +214,76 @@ func TestLongPollWokenByTheChangeFeed(t *testing.T) {
 		t.Fatal("stopping the gateway did not stop the watch")
 	}
 }
+
+// staleRecords answers the version before the stored one for its first
+// stale reads, as a stream leader that has not yet learned it was replaced.
+type staleRecords struct {
+	*memRecords
+	mu    sync.Mutex
+	stale int
+	reads int
+	older *job.Record
+}
+
+func (s *staleRecords) Get(ctx context.Context, key string) (*job.Record, error) {
+	s.mu.Lock()
+	s.reads++
+	if s.stale > 0 {
+		s.stale--
+		s.mu.Unlock()
+		return s.older.Clone(), nil
+	}
+	s.mu.Unlock()
+	return s.memRecords.Get(ctx, key)
+}
+
+// A poll carrying the ETag of a version the client was answered (through
+// another gateway, say) is never answered with an older one, even when a
+// read answers one: it is read again, and if the store stays behind the
+// answer is 503 + Retry-After (chaos seed 20261201's revision-backwards:
+// queued after running).
+func TestAPollIsNeverAnsweredOlderThanItsETag(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	queued := &job.Record{ID: "job_abcdefghijklmnopqrstuvwxyz", Tenant: "4", Requester: "reviewer-47", Type: "permit_report", Params: []byte(`{}`),
+		State: job.StateQueued, CreatedAt: now, UpdatedAt: now, Revision: 9266}
+	running := queued.Clone()
+	require.NoError(t, running.Transition(job.StateRunning, now.Add(time.Second)))
+	running.Revision = 9267
+	poll := func(g *Gateway, tok, inm string) *http.Response {
+		req := httptest.NewRequest(http.MethodGet, "/v1/jobs/"+queued.ID, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("If-None-Match", inm)
+		resp, err := g.App().Test(req, -1)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	setup := func(stale int) (*Gateway, string, *staleRecords) {
+		store := &staleRecords{memRecords: &memRecords{m: map[string]*job.Record{running.Key(): running.Clone()}}, stale: stale, older: queued}
+		g, tok := stubGateway(t, deps{jobs: store, work: &failingWork{}})
+		return g, tok, store
+	}
+
+	g, tok, store := setup(3)
+	resp := poll(g, tok, `"9267"`)
+	require.Equal(t, http.StatusNotModified, resp.StatusCode, "the version the client has, read again")
+	require.Equal(t, `"9267"`, resp.Header.Get("ETag"))
+	require.Equal(t, 4, store.reads)
+
+	g, tok, _ = setup(3)
+	resp = poll(g, tok, `"9100", W/"9267"`)
+	require.Equal(t, http.StatusNotModified, resp.StatusCode, "the highest version any tag names")
+
+	g, tok, _ = setup(1 << 30)
+	resp = poll(g, tok, `"9267"`)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a store that stays behind")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+
+	g, tok, store = setup(1)
+	resp = poll(g, tok, `"9200"`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "an older ETag: the version read is newer than it")
+	require.Equal(t, `"9266"`, resp.Header.Get("ETag"))
+	require.Equal(t, 1, store.reads)
+}

@@ -34,12 +34,7 @@ func (r *Report) AnomalyKinds() map[string]int {
 // that are not fixed yet, with the cause; Check reports them as known
 // rather than failing, unless asked to be strict. Remove an entry with the
 // fix (docs/reliability.md, known issues: what was found and fixed).
-var KnownIssues = map[string]string{
-	"revision-backwards": "a poll through one gateway answered an older revision of a job (queued, rev N) 0.05 ms after " +
-		"a poll through the other gateway had answered its newer one (running, rev N+1), both reads of the record by " +
-		"key from JetStream (leader reads, direct gets off), 10 s after the record stream's leader was re-elected; once " +
-		"in 4,445 jobs over a 10-minute run (seed 20261201); cause not found yet (docs/reliability.md, known issues)",
-}
+var KnownIssues = map[string]string{}
 
 func (r *Report) String() string {
 	var b strings.Builder
