@@ -2,9 +2,11 @@ package natsjs_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -50,4 +52,33 @@ func TestAdaptersMapErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, ws.Seq, "the queue holds no work of the job")
 	require.NoError(t, res.Jobs.Ping(ctx))
+}
+
+// The sweeper learns whether a job's work was delivered from the consumer
+// that holds it: its requester's, or its tenant's when the tenant is capped.
+func TestPendingWorkAsksTheConsumerThatHoldsIt(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	res, err := provision(js, natsjs.DefaultLayout())
+	require.NoError(t, err)
+	ctx := storeCtx(t)
+	cfg := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunningFor: map[string]int{"capped": 1}, Inactive: time.Hour}
+	for _, r := range []*job.Record{newRecord("open", "r1", "job_open"), newRecord("capped", "r1", "job_capped")} {
+		require.NoError(t, res.Work.Publish(ctx, r, 0))
+		cc := cfg.RequesterWorkConsumer(r.Tenant, r.Requester)
+		if cfg.Capped(r.Tenant) {
+			cc = cfg.TenantWorkConsumer(r.Tenant)
+		}
+		c, err := js.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, cc)
+		require.NoError(t, err)
+		ws, err := res.Work.Pending(ctx, r)
+		require.NoError(t, err)
+		require.False(t, ws.Delivered, r.Tenant)
+		_, err = c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		require.NoError(t, err)
+		ws, err = res.Work.Pending(ctx, r)
+		require.NoError(t, err)
+		require.NotZero(t, ws.Seq)
+		require.True(t, ws.Delivered, r.Tenant)
+	}
 }

@@ -57,8 +57,9 @@ type WorkState struct {
 	Delivered bool
 }
 
-// pendingWork looks up the work message of a job and whether its tenant's
-// consumer of the type has delivered it yet.
+// pendingWork looks up the work message of a job and whether the type's
+// consumer that holds it (its requester's, or its tenant's when the tenant
+// has a cap; see FairQueue) has delivered it yet.
 func pendingWork(ctx context.Context, js jetstream.JetStream, r *job.Record) (WorkState, error) {
 	s, err := js.Stream(ctx, StreamWork)
 	if err != nil {
@@ -72,21 +73,25 @@ func pendingWork(ctx context.Context, js jetstream.JetStream, r *job.Record) (Wo
 		return WorkState{}, fmt.Errorf("work of %s: %w", r.ID, mapErr(err))
 	}
 	ws := WorkState{Seq: m.Sequence}
-	name := TenantWorkConsumerName(r.Type, r.Tenant)
-	c, err := js.Consumer(ctx, StreamWork, name)
-	if err != nil {
+	for _, name := range []string{
+		RequesterWorkConsumerName(r.Type, r.Tenant, r.Requester), TenantWorkConsumerName(r.Type, r.Tenant),
+	} {
+		c, err := js.Consumer(ctx, StreamWork, name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			// No worker of the type pulled the tenant's work lately
-			// (idle tenant consumers are removed): not delivered.
-			return ws, nil
+			continue
 		}
-		return ws, fmt.Errorf("consumer %s: %w", name, mapErr(err))
+		if err != nil {
+			return ws, fmt.Errorf("consumer %s: %w", name, mapErr(err))
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return ws, fmt.Errorf("consumer %s: %w", name, mapErr(err))
+		}
+		ws.Delivered = m.Sequence <= info.Delivered.Stream
+		return ws, nil
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return ws, fmt.Errorf("consumer %s: %w", name, mapErr(err))
-	}
-	ws.Delivered = m.Sequence <= info.Delivered.Stream
+	// No worker of the type pulled the work lately (idle consumers are
+	// removed): not delivered.
 	return ws, nil
 }
 

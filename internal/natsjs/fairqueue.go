@@ -10,23 +10,51 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A job type's work is queued per tenant: each tenant with work of the type
-// has its own durable pull consumer on JOBGATE_WORK (TenantWorkConsumer),
-// shared by every worker process of the type. A worker with a free slot
-// takes the next tenant in a weighted round-robin over the tenants that
-// have work, so a tenant with a deep backlog gets its share of the slots,
-// not all of them (Hatchet's GROUP_ROUND_ROBIN, with weights). The cap on
-// one tenant's jobs held at once is the consumer's MaxAckPending: JetStream
-// enforces it across every process. A tenant alone still gets every slot.
+// A job type's work is queued per tenant and, within a tenant, per
+// requester: each requester with work of the type has its own durable pull
+// consumer on JOBGATE_WORK (RequesterWorkConsumer), shared by every worker
+// process of the type. A worker with a free slot takes the next tenant in
+// a weighted round-robin over the tenants that have work, then the next of
+// that tenant's requesters with work in a plain round-robin, so a tenant
+// with a deep backlog gets its share of the slots, not all of them, and so
+// does a requester within its tenant (Hatchet's GROUP_ROUND_ROBIN, with
+// weights, on two levels). A tenant alone with one requester still gets
+// every slot.
 //
-// The queue of each tenant keeps every guarantee of the former single
-// queue per type: it is a durable consumer with explicit acks, unlimited
-// deliveries and the same ack wait, so a job whose worker dies comes back
-// to another worker, and claims stay compare-and-sets on the job record.
+// A tenant with a cap (FairConfig.MaxRunning, MaxRunningFor) keeps one
+// consumer for all its work instead (TenantWorkConsumer): the cap is that
+// consumer's MaxAckPending, which JetStream enforces across every process,
+// and no count kept by the workers could. The trade-off: a capped
+// tenant's requesters share its queue first in, first out. A work-queue
+// stream refuses consumers with overlapping filters, so a tenant's
+// consumer and its requesters' consumers never exist at once: whoever
+// creates one removes the others (see consumer), and the jobs they held
+// become deliverable to it. That is how a cap added or removed, or an
+// upgrade from the per-tenant queues, takes effect; every process of a type
+// must therefore agree on the caps, or they keep taking each other's
+// consumers away (no job is lost or run twice meanwhile, but each switch
+// costs a redelivery).
+//
+// What a requester costs: one JetStream consumer while it has work (in a
+// cluster an R3 raft group, created on its first pull), which the server
+// removes after requesterInactive without pulls; in each process a few
+// hundred bytes while it has work, and for at most keepIdle after, for at
+// most idleRequesters of a tenant. A flood of requesters thus costs
+// consumer creations and server state in proportion to the requesters
+// with queued work, and the scan lists one subject per queued job, as it
+// did before.
+//
+// Every queue keeps every guarantee of the former single queue per type:
+// it is a durable consumer with explicit acks, unlimited deliveries and
+// the same ack wait, so a job whose worker dies comes back to another
+// worker, and claims stay compare-and-sets on the job record. A second
+// delivery of a running job (its queue's consumer replaced meanwhile) is
+// handed back by the claim check while its worker lives, never run twice.
 
 // FairConfig shapes a type's per-tenant work queues. Every worker process
 // of the type must agree on AckWait and the caps (the last to start wins
@@ -48,9 +76,9 @@ type FairConfig struct {
 	// Scan is how often a worker with free slots looks for tenants with
 	// new work. Default 100ms.
 	Scan time.Duration
-	// Inactive: the server removes a tenant's consumer after this long
-	// without pulls (a tenant with work is pulled at least every Scan).
-	// Default 10m.
+	// Inactive: the server removes a capped tenant's consumer after this
+	// long without pulls (a tenant with work is pulled at least every
+	// Scan), a requester's after at most requesterInactive. Default 10m.
 	Inactive time.Duration
 }
 
@@ -73,9 +101,24 @@ const keepIdle = time.Minute
 // seen by the next slot that frees, not at the next Scan.
 const checkEvery = 5 * time.Millisecond
 
-// idleWatch bounds the tenants idle slots long-poll, most recently busy
+// idleWatch bounds the queues idle slots long-poll, most recently busy
 // first.
 const idleWatch = 8
+
+// idleRequesters bounds the requesters without work a process keeps of a
+// tenant (the most recently busy), so a flood of one-off requesters does
+// not grow its memory beyond the requesters with work.
+const idleRequesters = 16
+
+// requesterInactive: the server removes a requester's consumer after this
+// long without pulls. Shorter than a tenant's default (requesters come and
+// go in greater numbers): a requester whose work waits its turn longer
+// than this has its consumer created again at its next pull.
+const requesterInactive = 2 * keepIdle
+
+// errConsumerNotUnique is JetStream's answer to a consumer whose filter
+// overlaps another's on a work-queue stream.
+const errConsumerNotUnique jetstream.ErrorCode = 10100
 
 // FairQueue is one job type's per-tenant work queues as the workers of one
 // process see them. Next is safe for concurrent use by the type's slots.
@@ -99,14 +142,31 @@ type tenantQueue struct {
 	name    string
 	weight  int
 	current int // smooth weighted round-robin state
-	// pending: the last scan saw work of the tenant and no pull since
-	// came back empty.
+	// pending: one of the tenant's queues has work (see lane.pending).
 	pending bool
 	// seen is when the tenant last had work.
 	seen time.Time
 	// fresh: the tenant has work again after it had none; lastPick is
 	// the pick count when it was last picked.
 	fresh    bool
+	lastPick uint64
+	// capped: the tenant's work is one queue (lane ""), on its tenant
+	// consumer; else one queue per requester.
+	capped       bool
+	lanes        map[string]*lane
+	pendingLanes int
+}
+
+// lane is one queue of a tenant: a requester's, or the whole tenant's
+// (requester "") when it has a cap.
+type lane struct {
+	tenant    *tenantQueue
+	requester string
+	// pending: the last scan saw work in the queue and no pull since
+	// came back empty.
+	pending bool
+	// seen is when the queue last had work.
+	seen     time.Time
 	lastPick uint64
 	cons     jetstream.Consumer
 }
@@ -160,6 +220,40 @@ func (c FairConfig) TenantWorkConsumer(tenant string) jetstream.ConsumerConfig {
 	}
 }
 
+// RequesterWorkConsumer is the consumer configuration of one requester's
+// work of a type, for a tenant without a cap.
+func (c FairConfig) RequesterWorkConsumer(tenant, requester string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:           RequesterWorkConsumerName(c.Type, tenant, requester),
+		Description:       "jobgate workers of job type " + c.Type + ": the work of requester " + requester + " of tenant " + tenant,
+		FilterSubject:     RequesterWork(c.Type, tenant, requester),
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           c.AckWait,
+		MaxDeliver:        -1,
+		MaxAckPending:     noCap,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: min(c.Inactive, requesterInactive),
+	}
+}
+
+// Capped reports whether a tenant has a cap, and so one queue for all its
+// requesters.
+func (c FairConfig) Capped(tenant string) bool {
+	limit := c.MaxRunning
+	if n, ok := c.MaxRunningFor[tenant]; ok {
+		limit = n
+	}
+	return limit > 0
+}
+
+// laneConsumer is the consumer configuration of a queue.
+func (c FairConfig) laneConsumer(tenant, requester string) jetstream.ConsumerConfig {
+	if requester == "" {
+		return c.TenantWorkConsumer(tenant)
+	}
+	return c.RequesterWorkConsumer(tenant, requester)
+}
+
 func (c FairConfig) weight(tenant string) int {
 	if w, ok := c.Weights[tenant]; ok && w > 0 {
 		return w
@@ -193,11 +287,11 @@ func (q *FairQueue) next(ctx context.Context, allow func(string) bool) (*WorkMsg
 			return nil, err
 		}
 		for {
-			t := q.pick(allow)
-			if t == nil {
+			l := q.pickLane(allow)
+			if l == nil {
 				break
 			}
-			msg, err := q.pull(ctx, t, 0)
+			msg, err := q.pull(ctx, l, 0)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, nil
@@ -208,8 +302,8 @@ func (q *FairQueue) next(ctx context.Context, allow func(string) bool) (*WorkMsg
 				return msg, nil
 			}
 		}
-		if t := q.idle(allow); t != nil {
-			msg, err := q.pull(ctx, t, q.cfg.Scan)
+		if l := q.idle(allow); l != nil {
+			msg, err := q.pull(ctx, l, q.cfg.Scan)
 			if err != nil || msg != nil {
 				if ctx.Err() != nil && msg == nil {
 					return nil, nil
@@ -237,32 +331,70 @@ func (q *FairQueue) next(ctx context.Context, allow func(string) bool) (*WorkMsg
 // a tenant it may serve.
 const newcomerLook = 10 * time.Millisecond
 
-// idle picks the tenant an idle slot long-polls: in turn among the most
-// recently busy known tenants (of those allow accepts, when it is set).
-func (q *FairQueue) idle(allow func(string) bool) *tenantQueue {
+// idle picks the queue an idle slot long-polls: in turn among the most
+// recently busy known queues (of the tenants allow accepts, when it is
+// set). A job of a queue not watched waits for the next scan (at most
+// Scan).
+func (q *FairQueue) idle(allow func(string) bool) *lane {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.tenants) == 0 {
-		return nil
-	}
-	recent := make([]*tenantQueue, 0, len(q.tenants))
+	var recent []*lane
 	for _, t := range q.tenants {
-		if allow == nil || allow(t.name) {
-			recent = append(recent, t)
+		if allow != nil && !allow(t.name) {
+			continue
+		}
+		for _, l := range t.lanes {
+			recent = append(recent, l)
 		}
 	}
 	if len(recent) == 0 {
 		return nil
 	}
-	slices.SortFunc(recent, func(a, b *tenantQueue) int {
+	slices.SortFunc(recent, func(a, b *lane) int {
 		if c := b.seen.Compare(a.seen); c != 0 {
 			return c
 		}
-		return strings.Compare(a.name, b.name)
+		if c := strings.Compare(a.tenant.name, b.tenant.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.requester, b.requester)
 	})
 	recent = recent[:min(len(recent), idleWatch)]
 	q.idleTurn++
 	return recent[q.idleTurn%len(recent)]
+}
+
+// pickLane takes the tenant whose turn it is (pick, or the newcomer pick
+// when allow is set), then the queue of that tenant's whose turn it is:
+// of its requesters with work, the least recently picked, which makes a
+// round-robin in which a requester whose work comes back after none goes
+// first.
+func (q *FairQueue) pickLane(allow func(string) bool) *lane {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		var t *tenantQueue
+		if allow != nil {
+			t = q.pickNewcomerLocked(allow)
+		} else {
+			t = q.pickLocked()
+		}
+		if t == nil {
+			return nil
+		}
+		var best *lane
+		for _, l := range t.lanes {
+			if l.pending && (best == nil || l.lastPick < best.lastPick ||
+				(l.lastPick == best.lastPick && l.requester < best.requester)) {
+				best = l
+			}
+		}
+		if best != nil {
+			best.lastPick = q.picks
+			return best
+		}
+		t.pending = false // no queue with work: not a tenant with work
+	}
 }
 
 // pick takes the next tenant with work by smooth weighted round-robin:
@@ -278,6 +410,10 @@ func (q *FairQueue) pick(allow func(string) bool) *tenantQueue {
 	if allow != nil {
 		return q.pickNewcomerLocked(allow)
 	}
+	return q.pickLocked()
+}
+
+func (q *FairQueue) pickLocked() *tenantQueue {
 	top, any := 0, false
 	for _, t := range q.tenants {
 		if t.pending && !t.fresh && (!any || t.current > top) {
@@ -327,17 +463,16 @@ func (q *FairQueue) pickNewcomerLocked(allow func(string) bool) *tenantQueue {
 	return best
 }
 
-// pull takes one message of the tenant's work, waiting up to wait (0: not
-// at all).
-func (q *FairQueue) pull(ctx context.Context, t *tenantQueue, wait time.Duration) (*WorkMsg, error) {
+// pull takes one message of a queue, waiting up to wait (0: not at all).
+func (q *FairQueue) pull(ctx context.Context, l *lane, wait time.Duration) (*WorkMsg, error) {
 	q.mu.Lock()
-	cons := t.cons
+	cons := l.cons
 	q.mu.Unlock()
 	if cons == nil {
-		c, err := q.js.CreateOrUpdateConsumer(ctx, StreamWork, q.cfg.TenantWorkConsumer(t.name))
+		c, err := q.consumer(ctx, l.tenant.name, l.requester)
 		if err != nil {
-			q.settle(t, nil, false)
-			return nil, fmt.Errorf("consumer %s: %w", TenantWorkConsumerName(q.cfg.Type, t.name), mapErr(err))
+			q.settle(l, nil, false)
+			return nil, err
 		}
 		cons = c
 	}
@@ -362,38 +497,111 @@ func (q *FairQueue) pull(ctx context.Context, t *tenantQueue, wait time.Duration
 		err = batch.Error()
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-		// The consumer may be gone (removed when idle, or by an
-		// operator; its pulls then find no responder): the next pick
-		// creates it again.
-		q.settle(t, nil, false)
+		// The consumer may be gone (removed when idle, by an operator,
+		// or by a process that switched the tenant's queues; its pulls
+		// then find no responder): the next pick creates it again.
+		q.settle(l, nil, false)
 		if !errors.Is(err, nats.ErrNoResponders) && Unavailable(mapErr(err)) {
-			return nil, fmt.Errorf("pull work of %s: %w", t.name, mapErr(err))
+			return nil, fmt.Errorf("pull work of %s: %w", l.tenant.name, mapErr(err))
 		}
 		return nil, nil
 	}
-	q.settle(t, cons, msg != nil)
+	q.settle(l, cons, msg != nil)
 	if msg == nil {
 		return nil, nil
 	}
 	return newWorkMsg(msg), nil
 }
 
-func (q *FairQueue) settle(t *tenantQueue, cons jetstream.Consumer, got bool) {
+// consumer creates (or finds) the consumer of a queue. A work-queue stream
+// refuses it while another consumer's filter overlaps its own: a tenant's
+// consumer where requesters' are wanted or the other way round (a cap
+// added or removed), or the per-type consumer of earlier versions. Those
+// are jobgate's workers' own, of a layout this process does not use: they
+// are removed, the jobs they held become deliverable to the new one, and
+// the create is tried again.
+func (q *FairQueue) consumer(ctx context.Context, tenant, requester string) (jetstream.Consumer, error) {
+	cfg := q.cfg.laneConsumer(tenant, requester)
+	c, err := q.js.CreateOrUpdateConsumer(ctx, StreamWork, cfg)
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == errConsumerNotUnique {
+		if rerr := q.removeOverlapping(ctx, cfg); rerr != nil {
+			return nil, rerr
+		}
+		c, err = q.js.CreateOrUpdateConsumer(ctx, StreamWork, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, mapErr(err))
+	}
+	return c, nil
+}
+
+// removeOverlapping removes the workers' consumers whose filters overlap
+// cfg's. Listing the stream's consumers is costly with many requesters;
+// it is done only when a create was refused, once per switch of a tenant.
+func (q *FairQueue) removeOverlapping(ctx context.Context, cfg jetstream.ConsumerConfig) error {
+	var names []string
+	list := q.stream.ListConsumers(ctx)
+	for info := range list.Info() {
+		if info.Name == cfg.Durable ||
+			!(strings.HasPrefix(info.Name, workConsumerPre) || strings.HasPrefix(info.Name, requesterConsumerPre)) {
+			continue
+		}
+		filters := info.Config.FilterSubjects
+		if info.Config.FilterSubject != "" {
+			filters = append(filters, info.Config.FilterSubject)
+		}
+		for _, f := range filters {
+			if server.SubjectsCollide(f, cfg.FilterSubject) {
+				names = append(names, info.Name)
+				break
+			}
+		}
+	}
+	if err := list.Err(); err != nil {
+		return fmt.Errorf("list consumers of %s: %w", StreamWork, mapErr(err))
+	}
+	for _, name := range names {
+		err := q.js.DeleteConsumer(ctx, StreamWork, name)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("remove consumer %s: %w", name, mapErr(err))
+		}
+	}
+	return nil
+}
+
+func (q *FairQueue) settle(l *lane, cons jetstream.Consumer, got bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t.cons = cons
+	l.cons = cons
 	if got {
-		t.seen = time.Now()
+		now := time.Now()
+		l.seen, l.tenant.seen = now, now
 	} else {
-		t.pending = false
+		setPending(l, false)
 	}
 }
 
-// scan finds the tenants with work of the type, at most every Scan. The
-// stream's last sequence says cheaply whether anything was published since
-// the last look; only then, or every fullScanEvery, are the subjects with
-// messages listed. A slot that finds a scan under way goes on with what is
-// known.
+// setPending marks a queue with work or without, and its tenant with work
+// while one of its queues has.
+func setPending(l *lane, pending bool) {
+	if l.pending == pending {
+		return
+	}
+	l.pending = pending
+	if pending {
+		l.tenant.pendingLanes++
+	} else {
+		l.tenant.pendingLanes--
+	}
+	l.tenant.pending = l.tenant.pendingLanes > 0
+}
+
+// scan finds the tenants and requesters with work of the type, at most
+// every Scan. The stream's last sequence says cheaply whether anything was
+// published since the last look; only then, or every fullScanEvery, are
+// the subjects with messages listed. A slot that finds a scan under way
+// goes on with what is known.
 func (q *FairQueue) scan(ctx context.Context) error {
 	q.mu.Lock()
 	due := time.Since(q.scannedAt) >= checkEvery
@@ -420,10 +628,13 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))
 	}
-	with := map[string]bool{}
+	with := map[string]map[string]bool{} // tenant → its requesters with work
 	for s := range subj.State.Subjects {
-		if tenant, _, _, ok := ScopeOf(s); ok {
-			with[tenant] = true
+		if tenant, requester, _, ok := ScopeOf(s); ok {
+			if with[tenant] == nil {
+				with[tenant] = map[string]bool{}
+			}
+			with[tenant][requester] = true
 		}
 	}
 	q.mu.Lock()
@@ -431,21 +642,61 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	q.scannedAt, q.fullAt, q.lastSeq = now, now, subj.State.LastSeq
 	for name, t := range q.tenants {
 		switch {
-		case with[name]:
+		case with[name] != nil:
 			t.fresh = t.fresh || !t.pending
-			t.pending, t.seen = true, now
+			t.seen = now
 		case now.Sub(t.seen) > keepIdle:
 			delete(q.tenants, name)
-		default:
-			t.pending = false
+			continue
 		}
+		t.update(with[name], now)
 	}
-	for name := range with {
+	for name, requesters := range with {
 		if _, ok := q.tenants[name]; !ok {
-			q.tenants[name] = &tenantQueue{name: name, weight: q.cfg.weight(name), pending: true, fresh: true, seen: now}
+			t := &tenantQueue{name: name, weight: q.cfg.weight(name), fresh: true, seen: now,
+				capped: q.cfg.Capped(name), lanes: map[string]*lane{}}
+			q.tenants[name] = t
+			t.update(requesters, now)
 		}
 	}
 	return nil
+}
+
+// update marks the tenant's queues with work (requesters lists its
+// requesters with work) and forgets the requesters without work for
+// longer than keepIdle, or beyond the idleRequesters most recently busy.
+func (t *tenantQueue) update(requesters map[string]bool, now time.Time) {
+	if t.capped && len(requesters) > 0 {
+		requesters = map[string]bool{"": true}
+	}
+	for r := range requesters {
+		l := t.lanes[r]
+		if l == nil {
+			l = &lane{tenant: t, requester: r}
+			t.lanes[r] = l
+		}
+		l.seen = now
+		setPending(l, true)
+	}
+	var idle []*lane
+	for r, l := range t.lanes {
+		if requesters[r] {
+			continue
+		}
+		setPending(l, false)
+		if now.Sub(l.seen) > keepIdle {
+			delete(t.lanes, r)
+		} else {
+			idle = append(idle, l)
+		}
+	}
+	if len(idle) > idleRequesters {
+		slices.SortFunc(idle, func(a, b *lane) int { return b.seen.Compare(a.seen) })
+		for _, l := range idle[idleRequesters:] {
+			delete(t.lanes, l.requester)
+		}
+	}
+	t.pending = t.pendingLanes > 0
 }
 
 // Tenants lists the tenants this process last saw with work, for tests and

@@ -1,7 +1,10 @@
 package natsjs
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -54,4 +57,107 @@ func TestATenantWhoseWorkComesBackTakesTheNextPick(t *testing.T) {
 		tq.pending = false
 	}
 	require.Nil(t, q.pick(nil))
+}
+
+// withRequesters gives a tenant of q queues for requesters with work, as a
+// scan would.
+func withRequesters(q *FairQueue, tenant string, requesters ...string) {
+	t := q.tenants[tenant]
+	if t == nil {
+		t = &tenantQueue{name: tenant, weight: q.cfg.weight(tenant), fresh: true}
+		q.tenants[tenant] = t
+	}
+	if t.lanes == nil {
+		t.lanes = map[string]*lane{}
+	}
+	with := map[string]bool{}
+	for _, r := range requesters {
+		with[r] = true
+	}
+	for r, l := range t.lanes {
+		if l.pending {
+			with[r] = true
+		}
+	}
+	t.update(with, time.Now())
+}
+
+func lanePicks(q *FairQueue, n int) []string {
+	var out []string
+	for range n {
+		l := q.pickLane(nil)
+		out = append(out, l.tenant.name+"/"+l.requester)
+	}
+	return out
+}
+
+func TestRequestersOfATenantTakeItsTurnsRoundRobin(t *testing.T) {
+	t.Parallel()
+	q := fairQueueWith(nil)
+	withRequesters(q, "A", "a1", "a2", "a3")
+	withRequesters(q, "B", "b1")
+	// Tenants alternate whatever their number of requesters; A's turns
+	// go round its requesters.
+	require.Equal(t, []string{"A/a1", "B/b1", "A/a2", "B/b1", "A/a3", "B/b1", "A/a1", "B/b1"}, lanePicks(q, 8))
+
+	// A requester whose work runs out drops out of the round; one whose
+	// work comes back takes its tenant's next turn.
+	setPending(q.tenants["A"].lanes["a2"], false)
+	require.Equal(t, []string{"A/a3", "B/b1", "A/a1", "B/b1", "A/a3"}, lanePicks(q, 5))
+	withRequesters(q, "A", "a2")
+	require.Equal(t, []string{"B/b1", "A/a2", "B/b1", "A/a1"}, lanePicks(q, 4))
+
+	// A tenant alone with one requester gets every pick.
+	solo := fairQueueWith(nil)
+	withRequesters(solo, "C", "c1")
+	require.Equal(t, []string{"C/c1", "C/c1", "C/c1"}, lanePicks(solo, 3))
+}
+
+func TestACappedTenantsRequestersShareOneQueue(t *testing.T) {
+	t.Parallel()
+	q := fairQueueWith(nil)
+	q.tenants["A"] = &tenantQueue{name: "A", weight: 1, fresh: true, capped: true, lanes: map[string]*lane{}}
+	withRequesters(q, "A", "a1", "a2")
+	require.Len(t, q.tenants["A"].lanes, 1)
+	require.Equal(t, []string{"A/", "A/"}, lanePicks(q, 2))
+	require.False(t, (FairConfig{MaxRunningFor: map[string]int{"A": 0}, MaxRunning: 2}).Capped("A"))
+	require.True(t, (FairConfig{MaxRunning: 2}).Capped("A"))
+	require.True(t, (FairConfig{MaxRunningFor: map[string]int{"A": 1}}).Capped("A"))
+}
+
+func TestAProcessForgetsRequestersWithoutWork(t *testing.T) {
+	t.Parallel()
+	q := fairQueueWith(nil)
+	now := time.Now()
+	var many []string
+	for i := range 100 {
+		many = append(many, fmt.Sprintf("r%03d", i))
+	}
+	withRequesters(q, "A", many...)
+	a := q.tenants["A"]
+	require.Len(t, a.lanes, 100)
+	require.True(t, a.pending)
+	// The work runs out: only the idleRequesters most recently busy stay.
+	for i, r := range many {
+		a.lanes[r].seen = now.Add(time.Duration(i) * time.Millisecond)
+	}
+	a.update(map[string]bool{}, now.Add(time.Second))
+	require.False(t, a.pending)
+	require.Len(t, a.lanes, idleRequesters)
+	require.Contains(t, a.lanes, "r099")
+	// And none after keepIdle.
+	a.update(nil, now.Add(keepIdle+time.Minute))
+	require.Empty(t, a.lanes)
+}
+
+func TestRequesterConsumerNamesAreUnambiguous(t *testing.T) {
+	t.Parallel()
+	typ := strings.Repeat("t", 64)
+	long := strings.Repeat("x", 64)
+	a, b := RequesterWorkConsumerName(typ, "a-b", "c"), RequesterWorkConsumerName(typ, "a", "b-c")
+	require.NotEqual(t, a, b)
+	require.NotEqual(t, RequesterWorkConsumerName(typ, long, long), RequesterWorkConsumerName(typ, long, long[1:]))
+	require.LessOrEqual(t, len(RequesterWorkConsumerName(typ, long, long)), 100)
+	require.NotContains(t, a, ".")
+	require.False(t, strings.HasPrefix(a, workConsumerPre))
 }

@@ -1,6 +1,10 @@
 package natsjs
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
 
 // Stream, bucket and subject names. Nothing outside this package spells them.
 const (
@@ -16,15 +20,16 @@ const (
 
 	StreamDeliveries = "JOBGATE_DELIVERIES" // the notifier's pending deliveries, per destination
 
-	ConsumerRelay       = "relay"    // durable consumer on the job record change log
-	ConsumerNotifier    = "notifier" // durable consumer on StreamEvents
-	workConsumerPre     = "work_"    // + type [+ "-" + tenant]: the pull consumers of a type's workers
-	workPrefix          = "jobgate.work."
-	deliveriesPrefix    = "jobgate.deliveries."
-	deliveryConsumerPre = "deliver_" // + destination: the consumer of its deliveries
-	eventsPrefix        = "jobgate.events."
-	indexPrefix         = "jobgate.index."
-	jobChangesPrefix    = "$KV." + BucketJobs + "."
+	ConsumerRelay        = "relay"    // durable consumer on the job record change log
+	ConsumerNotifier     = "notifier" // durable consumer on StreamEvents
+	workConsumerPre      = "work_"    // + type [+ "-" + tenant]: the pull consumers of a type's workers
+	requesterConsumerPre = "workr_"   // + type + "-" + hash of tenant and requester
+	workPrefix           = "jobgate.work."
+	deliveriesPrefix     = "jobgate.deliveries."
+	deliveryConsumerPre  = "deliver_" // + destination: the consumer of its deliveries
+	eventsPrefix         = "jobgate.events."
+	indexPrefix          = "jobgate.index."
+	jobChangesPrefix     = "$KV." + BucketJobs + "."
 )
 
 // WorkSubject is where the work message of a job is published: under its
@@ -47,6 +52,23 @@ func TenantWork(typ, tenant string) string { return workPrefix + typ + "." + ten
 // type, shared by the type's workers. A type name has no "-", so the name
 // is unambiguous whatever the tenant id.
 func TenantWorkConsumerName(typ, tenant string) string { return workConsumerPre + typ + "-" + tenant }
+
+// RequesterWork matches the work of one requester of a tenant of a job type.
+func RequesterWork(typ, tenant, requester string) string {
+	return workPrefix + typ + "." + tenant + "." + requester + ".>"
+}
+
+// RequesterWorkConsumerName is the durable consumer of one requester's work
+// of a type. Ids may hold "-" and "_", so no join of tenant and requester
+// is unambiguous ("a-b"+"c" and "a"+"b-c"): the name carries a hash of the
+// pair instead (96 bits; the consumer's description names them). Its
+// prefix differs from that of the tenants' consumers ("workr_" vs
+// "work_"), and the longest name is 6+64+1+24 = 95 bytes, well within
+// NATS's limit of 255.
+func RequesterWorkConsumerName(typ, tenant, requester string) string {
+	h := sha256.Sum256([]byte(typ + "\x00" + tenant + "\x00" + requester))
+	return requesterConsumerPre + typ + "-" + hex.EncodeToString(h[:12])
+}
 
 // EventSubject is where the state changes of a job are published.
 func EventSubject(tenant, requester, id string) string {

@@ -175,3 +175,38 @@ func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
 	require.NotEqual(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword(s, "5"))
 	require.NotEqual(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword([]byte("another secret, another password"), "4"))
 }
+
+// A worker with its own credentials switches a tenant's queues both ways
+// (a cap lifted, a cap set): it may list and remove the consumers of the
+// other layout, and gets the work they held.
+func TestAWorkerWithItsCredentialsSwitchesATenantsQueues(t *testing.T) {
+	t.Parallel()
+	b := setupTenantAuth(t)
+	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: b.emb.ClientURL(), User: natsjs.WorkerUser,
+		Password: natsjs.WorkerPassword(b.secret), InboxPrefix: natsjs.WorkerInboxPrefix})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.NewJetStream(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	capped := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunning: 1, Scan: 10 * time.Millisecond}
+	open := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, Scan: 10 * time.Millisecond}
+	_, err = b.res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, capped.TenantWorkConsumer("A"))
+	require.NoError(t, err)
+	for i, cfg := range []natsjs.FairConfig{open, capped} {
+		r := newRecord("A", "r1", "job_"+string(rune('a'+i)))
+		require.NoError(t, b.res.Work.Publish(ctx, r, 0))
+		q, err := natsjs.OpenFairQueue(ctx, js, cfg)
+		require.NoError(t, err)
+		var msg *natsjs.WorkMsg
+		for msg == nil && ctx.Err() == nil {
+			msg, err = q.Next(ctx)
+			require.NoError(t, err)
+		}
+		require.NotNil(t, msg, "capped %v", cfg.Capped("A"))
+		require.Equal(t, job.StoreKey("A", "r1", r.ID), msg.Key)
+		require.NoError(t, msg.Ack())
+	}
+}

@@ -47,9 +47,11 @@ func WorkerPermissions() *server.Permissions {
 		"$JS.API.CONSUMER.DURABLE.CREATE." + StreamWork + ".*",
 		"$JS.API.CONSUMER.INFO." + StreamWork + ".*",
 		// Finding the tenants with work (OpenFairQueue), and removing the
-		// single per-type consumer of earlier versions.
+		// single per-type consumer of earlier versions and the consumers
+		// of a tenant's other layout (FairQueue.consumer).
 		"$JS.API.STREAM.INFO." + StreamWork,
 		"$JS.API.CONSUMER.DELETE." + StreamWork + ".*",
+		"$JS.API.CONSUMER.LIST." + StreamWork,
 		"$JS.API.CONSUMER.MSG.NEXT." + StreamWork + ".*",
 		"$JS.ACK." + StreamWork + ".>",
 		"$O." + BucketResults + ".>",

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,10 +97,15 @@ func startWorkers(t *testing.T, env *jobtest.Env, name string, concurrency int, 
 // gated is a handler whose jobs of one tenant wait for a token each (or the
 // end of their context); every other tenant's jobs finish at once.
 func gated(r *runs, slowTenant string, gate <-chan struct{}) func(ctx context.Context, j *worker.Job[permitParams]) error {
+	return gatedIf(r, func(j *worker.Job[permitParams]) bool { return j.Tenant == slowTenant }, gate)
+}
+
+// gatedIf is gated for the jobs slow picks.
+func gatedIf(r *runs, slow func(*worker.Job[permitParams]) bool, gate <-chan struct{}) func(ctx context.Context, j *worker.Job[permitParams]) error {
 	return func(ctx context.Context, j *worker.Job[permitParams]) error {
 		r.begin(j.Tenant, j.ID)
 		defer r.end(j.Tenant)
-		if j.Tenant == slowTenant {
+		if slow(j) {
 			select {
 			case <-gate:
 			case <-ctx.Done():
@@ -113,9 +119,15 @@ func gated(r *runs, slowTenant string, gate <-chan struct{}) func(ctx context.Co
 
 func admitMany(t *testing.T, env *jobtest.Env, conn *jobtest.Conn, tenant, prefix string, n int) []*job.Record {
 	t.Helper()
+	return admitManyAs(t, env, conn, tenant, "", prefix, n)
+}
+
+// admitManyAs admits n jobs of one requester ("": jobtest's default).
+func admitManyAs(t *testing.T, env *jobtest.Env, conn *jobtest.Conn, tenant, requester, prefix string, n int) []*job.Record {
+	t.Helper()
 	recs := make([]*job.Record, n)
 	for i := range recs {
-		recs[i] = env.Admit(t, conn.Res, jobtest.Request{Tenant: tenant, Key: jobtest.ID(prefix, i), Pages: 63})
+		recs[i] = env.Admit(t, conn.Res, jobtest.Request{Tenant: tenant, Requester: requester, Key: jobtest.ID(prefix, i), Pages: 63})
 	}
 	return recs
 }
@@ -262,10 +274,12 @@ func TestWorkFlowsAfterATenantsConsumerIsRemoved(t *testing.T) {
 	first := env.Admit(t, conn.Res, jobtest.Request{Tenant: "A", Key: "first"})
 	require.Equal(t, job.StateSucceeded, jobtest.Terminal(t, conn.Res, first.Key(), 30*time.Second).State)
 
-	// Idle tenant consumers are removed by the server (or an operator).
+	// Idle consumers are removed by the server (or an operator): here the
+	// one of the requester's queue (jobtest's default requester).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, conn.Res.JS.DeleteConsumer(ctx, natsjs.StreamWork, natsjs.TenantWorkConsumerName("permit_report", "A")))
+	require.NoError(t, conn.Res.JS.DeleteConsumer(ctx, natsjs.StreamWork,
+		natsjs.RequesterWorkConsumerName("permit_report", "A", first.Requester)))
 	second := env.Admit(t, conn.Res, jobtest.Request{Tenant: "A", Key: "second"})
 	require.Equal(t, job.StateSucceeded, jobtest.Terminal(t, conn.Res, second.Key(), 30*time.Second).State)
 }
@@ -332,4 +346,134 @@ func TestWithoutNewcomerSlotsATenantWaitsForARegularSlot(t *testing.T) {
 	waitUntil(t, 30*time.Second, "both slots busy with A", func() bool { return r.running.Load() == 2 })
 	b := admitMany(t, env, conn, "B", "b", 1)
 	require.Never(t, func() bool { return states(t, conn, b)[job.StateSucceeded] == 1 }, 2*time.Second, 100*time.Millisecond)
+}
+
+// Within a tenant, requesters share the slots too: one requester's backlog
+// does not hold up another requester of the same tenant.
+func TestABacklogOfOneRequesterDoesNotHoldUpAnotherOfTheSameTenant(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	r, gate := newRuns(), make(chan struct{})
+	slow := func(j *worker.Job[permitParams]) bool { return j.Requester == "a1" }
+	_, conn := startWorkers(t, env, "worker-1", 2, nil, gatedIf(r, slow, gate))
+	t.Cleanup(func() { close(gate) })
+
+	backlog := admitManyAs(t, env, conn, "A", "a1", "a1", 200)
+	waitUntil(t, 30*time.Second, "both slots busy with a1", func() bool { return r.running.Load() == 2 })
+	later := admitManyAs(t, env, conn, "A", "a2", "a2", 10)
+
+	// a1's jobs finish one at a time; a2's work must get every other slot
+	// that frees, not wait behind a1's 198 queued jobs. The newcomer slot
+	// does not help here: tenant A has jobs running.
+	deadline := time.Now().Add(90 * time.Second)
+	for states(t, conn, later)[job.StateSucceeded] < len(later) {
+		require.True(t, time.Now().Before(deadline), "a2's jobs not done: %v", states(t, conn, later))
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	a1 := states(t, conn, backlog)
+	require.GreaterOrEqual(t, a1[job.StateQueued], 170, "a1's backlog still stands: %v", a1)
+	for _, rec := range later {
+		require.Equal(t, 1, r.of(rec.ID), rec.ID)
+	}
+}
+
+// A cap holds across processes: a capped tenant's work stays on one
+// consumer, whose MaxAckPending JetStream enforces for every worker, even
+// with several requesters.
+func TestATenantCapHoldsAcrossTwoWorkerProcesses(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	r, gate := newRuns(), make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	edit := func(c *worker.Config) { c.TenantMaxRunningFor = map[string]int{"A": 1} }
+	_, conn := startWorkers(t, env, "worker-1", 2, edit, gated(r, "A", gate))
+	startWorkers(t, env, "worker-2", 2, edit, gated(r, "A", gate))
+	backlog := append(admitManyAs(t, env, conn, "A", "a1", "a1", 8), admitManyAs(t, env, conn, "A", "a2", "a2", 8)...)
+	waitUntil(t, 30*time.Second, "one of A's jobs running", func() bool { return r.running.Load() == 1 })
+	others := append(admitManyAs(t, env, conn, "B", "b1", "b1", 5), admitManyAs(t, env, conn, "B", "b2", "b2", 5)...)
+	for _, rec := range others {
+		require.Equal(t, job.StateSucceeded, jobtest.Terminal(t, conn.Res, rec.Key(), 30*time.Second).State)
+	}
+	require.Equal(t, 1, r.most("A"), "A never held more than its cap")
+	require.Equal(t, len(backlog)-1, states(t, conn, backlog)[job.StateQueued])
+}
+
+// holdOne creates a consumer as another layout's workers would have, and
+// takes one message from it for a worker that is gone (it is never acked).
+func holdOne(t *testing.T, conn *jobtest.Conn, cfg jetstream.ConsumerConfig, want *job.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.AckWait = time.Hour
+	c, err := conn.Res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, cfg)
+	require.NoError(t, err)
+	msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	require.Contains(t, msg.Subject(), want.ID)
+}
+
+func consumerExists(t *testing.T, conn *jobtest.Conn, name string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := conn.Res.JS.Consumer(ctx, natsjs.StreamWork, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+// A tenant's cap lifted (or an upgrade from the per-tenant queues): its
+// work, queued and held under its tenant consumer, is done through its
+// requesters' consumers, each job once.
+func TestWorkQueuedUnderATenantConsumerIsDoneAfterTheSwitchToRequesterQueues(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	conn := env.Connect(t, "capped-before")
+	held := env.Admit(t, conn.Res, jobtest.Request{Tenant: "A", Requester: "a1", Key: "held"})
+	waiting := append(admitManyAs(t, env, conn, "A", "a1", "a1", 3), admitManyAs(t, env, conn, "A", "a2", "a2", 3)...)
+	cfg := natsjs.FairConfig{Type: "permit_report", AckWait: time.Second, MaxRunning: 1, Inactive: time.Hour}
+	holdOne(t, conn, cfg.TenantWorkConsumer("A"), held)
+
+	r := newRuns()
+	startWorkers(t, env, "worker-1", 2, nil, gated(r, "nobody", nil))
+	for _, rec := range append(waiting, held) {
+		require.Equal(t, job.StateSucceeded, jobtest.Terminal(t, conn.Res, rec.Key(), 30*time.Second).State, rec.ID)
+		require.Equal(t, 1, r.of(rec.ID), rec.ID)
+	}
+	require.False(t, consumerExists(t, conn, natsjs.TenantWorkConsumerName("permit_report", "A")))
+	require.True(t, consumerExists(t, conn, natsjs.RequesterWorkConsumerName("permit_report", "A", "a2")))
+}
+
+// A cap set on a tenant whose work is queued per requester: its work,
+// queued and held under the requesters' consumers, is done through its
+// tenant consumer, each job once, within the cap.
+func TestWorkQueuedUnderRequesterConsumersIsDoneAfterACapIsSet(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	conn := env.Connect(t, "uncapped-before")
+	held := env.Admit(t, conn.Res, jobtest.Request{Tenant: "A", Requester: "a1", Key: "held"})
+	waiting := append(admitManyAs(t, env, conn, "A", "a1", "a1", 3), admitManyAs(t, env, conn, "A", "a2", "a2", 3)...)
+	cfg := natsjs.FairConfig{Type: "permit_report", AckWait: time.Second, Inactive: time.Hour}
+	holdOne(t, conn, cfg.RequesterWorkConsumer("A", "a1"), held)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := conn.Res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, cfg.RequesterWorkConsumer("A", "a2"))
+	require.NoError(t, err)
+
+	r := newRuns()
+	startWorkers(t, env, "worker-1", 2, func(c *worker.Config) { c.TenantMaxRunning = 1 }, gated(r, "nobody", nil))
+	for _, rec := range append(waiting, held) {
+		require.Equal(t, job.StateSucceeded, jobtest.Terminal(t, conn.Res, rec.Key(), 30*time.Second).State, rec.ID)
+		require.Equal(t, 1, r.of(rec.ID), rec.ID)
+	}
+	require.Equal(t, 1, r.most("A"))
+	for _, requester := range []string{"a1", "a2"} {
+		require.False(t, consumerExists(t, conn, natsjs.RequesterWorkConsumerName("permit_report", "A", requester)))
+	}
+	require.True(t, consumerExists(t, conn, natsjs.TenantWorkConsumerName("permit_report", "A")))
 }
