@@ -55,15 +55,22 @@ type Config struct {
 	// Default AckWait.
 	RetryBase time.Duration
 	// TenantWeights share the slots between tenants that have work queued
-	// at once: each type's work is queued per tenant and taken round-robin
-	// across tenants, and a tenant of weight 3 is offered three slots for
-	// every one of a tenant of the default weight 1. A tenant alone gets
-	// every slot whatever its weight. Weights are 1 to 1000.
+	// at once: each type's work is queued per requester and taken
+	// round-robin across tenants, a tenant's turns round-robin across its
+	// requesters with work; a tenant of weight 3 is offered three slots for
+	// every one of a tenant of the default weight 1, whatever the number of
+	// requesters of either. A tenant alone gets every slot whatever its
+	// weight. Weights are 1 to 1000.
 	TenantWeights map[string]int
 	// TenantMaxRunning caps how many jobs of one tenant, per type, the
 	// type's workers hold at once across all processes (a retry waiting
 	// for its time counts); the rest of the tenant's work waits even when
-	// slots are free. 0: no cap. Every process of a type must agree.
+	// slots are free. 0: no cap. A capped tenant's work is one queue, so
+	// that JetStream holds the cap across processes: its requesters share
+	// it first in, first out instead of taking turns. Every process of a
+	// type must agree (processes that disagree keep replacing each
+	// other's queues of the tenant: nothing is lost, but work is
+	// redelivered).
 	TenantMaxRunning int
 	// TenantMaxRunningFor overrides TenantMaxRunning for single tenants
 	// (0 there: no cap for that tenant).

@@ -10,9 +10,12 @@
 // rules are this package's job. A handler's error is retried (with jittered
 // backoff, up to the type's attempts) unless it is Permanent.
 //
-// A type's work is queued per tenant and free slots take the tenants with
-// work round-robin, so one tenant's backlog never holds up another's jobs;
-// Config.TenantWeights and Config.TenantMaxRunning tune the shares.
+// A type's work is queued per requester; a free slot takes the tenants with
+// work round-robin, then that tenant's requesters with work round-robin, so
+// one tenant's backlog never holds up another's jobs, nor one requester's
+// another requester's of the same tenant. Config.TenantWeights and
+// Config.TenantMaxRunning tune the shares (a capped tenant's work is one
+// queue, first in, first out, for all its requesters).
 //
 //	w, _ := worker.New(worker.Config{URL: "nats://127.0.0.1:4222", User: "worker", Password: pw})
 //	worker.Register(w, worker.Type[Params]{Name: "export_sales", Schema: schema,

@@ -281,7 +281,8 @@ func (w *Workers) Stop() {
 
 // pullLoop takes one message at a time, so a message never waits in a local
 // buffer while its ack timer runs, and each free slot takes the tenant
-// whose turn it is (see natsjs.FairQueue). A newcomer slot takes only work
+// whose turn it is, and of it the requester whose turn it is (see
+// natsjs.FairQueue). A newcomer slot takes only work
 // of a tenant with nothing running here while the regular slots are all
 // busy (Config.NewcomerSlots).
 func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.FairQueue, newcomer bool) {
