@@ -60,6 +60,7 @@ type Dispatcher struct {
 
 	running  *tracker
 	relayLog *natsjs.ChangeLog // for the relay backlog gauge
+	startTry time.Duration     // see startTry
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -80,7 +81,7 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker()}
+	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: startTry}
 	if res.Index != nil {
 		d.index, d.indexFeed = res.Index, res.Jobs
 	}
@@ -116,6 +117,21 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	d.log.Info("dispatcher started", "grace", d.cfg.Grace, "sweep_interval", d.cfg.SweepInterval)
 	return nil
+}
+
+// startTry bounds one try of a start step's JetStream call. A consumer
+// create is a cluster operation: its answer can be lost with a leader
+// change (a paused node), and a call that waited for it would use up the
+// whole start bound; a try that hears nothing within this is made again.
+const startTry = 5 * time.Second
+
+// untilAvailable runs a start step until it succeeds, fails for good, or
+// the start bound (ctx) ends: a cluster electing a leader answers
+// "unavailable" or not at all for a few seconds, which must not end the
+// process (chaos seed 20261205: the relay consumer's create unanswered for
+// 30 s around two paused NATS nodes).
+func (d *Dispatcher) untilAvailable(ctx context.Context, op func(context.Context) error) error {
+	return natsjs.UntilAvailable(ctx, d.startTry, op)
 }
 
 // Stop ends the loops and waits for them. A record change being relayed

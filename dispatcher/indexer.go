@@ -21,7 +21,11 @@ func (d *Dispatcher) startIndexer(sctx, runCtx context.Context) (func(), error) 
 	if d.index == nil || d.indexFeed == nil {
 		return func() {}, nil
 	}
-	changes, err := d.indexFeed.ConsumeIndexChanges(sctx, d.cfg.RelayBatch)
+	var changes *natsjs.ChangeLog
+	err := d.untilAvailable(sctx, func(ctx context.Context) (err error) {
+		changes, err = d.indexFeed.ConsumeIndexChanges(ctx, d.cfg.RelayBatch)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,11 @@ const relayRetry = time.Second
 // follows the durable log, a job committed by a gateway that died before
 // publishing still reaches the queue.
 func (d *Dispatcher) startRelay(sctx, runCtx context.Context) (func(), error) {
-	changes, err := d.jobs.ConsumeChanges(sctx, d.cfg.RelayBatch)
+	var changes *natsjs.ChangeLog
+	err := d.untilAvailable(sctx, func(ctx context.Context) (err error) {
+		changes, err = d.jobs.ConsumeChanges(ctx, d.cfg.RelayBatch)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

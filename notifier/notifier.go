@@ -64,6 +64,7 @@ type Notifier struct {
 	http      *http.Client
 	mail      mailer
 	endpoints map[string][]*endpoint // by tenant
+	startTry  time.Duration          // see startTry
 
 	stats counters
 
@@ -97,7 +98,7 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 	n := &Notifier{
 		stopping: make(chan struct{}),
 		cfg:      cfg, log: log, events: events, queue: queue, notices: notices, http: newHTTPClient(&cfg),
-		endpoints: map[string][]*endpoint{}, stats: newCounters(),
+		endpoints: map[string][]*endpoint{}, stats: newCounters(), startTry: startTry,
 	}
 	for tenant, hooks := range cfg.Webhooks {
 		for _, h := range hooks {
@@ -118,6 +119,13 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 	return n, nil
 }
 
+// startBound bounds Start; startTry one try of a consumer create in it,
+// whose answer a leader change can lose.
+const (
+	startBound = 30 * time.Second
+	startTry   = 5 * time.Second
+)
+
 // Start binds to the durable consumers (the events', and one per
 // destination) and starts the workers. It returns once events flow; Stop
 // ends them. Deliveries run on a context of their own (ctx's values, not
@@ -136,10 +144,18 @@ func (n *Notifier) Start(ctx context.Context) error {
 		n.wg.Wait()
 		return fmt.Errorf("notifier: %w", err)
 	}
+	// Each consumer create is tried again while the cluster elects a
+	// leader (natsjs.UntilAvailable), within one bound for the start.
+	sctx, scancel := context.WithTimeout(ctx, startBound)
+	defer scancel()
 	// The destinations first: the router's tasks find their consumers.
 	for _, d := range n.dests {
-		feed, err := n.queue.ConsumeDeliveries(ctx, natsjs.DeliveryConsumer{
-			Dest: d.id, AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPendingPerDestination, Batch: n.cfg.DestinationConcurrency,
+		var feed *natsjs.DeliveryFeed
+		err := natsjs.UntilAvailable(sctx, n.startTry, func(ctx context.Context) (err error) {
+			feed, err = n.queue.ConsumeDeliveries(ctx, natsjs.DeliveryConsumer{
+				Dest: d.id, AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPendingPerDestination, Batch: n.cfg.DestinationConcurrency,
+			})
+			return err
 		})
 		if err != nil {
 			return fail(err)
@@ -153,8 +169,12 @@ func (n *Notifier) Start(ctx context.Context) error {
 	// One event consumer per tenant with a destination: a tenant's burst
 	// of events is routed in its own queue, not ahead of everyone's.
 	for _, tenant := range n.tenants() {
-		feed, err := n.events.ConsumeEvents(ctx, natsjs.NotifierConsumer{
-			Tenant: tenant, AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPending, Batch: n.cfg.Concurrency,
+		var feed *natsjs.EventFeed
+		err := natsjs.UntilAvailable(sctx, n.startTry, func(ctx context.Context) (err error) {
+			feed, err = n.events.ConsumeEvents(ctx, natsjs.NotifierConsumer{
+				Tenant: tenant, AckWait: n.cfg.AckWait, MaxPending: n.cfg.MaxPending, Batch: n.cfg.Concurrency,
+			})
+			return err
 		})
 		if err != nil {
 			return fail(err)

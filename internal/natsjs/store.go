@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -189,4 +190,15 @@ func Unavailable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionClosed) ||
 		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// UntilAvailable runs op, each try bounded by try, and again while its
+// error says JetStream was unavailable (Unavailable, or job.ErrUnavailable
+// as the adapters map it), until it succeeds, fails for good, or ctx ends.
+// A cluster electing a leader answers "unavailable", or loses the answer
+// to a request altogether, for a few seconds: a call that waited for a lost
+// answer would use up the caller's whole bound.
+func UntilAvailable(ctx context.Context, try time.Duration, op func(context.Context) error) error {
+	return retry.Until(ctx, retry.Policy{First: 100 * time.Millisecond, Limit: 2 * time.Second, Try: try,
+		Retryable: func(err error) bool { return Unavailable(err) || errors.Is(err, job.ErrUnavailable) }}, op)
 }

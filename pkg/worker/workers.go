@@ -12,7 +12,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 )
 
@@ -328,8 +327,7 @@ const opTimeout = 10 * time.Second
 // untilAvailable runs op, each try bounded by opTimeout, and again while its
 // error says JetStream was unavailable, until ctx ends.
 func untilAvailable(ctx context.Context, op func(context.Context) error) error {
-	return retry.Until(ctx, retry.Policy{First: 100 * time.Millisecond, Limit: 2 * time.Second, Try: opTimeout,
-		Retryable: func(err error) bool { return natsjs.Unavailable(err) || errors.Is(err, job.ErrUnavailable) }}, op)
+	return natsjs.UntilAvailable(ctx, opTimeout, op)
 }
 
 // jitter spreads d by ±20%, so workers that failed together do not retry
