@@ -161,7 +161,7 @@ func (n *Notifier) route(ctx context.Context, msg natsjs.EventMsg) {
 		if d == nil {
 			continue
 		}
-		if !n.admit(ctx, d) {
+		if !n.admit(ctx, d, ev.Job.State.Terminal()) {
 			n.overflow(d, ev)
 			continue
 		}
@@ -185,6 +185,10 @@ func (n *Notifier) route(ctx context.Context, msg natsjs.EventMsg) {
 	n.stats.events.Add(1)
 }
 
+// terminalRoom: a destination past its cap still takes terminal changes
+// until it holds this many times the cap.
+const terminalRoom = 2
+
 // pendingFresh is how old a destination's pending count may be when the
 // router decides whether it has room.
 const pendingFresh = time.Second
@@ -192,8 +196,15 @@ const pendingFresh = time.Second
 // admit reports whether d has room for one more task. The count comes from
 // d's consumer (all instances' tasks), read at most once per pendingFresh,
 // plus what this instance queued since: several instances together may
-// overshoot the cap by what they queue within that second.
-func (n *Notifier) admit(ctx context.Context, d *destination) bool {
+// overshoot the cap by what they queue within that second. Past the cap
+// only a job's terminal change is still queued, up to twice the cap: it is
+// the notice a receiver cannot do without (how the job ended), and there
+// is at most one per job, so a destination that fell behind still learns
+// the end of every job while its backlog stays bounded (chaos seed
+// 20261205: a notifier killed and paused for a third of a minute at a time
+// let one endpoint's backlog reach the cap, and 505 jobs' ends were never
+// told to it).
+func (n *Notifier) admit(ctx context.Context, d *destination, terminal bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if now := time.Now(); now.Sub(d.seenAt) >= pendingFresh {
@@ -201,7 +212,11 @@ func (n *Notifier) admit(ctx context.Context, d *destination) bool {
 			d.pending, d.seenAt = p, now
 		}
 	}
-	if d.pending >= n.cfg.MaxPendingPerDestination {
+	limit := n.cfg.MaxPendingPerDestination
+	if terminal {
+		limit *= terminalRoom
+	}
+	if d.pending >= limit {
 		return false
 	}
 	d.pending++

@@ -173,7 +173,8 @@ func TestDeliveriesToOneEndpointKeepJobOrder(t *testing.T) {
 }
 
 // A destination's pending deliveries are capped: past the cap, new notices
-// for it are dropped and counted, and other destinations are untouched.
+// for it are dropped and counted, except a job's terminal change, which is
+// still queued up to twice the cap; other destinations are untouched.
 func TestPendingDeliveriesPerDestinationAreCapped(t *testing.T) {
 	t.Parallel()
 	failing := newReceiver(t, func(_ int, w http.ResponseWriter) {
@@ -200,11 +201,26 @@ func TestPendingDeliveriesPerDestinationAreCapped(t *testing.T) {
 		b.publish(t, record("B", "bob", "job_fine_"+strconv.Itoa(i), job.StateSucceeded))
 	}
 	require.Eventually(t, func() bool { return working.count() == bJobs }, waitTimeout, 10*time.Millisecond)
+	// The cap's 6 are any changes; the 6 past it are terminal ones.
 	s := n.Stats()
-	require.Equal(t, int64(3*jobs-6), s.WebhooksDropped, "one instance: exactly the cap is kept")
-	p, err := n.queue.Pending(context.Background(), "w"+n.endpoints["A"][0].id)
+	require.Equal(t, int64(3*jobs-12), s.WebhooksDropped, "one instance: exactly twice the cap is kept")
+	dest := "w" + n.endpoints["A"][0].id
+	p, err := n.queue.Pending(context.Background(), dest)
 	require.NoError(t, err)
-	require.Equal(t, 6, p)
+	require.Equal(t, 12, p)
+	terminal := 0
+	for i := range jobs {
+		tasks, err := n.queue.JobTasks(context.Background(), dest, "job_cap_"+strconv.Itoa(i), 64)
+		require.NoError(t, err)
+		for _, q := range tasks {
+			ev, err := decodeEvent(q.Subject, q.Data, q.EventID)
+			require.NoError(t, err)
+			if ev.Job.State.Terminal() {
+				terminal++
+			}
+		}
+	}
+	require.GreaterOrEqual(t, terminal, 6, "past the cap only terminal changes were queued")
 }
 
 // A notifier with nothing in flight stops at once: its grace is for
