@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
+	"github.com/nats-io/nats.go"
 )
 
 // runBench is `jobgate bench`: it starts the system under test as a second
@@ -191,4 +192,11 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		return err
 	}
 	return bench.ServeTarget(ctx, env, m.Stdin, m.Stdout)
+}
+
+// conns lists every connection of the process (bench counters).
+func (rt *process) conns() []*nats.Conn {
+	rt.ownMu.Lock()
+	defer rt.ownMu.Unlock()
+	return append([]*nats.Conn{rt.nc}, rt.own...)
 }

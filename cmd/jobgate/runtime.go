@@ -52,13 +52,6 @@ func (rt *process) ownConn(name string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// conns lists every connection of the process (bench counters).
-func (rt *process) conns() []*nats.Conn {
-	rt.ownMu.Lock()
-	defer rt.ownMu.Unlock()
-	return append([]*nats.Conn{rt.nc}, rt.own...)
-}
-
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
