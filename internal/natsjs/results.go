@@ -1,7 +1,9 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +69,7 @@ func (f *ResultFiles) Open(ctx context.Context, name string) (*ResultFile, error
 // it reads object metadata by direct get while the configuration it last
 // read allows that, and a handle opened before its provisioner turned
 // direct gets off would otherwise meet "no responders" from then on.
-func putResult(ctx context.Context, os jetstream.ObjectStore, name, contentType, description string, body io.Reader) (int64, error) {
+func putResult(ctx context.Context, js jetstream.JetStream, os jetstream.ObjectStore, name, contentType, description string, body io.Reader) (int64, error) {
 	meta := jetstream.ObjectMeta{
 		Name: name, Description: description,
 		Headers: nats.Header{"Content-Type": []string{contentType}},
@@ -77,6 +79,9 @@ func putResult(ctx context.Context, os jetstream.ObjectStore, name, contentType,
 	defer context.AfterFunc(ctx, cancel)()
 	info, err := os.Put(pctx, meta, body)
 	if err == nil {
+		if verr := verifyResult(pctx, js, os, name); verr != nil {
+			return 0, fmt.Errorf("store result %s: %w", name, verr)
+		}
 		return int64(info.Size), nil
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -92,6 +97,52 @@ func putResult(ctx context.Context, os jetstream.ObjectStore, name, contentType,
 		scancel()
 	}
 	return 0, fmt.Errorf("store result %s: %w", name, mapErr(err))
+}
+
+// verifyResult reads a stored result back, chunk by chunk, and checks it
+// against the size and digest its put computed from what was sent. A put
+// that lived through the loss of the stream's leader can be acknowledged
+// while the chunks stored differ from those sent (chunk publishes answered
+// "no responders" and sent again, landing after the object's meta: seen in
+// TestResultUploadThroughResultsLeaderLoss, four chunks holding 291,712 of
+// 408,000 bytes). Such a result is unavailable, so it is stored again from
+// the worker's copy, or the attempt is retried; never handed to a reader.
+// It costs one read of the result, by message gets (what a worker's
+// credentials allow; a reader's ordered consumer is not).
+func verifyResult(ctx context.Context, js jetstream.JetStream, os jetstream.ObjectStore, name string) error {
+	info, err := os.GetInfo(ctx, name)
+	if err != nil {
+		return unavailable(err)
+	}
+	want, err := jetstream.DecodeObjectDigest(info.Digest)
+	if err != nil {
+		return fmt.Errorf("result %s: %w", name, err)
+	}
+	s, err := js.Stream(ctx, "OBJ_"+info.Bucket)
+	if err != nil {
+		return unavailable(err)
+	}
+	subj := "$O." + info.Bucket + ".C." + info.NUID
+	h := sha256.New()
+	var size uint64
+	var seq uint64 = 1
+	for range info.Chunks {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break // fewer chunks than the meta says: the sizes differ
+			}
+			return unavailable(err)
+		}
+		h.Write(m.Data)
+		size += uint64(len(m.Data))
+		seq = m.Sequence + 1
+	}
+	if size != info.Size || !bytes.Equal(h.Sum(nil), want) {
+		return fmt.Errorf("%w: result %s: the stored chunks (%d bytes) differ from what was sent (%d bytes)",
+			job.ErrUnavailable, name, size, info.Size)
+	}
+	return nil
 }
 
 // unavailable maps err, and says a failure the mapping does not know is one

@@ -29,9 +29,9 @@ func WorkerPassword(secret []byte) string {
 
 // WorkerPermissions are exactly what a worker needs: declare types and
 // announce itself, pull and acknowledge work, read and compare-and-set job
-// records, store results, publish the events of its own changes. It cannot
-// create, change or delete streams, read events, or read other clients'
-// replies.
+// records, store results (and read them back), publish the events of its own
+// changes after a look at the job's newest one. It cannot create, change or
+// delete streams, subscribe to events, or read other clients' replies.
 func WorkerPermissions() *server.Permissions {
 	kv := func(b string) []string {
 		return []string{
@@ -58,8 +58,16 @@ func WorkerPermissions() *server.Permissions {
 		"$JS.API.STREAM.INFO.OBJ_" + BucketResults,
 		"$JS.API.STREAM.PURGE.OBJ_" + BucketResults,
 		"$JS.API.DIRECT.GET.OBJ_" + BucketResults + ".>",
+		"$JS.API.DIRECT.GET.OBJ_" + BucketResults, // by sequence: reading a result back (verifyResult)
 		"$JS.API.STREAM.MSG.GET.OBJ_" + BucketResults,
 		eventsPrefix + ">",
+		// Looking up a job's newest event before publishing one, so events
+		// stay in the order of their changes (EventStream.PublishAfter): a
+		// get by subject, no subscription to anyone's events; what an event
+		// holds the worker can read in the job's record anyway.
+		"$JS.API.STREAM.INFO." + StreamEvents,
+		"$JS.API.STREAM.MSG.GET." + StreamEvents,
+		"$JS.API.DIRECT.GET." + StreamEvents + ".>",
 	}
 	allow = append(allow, kv(BucketJobs)...)
 	allow = append(allow, kv(BucketTypes)...)
