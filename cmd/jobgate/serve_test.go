@@ -43,6 +43,10 @@ func runServe(t *testing.T, dataDir, addr string, extra ...string) (stop func(),
 		require.True(t, time.Now().Before(deadline), "serve not ready: %s", out.String())
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The banner follows the last component's start, the gateway's, which
+	// answers /readyz a moment before.
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "jobgate is serving") }, 10*time.Second, 10*time.Millisecond,
+		"no banner: %s", out)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -86,9 +90,6 @@ func TestServeKeepsKeysAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	stop, out := runServe(t, dir, addr)
-	// The banner follows the last component's start, the gateway's, which
-	// answers /readyz a moment before.
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "jobgate is serving") }, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, out.String(), dir, "the banner says where the data lives")
 
 	tok := mintToken(t, dir, "4", "reviewer-47")
