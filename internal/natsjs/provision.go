@@ -155,6 +155,8 @@ type Resources struct {
 	JS      jetstream.JetStream
 	Meta    jetstream.KeyValue
 	Results jetstream.ObjectStore
+
+	resultChunks *streamRef // the results' stream, for reading a put back
 }
 
 // Provision creates every stream, bucket and object store of the deployment
@@ -318,6 +320,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 	}
 	res.Jobs = &Store{kv: jobs, nc: js.Conn(), js: js}
 	res.Work, res.Events = NewWorkQueue(js), NewEventStream(js)
+	res.resultChunks = newStreamRef(js, "OBJ_"+BucketResults)
 	res.Files = NewResultFiles(res.Results)
 	if all {
 		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)

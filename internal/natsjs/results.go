@@ -69,7 +69,7 @@ func (f *ResultFiles) Open(ctx context.Context, name string) (*ResultFile, error
 // it reads object metadata by direct get while the configuration it last
 // read allows that, and a handle opened before its provisioner turned
 // direct gets off would otherwise meet "no responders" from then on.
-func putResult(ctx context.Context, js jetstream.JetStream, os jetstream.ObjectStore, name, contentType, description string, body io.Reader) (int64, error) {
+func putResult(ctx context.Context, chunks *streamRef, os jetstream.ObjectStore, name, contentType, description string, body io.Reader) (int64, error) {
 	meta := jetstream.ObjectMeta{
 		Name: name, Description: description,
 		Headers: nats.Header{"Content-Type": []string{contentType}},
@@ -79,7 +79,7 @@ func putResult(ctx context.Context, js jetstream.JetStream, os jetstream.ObjectS
 	defer context.AfterFunc(ctx, cancel)()
 	info, err := os.Put(pctx, meta, body)
 	if err == nil {
-		if verr := verifyResult(pctx, js, os, name); verr != nil {
+		if verr := verifyResult(pctx, chunks, os, name); verr != nil {
 			return 0, fmt.Errorf("store result %s: %w", name, verr)
 		}
 		return int64(info.Size), nil
@@ -109,7 +109,7 @@ func putResult(ctx context.Context, js jetstream.JetStream, os jetstream.ObjectS
 // the worker's copy, or the attempt is retried; never handed to a reader.
 // It costs one read of the result, by message gets (what a worker's
 // credentials allow; a reader's ordered consumer is not).
-func verifyResult(ctx context.Context, js jetstream.JetStream, os jetstream.ObjectStore, name string) error {
+func verifyResult(ctx context.Context, chunks *streamRef, os jetstream.ObjectStore, name string) error {
 	info, err := os.GetInfo(ctx, name)
 	if err != nil {
 		return unavailable(err)
@@ -118,7 +118,7 @@ func verifyResult(ctx context.Context, js jetstream.JetStream, os jetstream.Obje
 	if err != nil {
 		return fmt.Errorf("result %s: %w", name, err)
 	}
-	s, err := js.Stream(ctx, "OBJ_"+info.Bucket)
+	s, err := chunks.get(ctx)
 	if err != nil {
 		return unavailable(err)
 	}

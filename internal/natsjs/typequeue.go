@@ -43,7 +43,7 @@ func (m *WorkMsg) Term(reason string) error { return m.msg.TermWithReason(reason
 // returns its size (see putResult). A read error from r aborts the put and
 // leaves nothing.
 func (r *Resources) PutResult(ctx context.Context, name, contentType, description string, body io.Reader) (int64, error) {
-	return putResult(ctx, r.JS, r.Results, name, contentType, description, body)
+	return putResult(ctx, r.resultChunks, r.Results, name, contentType, description, body)
 }
 
 // DeleteResult removes a result object; one that is gone is not an error.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,14 +35,14 @@ func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, erro
 // EventStream is the JOBGATE_EVENTS stream: one event per stored change of
 // a job, and the notifier's durable consumer of them.
 type EventStream struct {
-	js jetstream.JetStream
-
-	mu     sync.Mutex
-	stream jetstream.Stream // looked up once (LastRevision)
+	js     jetstream.JetStream
+	stream *streamRef // for a job's newest event (PublishAfter)
 }
 
 // NewEventStream returns the event stream on js (Provision returns one).
-func NewEventStream(js jetstream.JetStream) *EventStream { return &EventStream{js: js} }
+func NewEventStream(js jetstream.JetStream) *EventStream {
+	return &EventStream{js: js, stream: newStreamRef(js, StreamEvents)}
+}
 
 // Publish stores the state of r as the job's event, in order: never after
 // the event of a later change of the job. It reports whether this call
@@ -107,7 +106,7 @@ func wrongLastSequence(err error) bool {
 // newest returns the stream sequence and record revision of the job's
 // newest event; 0, 0 when it has none.
 func (e *EventStream) newest(ctx context.Context, r *job.Record) (uint64, uint64, error) {
-	s, err := e.streamOf(ctx)
+	s, err := e.stream.get(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -120,23 +119,6 @@ func (e *EventStream) newest(ctx context.Context, r *job.Record) (uint64, uint64
 	}
 	rev, _ := EventRevision(m.Header.Get(jetstream.MsgIDHeader))
 	return m.Sequence, rev, nil
-}
-
-func (e *EventStream) streamOf(ctx context.Context) (jetstream.Stream, error) {
-	e.mu.Lock()
-	s := e.stream
-	e.mu.Unlock()
-	if s != nil {
-		return s, nil
-	}
-	s, err := e.js.Stream(ctx, StreamEvents)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamEvents, mapErr(err))
-	}
-	e.mu.Lock()
-	e.stream = s
-	e.mu.Unlock()
-	return s, nil
 }
 
 // PublishFirst publishes the state of r as the job's first event: JetStream
