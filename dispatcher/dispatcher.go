@@ -60,7 +60,7 @@ type Dispatcher struct {
 
 	running  *tracker
 	relayLog *natsjs.ChangeLog // for the relay backlog gauge
-	startTry time.Duration     // see startTry
+	startTry time.Duration     // natsjs.StartTry; shorter in tests
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -81,7 +81,7 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: startTry}
+	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: natsjs.StartTry}
 	if res.Index != nil {
 		d.index, d.indexFeed = res.Index, res.Jobs
 	}
@@ -118,12 +118,6 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.log.Info("dispatcher started", "grace", d.cfg.Grace, "sweep_interval", d.cfg.SweepInterval)
 	return nil
 }
-
-// startTry bounds one try of a start step's JetStream call. A consumer
-// create is a cluster operation: its answer can be lost with a leader
-// change (a paused node), and a call that waited for it would use up the
-// whole start bound; a try that hears nothing within this is made again.
-const startTry = 5 * time.Second
 
 // untilAvailable runs a start step until it succeeds, fails for good, or
 // the start bound (ctx) ends: a cluster electing a leader answers

@@ -64,7 +64,7 @@ type Notifier struct {
 	http      *http.Client
 	mail      mailer
 	endpoints map[string][]*endpoint // by tenant
-	startTry  time.Duration          // see startTry
+	startTry  time.Duration          // natsjs.StartTry; shorter in tests
 
 	stats counters
 
@@ -98,7 +98,7 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 	n := &Notifier{
 		stopping: make(chan struct{}),
 		cfg:      cfg, log: log, events: events, queue: queue, notices: notices, http: newHTTPClient(&cfg),
-		endpoints: map[string][]*endpoint{}, stats: newCounters(), startTry: startTry,
+		endpoints: map[string][]*endpoint{}, stats: newCounters(), startTry: natsjs.StartTry,
 	}
 	for tenant, hooks := range cfg.Webhooks {
 		for _, h := range hooks {
@@ -119,12 +119,9 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 	return n, nil
 }
 
-// startBound bounds Start; startTry one try of a consumer create in it,
-// whose answer a leader change can lose.
-const (
-	startBound = 30 * time.Second
-	startTry   = 5 * time.Second
-)
+// startBound bounds Start (each consumer create in it is tried again,
+// natsjs.StartTry per try).
+const startBound = 30 * time.Second
 
 // Start binds to the durable consumers (the events', and one per
 // destination) and starts the workers. It returns once events flow; Stop

@@ -192,6 +192,12 @@ func Unavailable(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
+// StartTry bounds one try of a JetStream call a service makes while it
+// starts (a consumer create, say): a cluster operation whose answer a
+// leader change can lose, so a call waiting for it would use up the whole
+// start bound. With UntilAvailable, a try that hears nothing is made again.
+const StartTry = 5 * time.Second
+
 // UntilAvailable runs op, each try bounded by try, and again while its
 // error says JetStream was unavailable (Unavailable, or job.ErrUnavailable
 // as the adapters map it), until it succeeds, fails for good, or ctx ends.
