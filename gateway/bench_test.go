@@ -207,6 +207,47 @@ func BenchmarkSubmitHandler(b *testing.B) {
 	}
 }
 
+// BenchmarkStore is the store's share of BenchmarkSubmitHandler, in its
+// units: one record created (admission's one write) and one record read (a
+// replay's one read), serially, with the process's CPU time per operation.
+// The HTTP and gateway cost of a request is the handler's figure minus
+// these (docs/performance.md, "Replay").
+func BenchmarkStore(b *testing.B) {
+	_, bundle := benchSetup(b)
+	ctx := context.Background()
+	now := time.Now()
+	rec := func(i int) *job.Record {
+		return &job.Record{ID: fmt.Sprintf("job_%026d", i), Tenant: "4", Requester: "reviewer-47", Type: "permit_report",
+			Params: []byte(`{"case_id":47,"pages":63,"revision":29}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
+	}
+	i := 0 // across runs of the sub-benchmark: every create is a new key
+	b.Run("create", func(b *testing.B) {
+		cpu0 := processCPU()
+		b.ReportAllocs()
+		for b.Loop() {
+			i++
+			if err := bundle.res.Jobs.Create(ctx, rec(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	})
+	r := rec(0)
+	if err := bundle.res.Jobs.Create(ctx, r); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read", func(b *testing.B) {
+		cpu0 := processCPU()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := bundle.res.Jobs.Get(ctx, r.Key()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	})
+}
+
 // processCPU is the user+system CPU time of this process so far.
 func processCPU() time.Duration {
 	var ru syscall.Rusage

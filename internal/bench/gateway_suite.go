@@ -91,6 +91,16 @@ func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 				return expect(st, http.StatusOK, err)
 			})})
 	}
+	if r.any(SecReplay) && !always {
+		// What HTTP alone costs, no token and no store: with the admission's
+		// and the replay's CPU per request it bounds the replay ratio
+		// (docs/performance.md, "Replay").
+		figs = append(figs, &figure{section: SecReplay, name: fmt.Sprintf("HTTP alone: GET /healthz (no auth, no store), %d clients", n), unit: "req/s",
+			run: loop(func(int, int) error {
+				g, err := a.get("", "/healthz", "")
+				return expect(g.status, http.StatusOK, err)
+			})})
+	}
 	if r.any(SecConflict) && !always { // the read paths write nothing: fsync does not matter
 		figs = append(figs, &figure{section: SecConflict, name: fmt.Sprintf("same key, changed payload, %d clients", n), unit: "req/s",
 			run: loop(func(w, _ int) error {
@@ -182,12 +192,44 @@ func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 			Note: noteErrors(&ps, "open loop; latency from each request's scheduled start")}).use(u)
 		if !always {
 			goal(row, "p99 ≤ 10 ms", ps.Errors == 0 && ps.P99 <= 10)
+			r.halfRateWithoutGC(ctx, p, a, tokens, half, keyPrefix, body, row)
 		}
 	}
 	if p != nil {
 		r.rep.add(Row{Section: SecFootprint, Name: "target RSS after the gateway figures", Fsync: fs, Value: mib(p.rss()), Unit: "MiB"})
 	}
 	return nil
+}
+
+// halfRateWithoutGC offers the half rate again with the target's garbage
+// collector off, and relates that p99 to the one with it: what the GC adds
+// to the tail (docs/performance.md, "The tail"). The heap grows by what the
+// window allocates (a few hundred MiB) and is collected right after.
+func (r *runner) halfRateWithoutGC(ctx context.Context, p *proc, a *api, tokens []string, half float64, keyPrefix string, body []byte, with *Row) {
+	if p == nil {
+		return
+	}
+	prev, err := p.call(Request{Op: opGCPercent, Percent: -1})
+	if err != nil {
+		r.logf("gc off: %v", err)
+		return
+	}
+	r.logf("admission at half the saturated rate (%.0f/s), the target's GC off", half)
+	n := len(tokens)
+	var s Summary
+	u := r.measure(p, "admission-half-nogc", func() {
+		s = pacedLoop(ctx, n*4, half, r.o.Duration, func(w, i int) error {
+			st, _, err := a.submit(tokens[w%n], keyPrefix+"half-nogc-"+strconv.Itoa(i), body)
+			return expect(st, http.StatusAccepted, err)
+		})
+	})
+	if _, err := p.call(Request{Op: opGCPercent, Percent: prev.Percent}); err != nil {
+		r.logf("gc back on: %v", err)
+	}
+	row := r.rep.add(Row{Section: SecAdmission, Name: fmt.Sprintf("the same half rate, the target's GC off (%.0f/s offered), p99", half), Fsync: "default",
+		Value: s.P99, Unit: "ms", Summary: &s,
+		Note: noteErrors(&s, "what the garbage collector adds to the tail: the row above minus this one")}).use(u)
+	relate(row, with, "with GC")
 }
 
 // noteErrors mentions failed operations, which a figure must never hide.

@@ -26,6 +26,9 @@ const (
 	opRawPipe      = "raw-pipe"   // run the raw JetStream pipeline in-process
 	opPipeStats    = "pipe-stats" // counters of finished jobs and NATS traffic
 	opNoopWaits    = "noop-waits" // queued → claimed waits of bench_noop jobs since the last call
+	// opGCPercent sets the target's GOGC (Percent, -1: off) and answers the
+	// previous value in Percent; going back to a value ≥ 0 collects at once.
+	opGCPercent = "gc-percent"
 	// opNoticeEvents publishes job events (Keys are job ids of Tenant,
 	// requester Path; Pages 3: queued, running, succeeded, else succeeded).
 	opNoticeEvents = "notice-events"
@@ -43,6 +46,7 @@ type Request struct {
 	Path     string        `json:"path,omitempty"`
 	Workers  int           `json:"workers,omitempty"`
 	Round    int           `json:"round,omitempty"`
+	Percent  int           `json:"percent,omitempty"`
 }
 
 // Response answers one Request.
@@ -54,6 +58,7 @@ type Response struct {
 	Pipe    *PipeResult     `json:"pipe,omitempty"`
 	Stats   *PipeStats      `json:"stats,omitempty"`
 	Waits   []time.Duration `json:"waits_ns,omitempty"`
+	Percent int             `json:"percent,omitempty"`
 }
 
 // MemInfo is the target's memory as its Go runtime sees it.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"sync"
@@ -155,6 +156,12 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 	case opNoopWaits:
 		if t.env.Noop != nil {
 			resp.Waits = t.env.Noop.takeWaits()
+		}
+		return nil
+	case opGCPercent:
+		resp.Percent = debug.SetGCPercent(req.Percent)
+		if req.Percent >= 0 {
+			debug.FreeOSMemory() // collect and give back what the GC-off window held
 		}
 		return nil
 	case opDrive:
