@@ -90,6 +90,18 @@ const noCap = 10000
 // often finds them.
 const fullScanEvery = time.Second
 
+// listShare bounds the time a process spends listing the work stream's
+// subjects. A listing names every subject with work, one per queued job, so
+// it costs in proportion to the backlog (about 6 ms at 1,000 queued jobs,
+// 350 ms at 100,000, server and client together): while work kept being
+// published a process listed without pause and spent a core on it. After a
+// listing that took d, the next waits until listShare × d has passed since
+// it began, so listings take at most 1/listShare of the time. A small
+// backlog lists as often as before; a large one delays finding a tenant
+// that is new to this process by at most listShare listings' time, and
+// tenants already known are pulled meanwhile.
+const listShare = 4
+
 // keepIdle is how long a tenant whose work ran out stays known to this
 // process: its consumer is long-polled by idle slots, so its next job
 // starts at once instead of at the next scan.
@@ -134,8 +146,12 @@ type FairQueue struct {
 	idleTurn  int
 	picks     uint64
 	scannedAt time.Time
-	fullAt    time.Time
+	fullAt    time.Time     // when the last listing began
+	fullTook  time.Duration // how long it took
 	lastSeq   uint64
+	listed    time.Duration // time spent listing, in all (tests)
+
+	notices *nats.Subscription
 }
 
 type tenantQueue struct {
@@ -194,7 +210,53 @@ func OpenFairQueue(ctx context.Context, js jetstream.JetStream, cfg FairConfig) 
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("remove consumer %s: %w", WorkConsumerName(cfg.Type), mapErr(err))
 	}
-	return &FairQueue{js: js, cfg: cfg, stream: s, tenants: map[string]*tenantQueue{}}, nil
+	q := &FairQueue{js: js, cfg: cfg, stream: s, tenants: map[string]*tenantQueue{}}
+	// A subscription that fails (credentials without it) leaves the
+	// listing to find the work, as before notices.
+	q.notices, _ = js.Conn().Subscribe(TypeWork(cfg.Type), q.notice)
+	return q, nil
+}
+
+// Close stops the queue's notices of new work.
+func (q *FairQueue) Close() {
+	if q.notices != nil {
+		_ = q.notices.Unsubscribe()
+	}
+}
+
+// notice learns of a work message published for the type from its subject,
+// which names the tenant and the requester: their queue is pulled at the
+// next pick instead of after the next listing, which a large backlog puts
+// far apart (listShare). Notices are core NATS messages, seen as the server
+// routes the publish: one missed (a reconnect, a slow subscriber,
+// credentials that do not allow the subscription) is found by a listing.
+func (q *FairQueue) notice(m *nats.Msg) {
+	tenant, requester, _, ok := ScopeOf(m.Subject)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t := q.tenants[tenant]
+	if t == nil {
+		t = &tenantQueue{name: tenant, weight: q.cfg.weight(tenant), fresh: true, seen: now,
+			capped: q.cfg.Capped(tenant), lanes: map[string]*lane{}}
+		q.tenants[tenant] = t
+	} else {
+		t.fresh = t.fresh || !t.pending
+		t.seen = now
+	}
+	if t.capped {
+		requester = ""
+	}
+	l := t.lanes[requester]
+	if l == nil {
+		l = &lane{tenant: t, requester: requester}
+		t.lanes[requester] = l
+	}
+	l.seen = now
+	setPending(l, true)
 }
 
 // TenantWorkConsumer is the consumer configuration of one tenant's work of
@@ -616,7 +678,8 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	}
 	now := time.Now()
 	q.mu.Lock()
-	full := info.State.LastSeq != q.lastSeq || now.Sub(q.fullAt) >= fullScanEvery
+	since, gap := now.Sub(q.fullAt), listShare*q.fullTook
+	full := (info.State.LastSeq != q.lastSeq && since >= gap) || since >= max(fullScanEvery, gap)
 	if !full {
 		q.scannedAt = now
 	}
@@ -625,6 +688,13 @@ func (q *FairQueue) scan(ctx context.Context) error {
 		return nil
 	}
 	subj, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(TypeWork(q.cfg.Type)))
+	took := time.Since(now)
+	q.mu.Lock()
+	q.fullAt, q.listed = now, q.listed+took
+	if err == nil { // a failed listing (an outage's timeout) is no measure of the next
+		q.fullTook = took
+	}
+	q.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))
 	}
@@ -639,12 +709,12 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.scannedAt, q.fullAt, q.lastSeq = now, now, subj.State.LastSeq
+	q.scannedAt, q.lastSeq = now, subj.State.LastSeq
 	for name, t := range q.tenants {
 		switch {
 		case with[name] != nil:
 			t.fresh = t.fresh || !t.pending
-			t.seen = now
+			t.seen = later(t.seen, now)
 		case now.Sub(t.seen) > keepIdle:
 			delete(q.tenants, name)
 			continue
@@ -675,12 +745,12 @@ func (t *tenantQueue) update(requesters map[string]bool, now time.Time) {
 			l = &lane{tenant: t, requester: r}
 			t.lanes[r] = l
 		}
-		l.seen = now
+		l.seen = later(l.seen, now)
 		setPending(l, true)
 	}
 	var idle []*lane
 	for r, l := range t.lanes {
-		if requesters[r] {
+		if requesters[r] || l.seen.After(now) { // or noticed since the listing began
 			continue
 		}
 		setPending(l, false)
@@ -697,6 +767,15 @@ func (t *tenantQueue) update(requesters map[string]bool, now time.Time) {
 		}
 	}
 	t.pending = t.pendingLanes > 0
+}
+
+// later is the later of two times: a notice may have seen work after a
+// listing began.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Tenants lists the tenants this process last saw with work, for tests and

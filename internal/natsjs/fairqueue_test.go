@@ -1,11 +1,13 @@
 package natsjs
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -160,4 +162,88 @@ func TestRequesterConsumerNamesAreUnambiguous(t *testing.T) {
 	require.LessOrEqual(t, len(RequesterWorkConsumerName(typ, long, long)), 100)
 	require.NotContains(t, a, ".")
 	require.False(t, strings.HasPrefix(a, workConsumerPre))
+}
+
+// A process whose slots keep coming back for work while a large backlog is
+// queued, and more work keeps arriving, spends a bounded share of its time
+// listing the queue. Before listShare it listed without pause: every look
+// saw a new publish, and each listing names every queued job (a core spent
+// on it at 100,000 queued jobs).
+func TestListingALargeBacklogTakesABoundedShareOfTheTime(t *testing.T) {
+	t.Parallel()
+	emb, err := StartEmbedded(EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect("fairqueue-test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err = Provision(ctx, js, DefaultLayout())
+	require.NoError(t, err)
+	q, err := OpenFairQueue(ctx, js, FairConfig{Type: "permit_report", AckWait: time.Minute})
+	require.NoError(t, err)
+
+	const backlog = 3000
+	for i := range backlog {
+		_, err := js.PublishAsync(WorkSubject("permit_report", "flood", "r", fmt.Sprintf("job_%026d", i)), []byte("x"))
+		require.NoError(t, err)
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("backlog not stored")
+	}
+
+	start := time.Now()
+	for n := backlog; time.Since(start) < 2*time.Second; n++ {
+		_, err := js.Publish(ctx, WorkSubject("permit_report", "trickle", "r", fmt.Sprintf("job_%026d", n)), []byte("x"))
+		require.NoError(t, err)
+		require.NoError(t, q.scan(ctx))
+	}
+	elapsed := time.Since(start)
+	q.mu.Lock()
+	listed, took := q.listed, q.fullTook
+	q.mu.Unlock()
+	t.Logf("listed the queue for %v of %v (one listing: %v)", listed, elapsed, took)
+	require.Less(t, listed, elapsed*2/5, "listed the queue for %v of %v (one listing: %v)", listed, elapsed, took)
+	require.ElementsMatch(t, []string{"flood", "trickle"}, q.Tenants(), "both tenants with work are found")
+}
+
+// A process learns of a tenant's new work as it is published, without a
+// listing: a large backlog puts listings far apart (listShare).
+func TestANewTenantsWorkIsNoticedWithoutAListing(t *testing.T) {
+	t.Parallel()
+	emb, err := StartEmbedded(EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect("fairqueue-test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = Provision(ctx, js, DefaultLayout())
+	require.NoError(t, err)
+	q, err := OpenFairQueue(ctx, js, FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunningFor: map[string]int{"capped": 1}})
+	require.NoError(t, err)
+	defer q.Close()
+
+	// No Next, no scan: only the notices can tell.
+	_, err = js.Publish(ctx, WorkSubject("permit_report", "newcomer", "r1", "job_a"), []byte("x"))
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, WorkSubject("permit_report", "capped", "r2", "job_b"), []byte("x"))
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, WorkSubject("other_type", "elsewhere", "r3", "job_c"), []byte("x"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(q.Tenants()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.ElementsMatch(t, []string{"newcomer", "capped"}, q.Tenants(), "the type's tenants, no other type's")
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	require.True(t, q.tenants["newcomer"].lanes["r1"].pending, "the requester's queue is pulled at the next pick")
+	require.True(t, q.tenants["capped"].lanes[""].pending, "a capped tenant's one queue")
+	require.Zero(t, q.listed, "no listing was made")
 }

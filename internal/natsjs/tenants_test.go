@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -209,4 +210,26 @@ func TestAWorkerWithItsCredentialsSwitchesATenantsQueues(t *testing.T) {
 		require.Equal(t, job.StoreKey("A", "r1", r.ID), msg.Key)
 		require.NoError(t, msg.Ack())
 	}
+}
+
+// Worker credentials allow the notices of new work, so a worker process
+// learns of a new tenant's work as it is published (FairQueue.notice).
+func TestAWorkerWithItsCredentialsIsNoticedOfNewWork(t *testing.T) {
+	t.Parallel()
+	b := setupTenantAuth(t)
+	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: b.emb.ClientURL(), User: natsjs.WorkerUser,
+		Password: natsjs.WorkerPassword(b.secret), InboxPrefix: natsjs.WorkerInboxPrefix})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.NewJetStream(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := natsjs.OpenFairQueue(ctx, js, natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute})
+	require.NoError(t, err)
+	defer q.Close()
+	require.NoError(t, nc.Flush()) // the subscription is in place
+	require.NoError(t, b.res.Work.Publish(ctx, newRecord("A", "r1", "job_n"), 0))
+	require.Eventually(t, func() bool { return slices.Contains(q.Tenants(), "A") }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, nc.LastError(), "no permissions violation")
 }

@@ -29,15 +29,17 @@ type Workers struct {
 	// give their jobs back to the queue.
 	interrupt chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	nc       *nats.Conn
-	ownConn  bool
-	res      *natsjs.Resources
-	cancel   context.CancelFunc
-	pulls    sync.WaitGroup
-	bg       sync.WaitGroup
-	stopOnce sync.Once
+	mu      sync.Mutex
+	started bool
+	nc      *nats.Conn
+	ownConn bool
+	res     *natsjs.Resources
+	cancel  context.CancelFunc
+	// closeQueues ends the work queues' notices (natsjs.FairQueue.Close).
+	closeQueues func()
+	pulls       sync.WaitGroup
+	bg          sync.WaitGroup
+	stopOnce    sync.Once
 
 	// running holds the keys of the jobs this process is running: a record
 	// that names this worker for a job not in it is a claim whose answer
@@ -132,11 +134,19 @@ func (w *Workers) Start(ctx context.Context) error {
 		return err
 	}
 	queues := make([]*natsjs.FairQueue, len(w.types))
+	closeQueues := func() {
+		for _, q := range queues {
+			if q != nil {
+				q.Close()
+			}
+		}
+	}
 	for i, t := range w.types {
 		d := t.decl
 		d.DeclaredAt = w.cfg.Now().UTC()
 		err := untilAvailable(ctx, func(ctx context.Context) error { return w.res.Types.Declare(ctx, &d) })
 		if err != nil {
+			closeQueues()
 			w.closeConn()
 			return fmt.Errorf("worker: declare %s: %w", d.Name, err)
 		}
@@ -148,11 +158,13 @@ func (w *Workers) Start(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
+			closeQueues()
 			w.closeConn()
 			return fmt.Errorf("worker: work queue of %s: %w", d.Name, err)
 		}
 	}
 	w.started = true
+	w.closeQueues = closeQueues
 	runCtx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	started := w.cfg.Now().UTC()
@@ -268,6 +280,7 @@ func (w *Workers) Stop() {
 		}
 		w.hardCancel()
 		w.bg.Wait()
+		w.closeQueues()
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		for _, t := range w.types {
 			_ = w.res.Types.Withdraw(ctx, t.decl.Name, w.cfg.Name)
