@@ -73,7 +73,7 @@ func WorkerPermissions() *server.Permissions {
 	allow = append(allow, kv(BucketTypes)...)
 	allow = append(allow, kv(BucketWorkers)...)
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: allow},
+		Publish: &server.SubjectPermission{Allow: allow},
 		// Replies, and notices of new work (FairQueue.notice): the subjects
 		// of work messages, which a worker may pull anyway.
 		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix + ".>", AllWork}},
