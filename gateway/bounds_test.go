@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -130,4 +131,40 @@ func TestCancelIsRateLimited(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, b.submit(t, tok, "k2", permit).status)
 	other := b.token(t, "4", "reviewer-48", false)
 	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodDelete, "/v1/jobs/"+id, other, "").status, "another requester is not limited")
+}
+
+// An event stream answers an HTTP/1.0 client, which knows no chunked
+// encoding, with the events as they are, ended by the connection's close;
+// an HTTP/1.1 client gets chunks (the standard clients of the other tests).
+func TestAnEventStreamToAnHTTP10ClientIsNotChunked(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	tok := b.token(t, "4", "reviewer-47", false)
+	id := b.submit(t, tok, "k", permit).job(t).ID
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(conn, "GET /v1/jobs/%s/events %s\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", id, proto, tok)
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("event: job")) {
+			n, err := conn.Read(buf)
+			require.NoError(t, err, "read so far: %q", got)
+			got = append(got, buf[:n]...)
+		}
+		conn.Close()
+		head, body, ok := bytes.Cut(got, []byte("\r\n\r\n"))
+		require.True(t, ok, "%q", got)
+		require.Contains(t, string(head), "200 OK")
+		require.Contains(t, string(head), "Content-Type: text/event-stream")
+		if proto == "HTTP/1.0" {
+			require.NotContains(t, string(head), "Transfer-Encoding")
+			require.True(t, bytes.HasPrefix(body, []byte("retry: ")), "%q", body)
+		} else {
+			require.Contains(t, string(head), "Transfer-Encoding: chunked")
+			require.Regexp(t, `^[0-9a-f]+\r\nretry: `, string(body))
+		}
+	}
 }

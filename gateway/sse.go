@@ -1,9 +1,10 @@
 package gateway
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -64,18 +65,32 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 		_ = s.SetWriteBuffer(sseSendBuffer)
 	}
 	g.sseOpen.Add(1)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	// The stream takes the connection over once the handler returns (and
+	// every middleware has set its headers): its one goroutine writes the
+	// response head, then the events, straight to the socket. A body stream
+	// writer would hold a second goroutine, a pipe and three 4 KiB buffers
+	// per stream (docs/performance.md, footprint). The body is delimited by
+	// the connection's close, as the connection is not reused anyway.
+	fctx := c.Context()
+	fctx.Response.Header.SetContentLength(-1) // chunked
+	fctx.HijackSetNoResponse(true)
+	fctx.Hijack(func(hc net.Conn) {
 		defer g.sseOpen.Add(-1)
 		defer g.streams.release(who)
 		defer g.changes.unwatch(key, ch)
-		g.streamJob(&deadlineWriter{Writer: w, conn: conn, timeout: g.cfg.StreamWriteTimeout}, key, ch, lastSent)
+		w := newStreamWriter(hc, g.cfg.StreamWriteTimeout, fctx.Request.Header.IsHTTP11())
+		if err := w.head(fctx.Response.Header.Header()); err != nil {
+			return
+		}
+		g.streamJob(w, key, ch, lastSent)
+		w.end()
 	})
 	return nil
 }
 
 // streamJob writes events until the job is terminal, the client goes away
 // (a write fails) or the gateway stops.
-func (g *Gateway) streamJob(w *deadlineWriter, key string, ch chan *job.Record, lastSent uint64) {
+func (g *Gateway) streamJob(w *streamWriter, key string, ch chan *job.Record, lastSent uint64) {
 	beat := time.NewTicker(g.cfg.StreamHeartbeat)
 	defer beat.Stop()
 	// Read after the watch was registered, so no change is missed.
@@ -128,20 +143,83 @@ func (g *Gateway) streamJob(w *deadlineWriter, key string, ch chan *job.Record, 
 // sseSendBuffer is the socket send buffer of an event stream's connection.
 const sseSendBuffer = 16 << 10
 
-// deadlineWriter flushes an event stream with a write deadline: a client
-// that stopped reading fails the flush after timeout, which ends the stream
-// and frees its goroutine, watch and per-requester slot.
-type deadlineWriter struct {
-	*bufio.Writer
-	conn    interface{ SetWriteDeadline(time.Time) error }
+// streamWriter writes an event stream to its hijacked connection as HTTP/1.1
+// chunks, one per Flush, each with a write deadline: a client that stopped
+// reading fails the flush after timeout, which ends the stream and frees
+// its goroutine, watch and per-requester slot.
+type streamWriter struct {
+	conn    net.Conn
 	timeout time.Duration
+	// buf is the chunk being built: chunkRoom bytes kept for its size line,
+	// then the data.
+	buf []byte
+	// chunked: an HTTP/1.0 client knows no chunks; its body is what comes
+	// until the connection closes.
+	chunked bool
 }
 
-func (d *deadlineWriter) Flush() error {
-	if d.conn != nil {
-		_ = d.conn.SetWriteDeadline(time.Now().Add(d.timeout))
+// chunkRoom holds a chunk's size line: up to 8 hex digits and CRLF.
+const chunkRoom = 10
+
+// sseBuffer is the room an event stream's writer starts with: a job event
+// fits in one chunk.
+const sseBuffer = 2 << 10
+
+func newStreamWriter(conn net.Conn, timeout time.Duration, chunked bool) *streamWriter {
+	return &streamWriter{conn: conn, timeout: timeout, buf: make([]byte, chunkRoom, sseBuffer), chunked: chunked}
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+func (w *streamWriter) WriteString(s string) (int, error) {
+	w.buf = append(w.buf, s...)
+	return len(s), nil
+}
+
+// head writes the response head (status line and headers).
+func (w *streamWriter) head(h []byte) error {
+	if !w.chunked {
+		h = bytes.Replace(h, []byte("Transfer-Encoding: chunked\r\n"), nil, 1)
 	}
-	return d.Writer.Flush()
+	return w.send(h)
+}
+
+// Flush sends what was written since the last Flush as one chunk.
+func (w *streamWriter) Flush() error {
+	n := len(w.buf) - chunkRoom
+	if n == 0 {
+		return nil
+	}
+	if !w.chunked {
+		err := w.send(w.buf[chunkRoom:])
+		w.buf = w.buf[:chunkRoom]
+		return err
+	}
+	var hex [8]byte
+	size := strconv.AppendUint(hex[:0], uint64(n), 16)
+	start := chunkRoom - 2 - len(size)
+	copy(w.buf[start:], size)
+	w.buf[chunkRoom-2], w.buf[chunkRoom-1] = '\r', '\n'
+	w.buf = append(w.buf, '\r', '\n')
+	err := w.send(w.buf[start:])
+	w.buf = w.buf[:chunkRoom]
+	return err
+}
+
+// end sends the last chunk, so the client sees the body end cleanly.
+func (w *streamWriter) end() {
+	if w.chunked {
+		_ = w.send([]byte("0\r\n\r\n"))
+	}
+}
+
+func (w *streamWriter) send(p []byte) error {
+	_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	_, err := w.conn.Write(p)
+	return err
 }
 
 // SSEStreams counts open event streams (metrics, benchmarks).
