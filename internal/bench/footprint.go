@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -88,6 +89,13 @@ func (r *runner) footprintSuite(ctx context.Context) error {
 	if m, err := p.mem(); err == nil {
 		row.Note = fmt.Sprintf("%d streams open; %s", m.SSEStreams, memNote(m))
 	}
+	if r.o.ProfileDir != "" { // what the open streams hold
+		_ = os.MkdirAll(r.o.ProfileDir, 0o755)
+		path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "footprint-sse-heap.pprof"))
+		if _, err := p.call(Request{Op: opHeapProfile, Path: path}); err != nil {
+			r.logf("heap profile: %v", err)
+		}
+	}
 	closeStreams()
 	wg.Wait()
 	if streamErr != nil {
@@ -157,5 +165,6 @@ func (r *runner) footprintSuite(ctx context.Context) error {
 }
 
 func memNote(m *MemInfo) string {
-	return fmt.Sprintf("Go heap in use %.1f MiB, runtime total %.1f MiB, %d goroutines", mib(int64(m.HeapInuse)), mib(int64(m.Sys)), m.Goroutines)
+	return fmt.Sprintf("Go heap in use %.1f MiB, idle and kept %.1f MiB, stacks %.1f MiB, runtime total %.1f MiB, %d goroutines",
+		mib(int64(m.HeapInuse)), mib(int64(m.HeapIdle-m.Released)), mib(int64(m.StackInuse)), mib(int64(m.Sys)), m.Goroutines)
 }

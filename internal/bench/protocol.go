@@ -65,6 +65,9 @@ type Response struct {
 type MemInfo struct {
 	HeapInuse  uint64 `json:"heap_inuse"`
 	HeapSys    uint64 `json:"heap_sys"`
+	HeapIdle   uint64 `json:"heap_idle"`     // spans holding nothing, kept or released
+	Released   uint64 `json:"heap_released"` // of those, given back to the OS
+	StackInuse uint64 `json:"stack_inuse"`
 	Sys        uint64 `json:"sys"`
 	NumGC      uint32 `json:"num_gc"`
 	Goroutines int    `json:"goroutines"`

@@ -172,7 +172,7 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 	case opMem:
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		mi := &MemInfo{HeapInuse: ms.HeapInuse, HeapSys: ms.HeapSys, Sys: ms.Sys, NumGC: ms.NumGC, Goroutines: runtime.NumGoroutine()}
+		mi := &MemInfo{HeapInuse: ms.HeapInuse, HeapSys: ms.HeapSys, HeapIdle: ms.HeapIdle, Released: ms.HeapReleased, StackInuse: ms.StackInuse, Sys: ms.Sys, NumGC: ms.NumGC, Goroutines: runtime.NumGoroutine()}
 		if t.env.SSEStreams != nil {
 			mi.SSEStreams = t.env.SSEStreams()
 		}
