@@ -171,18 +171,9 @@ func TestRequesterConsumerNamesAreUnambiguous(t *testing.T) {
 // on it at 100,000 queued jobs).
 func TestListingALargeBacklogTakesABoundedShareOfTheTime(t *testing.T) {
 	t.Parallel()
-	emb, err := StartEmbedded(EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("fairqueue-test")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err = Provision(ctx, js, DefaultLayout())
-	require.NoError(t, err)
 	q, err := OpenFairQueue(ctx, js, FairConfig{Type: "permit_report", AckWait: time.Minute})
 	require.NoError(t, err)
 
@@ -216,18 +207,9 @@ func TestListingALargeBacklogTakesABoundedShareOfTheTime(t *testing.T) {
 // listing: a large backlog puts listings far apart (listShare).
 func TestANewTenantsWorkIsNoticedWithoutAListing(t *testing.T) {
 	t.Parallel()
-	emb, err := StartEmbedded(EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("fairqueue-test")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = Provision(ctx, js, DefaultLayout())
-	require.NoError(t, err)
 	q, err := OpenFairQueue(ctx, js, FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunningFor: map[string]int{"capped": 1}})
 	require.NoError(t, err)
 	defer q.Close()
@@ -246,4 +228,22 @@ func TestANewTenantsWorkIsNoticedWithoutAListing(t *testing.T) {
 	require.True(t, q.tenants["newcomer"].lanes["r1"].pending, "the requester's queue is pulled at the next pick")
 	require.True(t, q.tenants["capped"].lanes[""].pending, "a capped tenant's one queue")
 	require.Zero(t, q.listed, "no listing was made")
+}
+
+// provisioned is jobgate's layout on an embedded JetStream of its own.
+func provisioned(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	emb, err := StartEmbedded(EmbeddedConfig{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect("fairqueue-test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = Provision(ctx, js, DefaultLayout())
+	require.NoError(t, err)
+	return js
 }
