@@ -69,8 +69,9 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 	// every middleware has set its headers): its one goroutine writes the
 	// response head, then the events, straight to the socket. A body stream
 	// writer would hold a second goroutine, a pipe and three 4 KiB buffers
-	// per stream (docs/performance.md, footprint). The body is delimited by
-	// the connection's close, as the connection is not reused anyway.
+	// per stream (docs/performance.md, footprint). The body goes out in
+	// chunks (to an HTTP/1.0 client as it is, until the close), and the
+	// connection, not reused anyway, closes after the last.
 	fctx := c.Context()
 	fctx.Response.Header.SetContentLength(-1) // chunked
 	fctx.HijackSetNoResponse(true)
