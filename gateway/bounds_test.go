@@ -159,6 +159,7 @@ func TestAnEventStreamToAnHTTP10ClientIsNotChunked(t *testing.T) {
 		require.True(t, ok, "%q", got)
 		require.Contains(t, string(head), "200 OK")
 		require.Contains(t, string(head), "Content-Type: text/event-stream")
+		require.Contains(t, string(head), "\r\nDate: ")
 		if proto == "HTTP/1.0" {
 			require.NotContains(t, string(head), "Transfer-Encoding")
 			require.True(t, bytes.HasPrefix(body, []byte("retry: ")), "%q", body)
@@ -167,4 +168,17 @@ func TestAnEventStreamToAnHTTP10ClientIsNotChunked(t *testing.T) {
 			require.Regexp(t, `^[0-9a-f]+\r\nretry: `, string(body))
 		}
 	}
+}
+
+// HEAD on an event stream answers the head a GET would get and opens no
+// stream.
+func TestHeadOfAnEventStreamOpensNone(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t)
+	tok := b.token(t, "4", "reviewer-47", false)
+	id := b.submit(t, tok, "k", permit).job(t).ID
+	r := b.do(t, http.MethodHead, "/v1/jobs/"+id+"/events", tok, "")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, "text/event-stream", r.header.Get("Content-Type"))
+	require.Zero(t, g.SSEStreams())
 }

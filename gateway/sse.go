@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.SendStatus(fiber.StatusNoContent)
 	}
+	if c.Method() == fiber.MethodHead { // the head a GET would get, no stream
+		c.Set(fiber.HeaderContentType, "text/event-stream")
+		c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
+		return c.SendStatus(fiber.StatusOK)
+	}
 	who := requesterOf(c)
 	if !g.streams.acquire(who) {
 		return g.streams.refuse(c)
@@ -73,7 +79,8 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 	// chunks (to an HTTP/1.0 client as it is, until the close), and the
 	// connection, not reused anyway, closes after the last.
 	fctx := c.Context()
-	fctx.Response.Header.SetContentLength(-1) // chunked
+	fctx.Response.Header.Set(fiber.HeaderDate, time.Now().UTC().Format(http.TimeFormat)) // fasthttp adds it only to what it writes
+	fctx.Response.Header.SetContentLength(-1)                                            // chunked
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(hc net.Conn) {
 		defer g.sseOpen.Add(-1)
