@@ -238,15 +238,31 @@ func (q *FairQueue) notice(m *nats.Msg) {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t := q.tenants[tenant]
+	t := q.tenantLocked(tenant)
+	t.sawWork(now)
+	t.markWork(requester, now)
+}
+
+// tenantLocked returns the tenant's queues, added if new (q.mu held).
+func (q *FairQueue) tenantLocked(name string) *tenantQueue {
+	t := q.tenants[name]
 	if t == nil {
-		t = &tenantQueue{name: tenant, weight: q.cfg.weight(tenant), fresh: true, seen: now,
-			capped: q.cfg.Capped(tenant), lanes: map[string]*lane{}}
-		q.tenants[tenant] = t
-	} else {
-		t.fresh = t.fresh || !t.pending
-		t.seen = now
+		t = &tenantQueue{name: name, weight: q.cfg.weight(name), capped: q.cfg.Capped(name), lanes: map[string]*lane{}}
+		q.tenants[name] = t
 	}
+	return t
+}
+
+// sawWork notes that the tenant had work at now: a tenant whose work comes
+// back takes the next pick (fresh).
+func (t *tenantQueue) sawWork(now time.Time) {
+	t.fresh = t.fresh || !t.pending
+	t.seen = later(t.seen, now)
+}
+
+// markWork marks the requester's queue (a capped tenant's one queue) as
+// having work at now.
+func (t *tenantQueue) markWork(requester string, now time.Time) {
 	if t.capped {
 		requester = ""
 	}
@@ -255,7 +271,7 @@ func (q *FairQueue) notice(m *nats.Msg) {
 		l = &lane{tenant: t, requester: requester}
 		t.lanes[requester] = l
 	}
-	l.seen = now
+	l.seen = later(l.seen, now)
 	setPending(l, true)
 }
 
@@ -710,24 +726,15 @@ func (q *FairQueue) scan(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.scannedAt, q.lastSeq = now, subj.State.LastSeq
+	for name := range with {
+		q.tenantLocked(name).sawWork(now)
+	}
 	for name, t := range q.tenants {
-		switch {
-		case with[name] != nil:
-			t.fresh = t.fresh || !t.pending
-			t.seen = later(t.seen, now)
-		case now.Sub(t.seen) > keepIdle:
+		if with[name] == nil && now.Sub(t.seen) > keepIdle {
 			delete(q.tenants, name)
 			continue
 		}
 		t.update(with[name], now)
-	}
-	for name, requesters := range with {
-		if _, ok := q.tenants[name]; !ok {
-			t := &tenantQueue{name: name, weight: q.cfg.weight(name), fresh: true, seen: now,
-				capped: q.cfg.Capped(name), lanes: map[string]*lane{}}
-			q.tenants[name] = t
-			t.update(requesters, now)
-		}
 	}
 	return nil
 }
@@ -740,13 +747,7 @@ func (t *tenantQueue) update(requesters map[string]bool, now time.Time) {
 		requesters = map[string]bool{"": true}
 	}
 	for r := range requesters {
-		l := t.lanes[r]
-		if l == nil {
-			l = &lane{tenant: t, requester: r}
-			t.lanes[r] = l
-		}
-		l.seen = later(l.seen, now)
-		setPending(l, true)
+		t.markWork(r, now)
 	}
 	var idle []*lane
 	for r, l := range t.lanes {
