@@ -99,7 +99,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	// Ending the caller's context stops the dispatcher's loops as Stop does.
 	runCtx, cancel := context.WithCancel(ctx)
 	d.cancel = cancel
-	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	sctx, scancel := context.WithTimeout(ctx, natsjs.StartBound)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
 		d.startRelay, d.startIndexer, d.startSweeper,

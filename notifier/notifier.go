@@ -119,10 +119,6 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 	return n, nil
 }
 
-// startBound bounds Start (each consumer create in it is tried again,
-// natsjs.StartTry per try).
-const startBound = 30 * time.Second
-
 // Start binds to the durable consumers (the events', and one per
 // destination) and starts the workers. It returns once events flow; Stop
 // ends them. Deliveries run on a context of their own (ctx's values, not
@@ -143,7 +139,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 	}
 	// Each consumer create is tried again while the cluster elects a
 	// leader (natsjs.UntilAvailable), within one bound for the start.
-	sctx, scancel := context.WithTimeout(ctx, startBound)
+	sctx, scancel := context.WithTimeout(ctx, natsjs.StartBound)
 	defer scancel()
 	// The destinations first: the router's tasks find their consumers.
 	for _, d := range n.dests {

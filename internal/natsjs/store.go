@@ -192,6 +192,11 @@ func Unavailable(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
+// StartBound bounds a service's whole start (its consumer creates, each
+// tried again within it): a process that cannot start says so instead of
+// waiting for ever.
+const StartBound = 30 * time.Second
+
 // StartTry bounds one try of a JetStream call a service makes while it
 // starts (a consumer create, say): a cluster operation whose answer a
 // leader change can lose, so a call waiting for it would use up the whole
