@@ -29,17 +29,16 @@ type Workers struct {
 	// give their jobs back to the queue.
 	interrupt chan struct{}
 
-	mu      sync.Mutex
-	started bool
-	nc      *nats.Conn
-	ownConn bool
-	res     *natsjs.Resources
-	cancel  context.CancelFunc
-	// closeQueues ends the work queues' notices (natsjs.FairQueue.Close).
-	closeQueues func()
-	pulls       sync.WaitGroup
-	bg          sync.WaitGroup
-	stopOnce    sync.Once
+	mu       sync.Mutex
+	started  bool
+	nc       *nats.Conn
+	ownConn  bool
+	res      *natsjs.Resources
+	cancel   context.CancelFunc
+	queues   []*natsjs.FairQueue // one per type, once started
+	pulls    sync.WaitGroup
+	bg       sync.WaitGroup
+	stopOnce sync.Once
 
 	// running holds the keys of the jobs this process is running: a record
 	// that names this worker for a job not in it is a claim whose answer
@@ -133,38 +132,30 @@ func (w *Workers) Start(ctx context.Context) error {
 	if err := w.connect(ctx); err != nil {
 		return err
 	}
-	queues := make([]*natsjs.FairQueue, len(w.types))
-	closeQueues := func() {
-		for _, q := range queues {
-			if q != nil {
-				q.Close()
-			}
-		}
-	}
+	w.queues = make([]*natsjs.FairQueue, len(w.types))
 	for i, t := range w.types {
 		d := t.decl
 		d.DeclaredAt = w.cfg.Now().UTC()
 		err := untilAvailable(ctx, func(ctx context.Context) error { return w.res.Types.Declare(ctx, &d) })
 		if err != nil {
-			closeQueues()
+			w.closeQueues()
 			w.closeConn()
 			return fmt.Errorf("worker: declare %s: %w", d.Name, err)
 		}
 		err = untilAvailable(ctx, func(ctx context.Context) (err error) {
-			queues[i], err = natsjs.OpenFairQueue(ctx, w.res.JS, natsjs.FairConfig{
+			w.queues[i], err = natsjs.OpenFairQueue(ctx, w.res.JS, natsjs.FairConfig{
 				Type: d.Name, AckWait: w.cfg.AckWait, MaxRunning: w.cfg.TenantMaxRunning,
 				MaxRunningFor: w.cfg.TenantMaxRunningFor, Weights: w.cfg.TenantWeights, Scan: w.cfg.WorkScan,
 			})
 			return err
 		})
 		if err != nil {
-			closeQueues()
+			w.closeQueues()
 			w.closeConn()
 			return fmt.Errorf("worker: work queue of %s: %w", d.Name, err)
 		}
 	}
 	w.started = true
-	w.closeQueues = closeQueues
 	runCtx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	started := w.cfg.Now().UTC()
@@ -186,11 +177,11 @@ func (w *Workers) Start(ctx context.Context) error {
 	for i, t := range w.types {
 		for range t.concurrency {
 			w.pulls.Add(1)
-			go w.pullLoop(runCtx, t, queues[i], false)
+			go w.pullLoop(runCtx, t, w.queues[i], false)
 		}
 		for range w.cfg.NewcomerSlots {
 			w.pulls.Add(1)
-			go w.pullLoop(runCtx, t, queues[i], true)
+			go w.pullLoop(runCtx, t, w.queues[i], true)
 		}
 		w.log.Info("worker started", "type", t.decl.Name, "concurrency", t.concurrency, "attempts", t.decl.Attempts,
 			"timeout", t.decl.Timeout())
@@ -222,6 +213,15 @@ func (w *Workers) connect(ctx context.Context) error {
 	}
 	w.res = res
 	return nil
+}
+
+// closeQueues ends the work queues' notices (natsjs.FairQueue.Close).
+func (w *Workers) closeQueues() {
+	for _, q := range w.queues {
+		if q != nil {
+			q.Close()
+		}
+	}
 }
 
 func (w *Workers) closeConn() {
