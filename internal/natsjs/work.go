@@ -14,11 +14,14 @@ import (
 // messages published per job and dispatch generation, looked up per job.
 // Its errors wrap job.ErrUnavailable and ErrWorkGone.
 type WorkQueue struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	stream *streamRef // for a job's work message (Pending)
 }
 
 // NewWorkQueue returns the work queue on js (Provision returns one).
-func NewWorkQueue(js jetstream.JetStream) *WorkQueue { return &WorkQueue{js: js} }
+func NewWorkQueue(js jetstream.JetStream) *WorkQueue {
+	return &WorkQueue{js: js, stream: newStreamRef(js, StreamWork)}
+}
 
 // Publish puts a job on the work queue. Publishing the same job and
 // generation twice within the duplicate window stores one message.
@@ -29,7 +32,11 @@ func (q *WorkQueue) Publish(ctx context.Context, r *job.Record, generation int) 
 // Pending reports the work message of a job and whether its type's workers
 // were handed it yet (see WorkState).
 func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, error) {
-	return pendingWork(ctx, q.js, r)
+	s, err := q.stream.get(ctx)
+	if err != nil {
+		return WorkState{}, err
+	}
+	return pendingWork(ctx, q.js, s, r)
 }
 
 // EventStream is the JOBGATE_EVENTS stream: one event per stored change of
