@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -89,13 +88,7 @@ func (r *runner) footprintSuite(ctx context.Context) error {
 	if m, err := p.mem(); err == nil {
 		row.Note = fmt.Sprintf("%d streams open; %s", m.SSEStreams, memNote(m))
 	}
-	if r.o.ProfileDir != "" { // what the open streams hold
-		_ = os.MkdirAll(r.o.ProfileDir, 0o755)
-		path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "footprint-sse-heap.pprof"))
-		if _, err := p.call(Request{Op: opHeapProfile, Path: path}); err != nil {
-			r.logf("heap profile: %v", err)
-		}
-	}
+	r.profile(p, opHeapProfile, "footprint-sse-heap.pprof") // what the open streams hold
 	closeStreams()
 	wg.Wait()
 	if streamErr != nil {
@@ -150,12 +143,7 @@ func (r *runner) footprintSuite(ctx context.Context) error {
 	if relayLag > 0 {
 		rss.Note += fmt.Sprintf("; the relay had %d work messages still to publish", relayLag)
 	}
-	if r.o.ProfileDir != "" {
-		path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "footprint-heap.pprof"))
-		if _, err := p.call(Request{Op: opHeapProfile, Path: path}); err != nil {
-			r.logf("heap profile: %v", err)
-		}
-	}
+	r.profile(p, opHeapProfile, "footprint-heap.pprof")
 	if adm.Ops > 0 {
 		per := float64(after-before) / float64(adm.Ops)
 		r.rep.add(Row{Section: SecFootprint, Name: "bytes on disk per admitted job (record, work message, event)", Fsync: "default",

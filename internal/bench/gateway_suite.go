@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -170,21 +169,11 @@ func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 		half := adm.Value / 2
 		r.logf("admission at half the saturated rate (%.0f/s), fsync %s", half, fs)
 		var ps Summary
-		if p != nil && r.o.ProfileDir != "" {
-			// An execution trace says where the tail comes from (go tool
-			// trace: GC, scheduling, the stream's flush); docs/performance.md.
-			path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, "admission-half-"+fs+".trace"))
-			if _, err := p.call(Request{Op: opTraceStart, Path: path}); err != nil {
-				r.logf("trace: %v", err)
-			}
-		}
-		u := r.measure(p, "admission-half-"+fs, func() {
-			ps = pacedLoop(ctx, n*4, half, r.o.Duration, func(w, i int) error {
-				st, _, err := a.submit(tokens[w%n], keyPrefix+"half-"+strconv.Itoa(i), body)
-				return expect(st, http.StatusAccepted, err)
-			})
-		})
-		if p != nil && r.o.ProfileDir != "" {
+		// An execution trace says where the tail comes from (go tool
+		// trace: GC, scheduling, the stream's flush); docs/performance.md.
+		tracing := r.profile(p, opTraceStart, "admission-half-"+fs+".trace")
+		u := r.measure(p, "admission-half-"+fs, func() { ps = r.admitPaced(ctx, a, tokens, half, keyPrefix+"half-", body) })
+		if tracing {
 			_, _ = p.call(Request{Op: opTraceStop})
 		}
 		row := r.rep.add(Row{Section: SecAdmission, Name: fmt.Sprintf("new keys at half rate (%.0f/s offered), p99", half), Fsync: fs,
@@ -201,6 +190,17 @@ func (r *runner) gatewaySuite(ctx context.Context, always bool) error {
 	return nil
 }
 
+// admitPaced offers admissions of new keys (prefix and a number) at rate,
+// open loop, for the run's duration, from four times as many goroutines as
+// there are clients.
+func (r *runner) admitPaced(ctx context.Context, a *api, tokens []string, rate float64, prefix string, body []byte) Summary {
+	n := len(tokens)
+	return pacedLoop(ctx, n*4, rate, r.o.Duration, func(w, i int) error {
+		st, _, err := a.submit(tokens[w%n], prefix+strconv.Itoa(i), body)
+		return expect(st, http.StatusAccepted, err)
+	})
+}
+
 // halfRateWithoutGC offers the half rate again with the target's garbage
 // collector off, and relates that p99 to the one with it: what the GC adds
 // to the tail (docs/performance.md, "The tail"). The heap grows by what the
@@ -215,14 +215,8 @@ func (r *runner) halfRateWithoutGC(ctx context.Context, p *proc, a *api, tokens 
 		return
 	}
 	r.logf("admission at half the saturated rate (%.0f/s), the target's GC off", half)
-	n := len(tokens)
 	var s Summary
-	u := r.measure(p, "admission-half-nogc", func() {
-		s = pacedLoop(ctx, n*4, half, r.o.Duration, func(w, i int) error {
-			st, _, err := a.submit(tokens[w%n], keyPrefix+"half-nogc-"+strconv.Itoa(i), body)
-			return expect(st, http.StatusAccepted, err)
-		})
-	})
+	u := r.measure(p, "admission-half-nogc", func() { s = r.admitPaced(ctx, a, tokens, half, keyPrefix+"half-nogc-", body) })
 	if _, err := p.call(Request{Op: opGCPercent, Percent: prev.Percent}); err != nil {
 		r.logf("gc back on: %v", err)
 	}

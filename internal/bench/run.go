@@ -311,18 +311,28 @@ func (r *runner) measure(p *proc, name string, fn func()) usage {
 	pid := 0
 	if p != nil {
 		pid = p.ready.PID
-		if r.o.ProfileDir != "" {
-			_ = os.MkdirAll(r.o.ProfileDir, 0o755)
-			path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, name+".pprof"))
-			if _, err := p.call(Request{Op: opProfileStart, Path: path}); err != nil {
-				r.logf("profile %s: %v", name, err)
-			}
+		if r.profile(p, opProfileStart, name+".pprof") {
 			defer func() { _, _ = p.call(Request{Op: opProfileStop}) }()
 		}
 	}
 	m := startCPU(pid)
 	fn()
 	return m.cores()
+}
+
+// profile has the target write (op opHeapProfile) or start (opProfileStart,
+// opTraceStart) a profile called name in --profile-dir; it reports whether
+// it asked, which it does only when a directory was given.
+func (r *runner) profile(p *proc, op, name string) bool {
+	if p == nil || r.o.ProfileDir == "" {
+		return false
+	}
+	_ = os.MkdirAll(r.o.ProfileDir, 0o755)
+	path, _ := filepath.Abs(filepath.Join(r.o.ProfileDir, name))
+	if _, err := p.call(Request{Op: op, Path: path}); err != nil {
+		r.logf("%s %s: %v", op, name, err)
+	}
+	return true
 }
 
 // permitBody is a valid submission of pages pages.
