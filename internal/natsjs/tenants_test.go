@@ -183,18 +183,13 @@ func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
 func TestAWorkerWithItsCredentialsSwitchesATenantsQueues(t *testing.T) {
 	t.Parallel()
 	b := setupTenantAuth(t)
-	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: b.emb.ClientURL(), User: natsjs.WorkerUser,
-		Password: natsjs.WorkerPassword(b.secret), InboxPrefix: natsjs.WorkerInboxPrefix})
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := natsjs.NewJetStream(nc)
-	require.NoError(t, err)
+	_, js := b.asWorker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	capped := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunning: 1, Scan: 10 * time.Millisecond}
 	open := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, Scan: 10 * time.Millisecond}
-	_, err = b.res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, capped.TenantWorkConsumer("A"))
+	_, err := b.res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, capped.TenantWorkConsumer("A"))
 	require.NoError(t, err)
 	for i, cfg := range []natsjs.FairConfig{open, capped} {
 		r := newRecord("A", "r1", "job_"+string(rune('a'+i)))
@@ -217,12 +212,7 @@ func TestAWorkerWithItsCredentialsSwitchesATenantsQueues(t *testing.T) {
 func TestAWorkerWithItsCredentialsIsNoticedOfNewWork(t *testing.T) {
 	t.Parallel()
 	b := setupTenantAuth(t)
-	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: b.emb.ClientURL(), User: natsjs.WorkerUser,
-		Password: natsjs.WorkerPassword(b.secret), InboxPrefix: natsjs.WorkerInboxPrefix})
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := natsjs.NewJetStream(nc)
-	require.NoError(t, err)
+	nc, js := b.asWorker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	q, err := natsjs.OpenFairQueue(ctx, js, natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute})
@@ -232,4 +222,16 @@ func TestAWorkerWithItsCredentialsIsNoticedOfNewWork(t *testing.T) {
 	require.NoError(t, b.res.Work.Publish(ctx, newRecord("A", "r1", "job_n"), 0))
 	require.Eventually(t, func() bool { return slices.Contains(q.Tenants(), "A") }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, nc.LastError(), "no permissions violation")
+}
+
+// asWorker connects over the listener with the worker credentials.
+func (b *tenantBundle) asWorker(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: b.emb.ClientURL(), User: natsjs.WorkerUser,
+		Password: natsjs.WorkerPassword(b.secret), InboxPrefix: natsjs.WorkerInboxPrefix})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.NewJetStream(nc)
+	require.NoError(t, err)
+	return nc, js
 }
