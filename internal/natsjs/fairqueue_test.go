@@ -236,17 +236,26 @@ func TestANewTenantsWorkIsNoticedWithoutAListing(t *testing.T) {
 // provisioned is jobgate's layout on an embedded JetStream of its own.
 func provisioned(t *testing.T) jetstream.JetStream {
 	t.Helper()
+	js := emptyJetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Provision(ctx, js, DefaultLayout())
+	require.NoError(t, err)
+	return js
+}
+
+// emptyJetStream starts an embedded JetStream of its own, nothing
+// provisioned, and returns a handle on it (EmptyJetStream to the package's
+// external tests).
+func emptyJetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
 	emb, err := StartEmbedded(EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("fairqueue-test")
+	nc, err := emb.Connect(t.Name())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err = Provision(ctx, js, DefaultLayout())
 	require.NoError(t, err)
 	return js
 }

@@ -17,15 +17,7 @@ import (
 // handle on it, nothing provisioned yet.
 func setupProvision(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect("provision-test")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	return js
+	return natsjs.EmptyJetStream(t)
 }
 
 func provision(js jetstream.JetStream, l natsjs.Layout) (*natsjs.Resources, error) {
