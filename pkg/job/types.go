@@ -27,6 +27,10 @@ type TypeDecl struct {
 	ContentType string `json:"content_type"`
 	// DeclaredAt is when this version of the declaration was written.
 	DeclaredAt time.Time `json:"declared_at"`
+	// Owner is the id of the worker credential that declared the type
+	// first (internal/wire.CredentialID): only it may declare the type
+	// again or run its jobs, until an operator deletes the type.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Limits of a declaration.
