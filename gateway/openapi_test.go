@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,4 +76,19 @@ func TestOpenAPIServerIsRelative(t *testing.T) {
 	require.Equal(t, OpenAPI(), r.body)
 	require.Contains(t, string(r.body), "servers:\n  - url: /\n")
 	require.NotContains(t, string(r.body), "127.0.0.1")
+}
+
+// The document states the licence the repository is under (LICENSE, the
+// Apache License 2.0), by its SPDX identifier.
+func TestOpenAPILicenceIsTheRepositorys(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI())
+	require.NoError(t, err)
+	require.NotNil(t, doc.Info.License)
+	require.Equal(t, "Apache-2.0", doc.Info.License.Name)
+	require.Equal(t, "Apache-2.0", doc.Info.License.Identifier, "the SPDX identifier (OpenAPI 3.1 info.license.identifier)")
+	text, err := os.ReadFile("../LICENSE")
+	require.NoError(t, err)
+	require.Contains(t, string(text), "Apache License\n                           Version 2.0, January 2004")
+	require.Contains(t, string(text), "END OF TERMS AND CONDITIONS")
 }
