@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
 )
@@ -20,6 +21,11 @@ type Config struct {
 	Listener net.Listener
 	// AuthSecret verifies bearer tokens (HS256). Required.
 	AuthSecret []byte
+	// AuthAudience and AuthIssuer, when set, are the aud and iss every
+	// bearer token must carry (and what /dev/token writes). Empty: not
+	// checked.
+	AuthAudience string
+	AuthIssuer   string
 	// LinkTTL is the lifetime of a signed result link (default 5m).
 	LinkTTL time.Duration
 	// MaxWait caps ?wait= long-polls (default 30s).
@@ -91,6 +97,12 @@ func (c *Config) withDefaults() Config {
 		out.Now = time.Now
 	}
 	return out
+}
+
+// authOptions are the token rules of the deployment, for verifying and
+// for the development sign-in's minting alike.
+func (c *Config) authOptions() []auth.Option {
+	return []auth.Option{auth.WithAudience(c.AuthAudience), auth.WithIssuer(c.AuthIssuer)}
 }
 
 func (c *Config) validate() error {

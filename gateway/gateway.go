@@ -134,7 +134,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{
 		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, index: d.index, log: log,
 		types:    newTypeRegistry(d.types, log),
-		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now),
+		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),

@@ -151,7 +151,7 @@ func (g *Gateway) devToken(c *fiber.Ctx) error {
 		return writeProblem(c, &job.ValidationError{Errors: bad})
 	}
 	now := g.cfg.Now()
-	tok, err := auth.Mint(g.cfg.AuthSecret, auth.Identity{Tenant: tenant, Requester: subject}, devTokenTTL, now)
+	tok, err := auth.Mint(g.cfg.AuthSecret, auth.Identity{Tenant: tenant, Requester: subject}, devTokenTTL, now, g.cfg.authOptions()...)
 	if err != nil {
 		g.log.Error("dev token", "err", err)
 		return writeProblem(c, err)

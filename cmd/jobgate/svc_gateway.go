@@ -16,6 +16,8 @@ func newGateway(rt *process, serve bool) (service, error) {
 		Addr:                     rt.cfg.HTTPAddr,
 		Listener:                 rt.httpListener,
 		AuthSecret:               secret,
+		AuthAudience:             rt.cfg.AuthAudience,
+		AuthIssuer:               rt.cfg.AuthIssuer,
 		LinkTTL:                  rt.cfg.ResultLinkTTL,
 		ReadRate:                 rt.cfg.Gateway.ReadRate,
 		ReadBurst:                rt.cfg.Gateway.ReadBurst,

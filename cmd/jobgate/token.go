@@ -31,7 +31,8 @@ func (m *Main) runToken(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tok, err := auth.Mint(secret, auth.Identity{Tenant: *tenant, Requester: *subject, Admin: *admin}, *ttl, time.Now())
+	tok, err := auth.Mint(secret, auth.Identity{Tenant: *tenant, Requester: *subject, Admin: *admin}, *ttl, time.Now(),
+		auth.WithAudience(cfg.AuthAudience), auth.WithIssuer(cfg.AuthIssuer))
 	if err != nil {
 		return &usageError{"token: " + err.Error()}
 	}

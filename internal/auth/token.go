@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,25 +23,99 @@ type Identity struct {
 	Expires   time.Time
 }
 
-type claims struct {
-	Tenant string `json:"tenant"`
-	Admin  bool   `json:"admin,omitempty"`
-	jwt.RegisteredClaims
+// MaxIssuedAtSkew is how far in the future a token's iat may lie (the
+// minting machine's clock ahead of this one's); later, it is refused.
+const MaxIssuedAtSkew = 60 * time.Second
+
+// Option says what a deployment's tokens carry beyond the identity: Mint
+// writes it into a token, a Verifier requires it of one.
+type Option func(*policy)
+
+type policy struct {
+	audience, issuer string
 }
 
-// Mint signs a token for id valid for ttl.
-func Mint(secret []byte, id Identity, ttl time.Duration, now time.Time) (string, error) {
+// WithAudience: tokens name aud (the aud claim, a string or an array holding
+// it). Empty: no aud is written, none is checked.
+func WithAudience(aud string) Option { return func(p *policy) { p.audience = aud } }
+
+// WithIssuer: tokens name iss (the iss claim). Empty: no iss is written,
+// none is checked.
+func WithIssuer(iss string) Option { return func(p *policy) { p.issuer = iss } }
+
+func policyOf(opts []Option) policy {
+	var p policy
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+// claims is the payload of a token. The times are whole seconds (seconds
+// refuses anything but a JSON integer), unlike jwt.NumericDate, which also
+// takes fractions and numbers in strings.
+type claims struct {
+	Tenant    string           `json:"tenant"`
+	Admin     bool             `json:"admin,omitempty"`
+	Subject   string           `json:"sub,omitempty"`
+	Issuer    string           `json:"iss,omitempty"`
+	Audience  jwt.ClaimStrings `json:"aud,omitempty"`
+	ExpiresAt *seconds         `json:"exp,omitempty"`
+	NotBefore *seconds         `json:"nbf,omitempty"`
+	IssuedAt  *seconds         `json:"iat,omitempty"`
+}
+
+// seconds is a NumericDate (RFC 7519) in whole seconds. Decoding takes only
+// a JSON number that is an integer: "exp": "1767225600" (a string) and
+// "exp": 1767225600.5 are errors, so the token is refused.
+type seconds int64
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	// encoding/json hands over one valid JSON value; of those only an
+	// integer number parses.
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("NumericDate must be a JSON integer, got %.20s", b)
+	}
+	*s = seconds(n)
+	return nil
+}
+
+func secondsOf(t time.Time) *seconds {
+	s := seconds(t.Unix())
+	return &s
+}
+
+func (s *seconds) date() *jwt.NumericDate {
+	if s == nil {
+		return nil
+	}
+	return jwt.NewNumericDate(time.Unix(int64(*s), 0))
+}
+
+// The jwt.Claims methods, for the parser's exp, nbf, aud and iss checks.
+func (c *claims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt.date(), nil }
+func (c *claims) GetNotBefore() (*jwt.NumericDate, error)      { return c.NotBefore.date(), nil }
+func (c *claims) GetIssuedAt() (*jwt.NumericDate, error)       { return c.IssuedAt.date(), nil }
+func (c *claims) GetIssuer() (string, error)                   { return c.Issuer, nil }
+func (c *claims) GetSubject() (string, error)                  { return c.Subject, nil }
+func (c *claims) GetAudience() (jwt.ClaimStrings, error)       { return c.Audience, nil }
+
+// Mint signs a token for id valid for ttl, with the audience and issuer
+// opts give.
+func Mint(secret []byte, id Identity, ttl time.Duration, now time.Time, opts ...Option) (string, error) {
 	if !job.ValidScopeID(id.Tenant) || !job.ValidScopeID(id.Requester) {
 		return "", fmt.Errorf("tenant and subject must match [A-Za-z0-9_-]{1,64}")
 	}
 	if ttl <= 0 {
 		return "", errors.New("ttl must be positive")
 	}
-	c := claims{Tenant: id.Tenant, Admin: id.Admin, RegisteredClaims: jwt.RegisteredClaims{
-		Subject:   id.Requester,
-		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-	}}
+	p := policyOf(opts)
+	c := &claims{Tenant: id.Tenant, Admin: id.Admin, Subject: id.Requester, Issuer: p.issuer,
+		IssuedAt: secondsOf(now), ExpiresAt: secondsOf(now.Add(ttl))}
+	if p.audience != "" {
+		c.Audience = jwt.ClaimStrings{p.audience}
+	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
 }
 
@@ -49,17 +124,27 @@ func Mint(secret []byte, id Identity, ttl time.Duration, now time.Time) (string,
 type Verifier struct {
 	secret []byte
 	now    func() time.Time
+	parser *jwt.Parser
 	mu     sync.Mutex
 	cache  map[string]*Identity // never modified once stored
 }
 
 // NewVerifier returns a verifier for tokens signed with secret, judging
-// expiry by now (time.Now when nil).
-func NewVerifier(secret []byte, now func() time.Time) *Verifier {
+// expiry by now (time.Now when nil). With WithAudience or WithIssuer a token
+// must carry that aud or iss.
+func NewVerifier(secret []byte, now func() time.Time, opts ...Option) *Verifier {
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{secret: secret, now: now, cache: make(map[string]*Identity)}
+	p := policyOf(opts)
+	popts := []jwt.ParserOption{jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(now)}
+	if p.audience != "" {
+		popts = append(popts, jwt.WithAudience(p.audience))
+	}
+	if p.issuer != "" {
+		popts = append(popts, jwt.WithIssuer(p.issuer))
+	}
+	return &Verifier{secret: secret, now: now, parser: jwt.NewParser(popts...), cache: make(map[string]*Identity)}
 }
 
 const maxCached = 10000
@@ -76,6 +161,12 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 
 // VerifyShared is Verify returning the cached identity itself, which the
 // caller must not modify: a request can keep it without a copy on the heap.
+//
+// Besides the signature (HS256 only) a token must have an integer exp that
+// has not passed, no nbf still ahead, no iat more than MaxIssuedAtSkew
+// ahead, no crit header (RFC 7515 §4.1.11: jobgate understands no
+// extension, so any it is told to understand is one it does not), the
+// configured aud and iss, and well-formed tenant and sub claims.
 func (v *Verifier) VerifyShared(token string) (*Identity, error) {
 	now := v.now()
 	v.mu.Lock()
@@ -90,15 +181,22 @@ func (v *Verifier) VerifyShared(token string) (*Identity, error) {
 		v.mu.Unlock()
 	}
 	var c claims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil },
-		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(v.now))
+	_, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		if _, ok := t.Header["crit"]; ok {
+			return nil, errors.New("crit header names extensions this verifier does not understand")
+		}
+		return v.secret, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", job.ErrUnauthorized, err)
+	}
+	if c.IssuedAt != nil && time.Unix(int64(*c.IssuedAt), 0).After(now.Add(MaxIssuedAtSkew)) {
+		return nil, fmt.Errorf("%w: iat is in the future", job.ErrUnauthorized)
 	}
 	if !job.ValidScopeID(c.Tenant) || !job.ValidScopeID(c.Subject) {
 		return nil, fmt.Errorf("%w: tenant or sub claim malformed", job.ErrUnauthorized)
 	}
-	id = &Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Expires: c.ExpiresAt.Time}
+	id = &Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Expires: time.Unix(int64(*c.ExpiresAt), 0)}
 	v.mu.Lock()
 	if len(v.cache) >= maxCached {
 		clear(v.cache) // bounded; a cold miss only costs one verification

@@ -1,8 +1,12 @@
 package auth
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -82,4 +86,100 @@ func TestLoadSecret(t *testing.T) {
 	s3, err := LoadSecret("configured", dir, false)
 	require.NoError(t, err)
 	require.Equal(t, []byte("configured"), s3)
+}
+
+// signRaw signs a token whose header and payload are the JSON given, byte
+// for byte, so a test can write claims no library would.
+func signRaw(secret []byte, header, payload string) string {
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(payload))
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(signing))
+	return signing + "." + enc.EncodeToString(mac.Sum(nil))
+}
+
+const hs256 = `{"alg":"HS256","typ":"JWT"}`
+
+// Claims that encoding/json or jwt.NumericDate would take but that no
+// token of this deployment carries are refused: a non-integer exp (a
+// string, a fraction, an exponent), an iat ahead of the clock by more than
+// the allowed skew, and a crit header (RFC 7515 §4.1.11: the extensions it
+// names are ones this verifier does not understand).
+func TestVerifyRefusesOddClaims(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	now := time.Unix(1_800_000_000, 0)
+	v := NewVerifier(secret, func() time.Time { return now })
+	exp := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
+	iat := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+	ok := func(payload string) {
+		t.Helper()
+		_, err := v.Verify(signRaw(secret, hs256, payload))
+		require.NoError(t, err, payload)
+	}
+	refused := func(header, payload string) {
+		t.Helper()
+		_, err := v.Verify(signRaw(secret, header, payload))
+		require.ErrorIs(t, err, job.ErrUnauthorized, "%s %s", header, payload)
+	}
+	ok(`{"tenant":"4","sub":"x","exp":` + exp + `}`)
+	ok(`{"tenant":"4","sub":"x","exp":` + exp + `,"iat":` + iat(0) + `}`)
+	ok(`{"tenant":"4","sub":"x","exp":` + exp + `,"iat":` + iat(MaxIssuedAtSkew) + `}`)
+	ok(`{"tenant":"4","sub":"x","exp":` + exp + `,"iat":` + iat(-24*time.Hour) + `}`)
+
+	refused(hs256, `{"tenant":"4","sub":"x","exp":"`+exp+`"}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":`+exp+`.5}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":`+exp+`.0}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":1.9e9}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":null}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":true}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":`+exp+`,"iat":`+iat(MaxIssuedAtSkew+time.Second)+`}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":`+exp+`,"iat":`+iat(24*time.Hour)+`}`)
+	refused(hs256, `{"tenant":"4","sub":"x","exp":`+exp+`,"iat":"`+iat(0)+`"}`)
+	refused(`{"alg":"HS256","typ":"JWT","crit":["exp"]}`, `{"tenant":"4","sub":"x","exp":`+exp+`}`)
+	refused(`{"alg":"HS256","crit":["b64"],"b64":false}`, `{"tenant":"4","sub":"x","exp":`+exp+`}`)
+	refused(`{"alg":"HS256","crit":[]}`, `{"tenant":"4","sub":"x","exp":`+exp+`}`)
+}
+
+// With an audience and an issuer configured a token must name both (aud as
+// a string or in an array); without, neither is looked at. Mint writes
+// what it is given, so `jobgate token` mints tokens the gateway takes.
+func TestAudienceAndIssuer(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	now := time.Now()
+	exp := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
+	strict := NewVerifier(secret, nil, WithAudience("jobgate-api"), WithIssuer("https://login.example.com"))
+	lax := NewVerifier(secret, nil)
+	for payload, want := range map[string]bool{
+		`{"tenant":"4","sub":"x","exp":` + exp + `,"aud":"jobgate-api","iss":"https://login.example.com"}`:           true,
+		`{"tenant":"4","sub":"x","exp":` + exp + `,"aud":["other","jobgate-api"],"iss":"https://login.example.com"}`: true,
+		`{"tenant":"4","sub":"x","exp":` + exp + `,"aud":"other","iss":"https://login.example.com"}`:                 false,
+		`{"tenant":"4","sub":"x","exp":` + exp + `,"iss":"https://login.example.com"}`:                               false,
+		`{"tenant":"4","sub":"x","exp":` + exp + `,"aud":"jobgate-api","iss":"https://evil.example.com"}`:            false,
+		`{"tenant":"4","sub":"x","exp":` + exp + `,"aud":"jobgate-api"}`:                                             false,
+		`{"tenant":"4","sub":"x","exp":` + exp + `}`:                                                                 false,
+	} {
+		tok := signRaw(secret, hs256, payload)
+		_, err := strict.Verify(tok)
+		if want {
+			require.NoError(t, err, payload)
+		} else {
+			require.ErrorIs(t, err, job.ErrUnauthorized, payload)
+		}
+		_, err = lax.Verify(tok)
+		require.NoError(t, err, "nothing configured, nothing checked: %s", payload)
+	}
+
+	tok, err := Mint(secret, Identity{Tenant: "4", Requester: "x"}, time.Hour, now,
+		WithAudience("jobgate-api"), WithIssuer("https://login.example.com"))
+	require.NoError(t, err)
+	_, err = strict.Verify(tok)
+	require.NoError(t, err, "a minted token carries the configured aud and iss")
+	plain, err := Mint(secret, Identity{Tenant: "4", Requester: "x"}, time.Hour, now)
+	require.NoError(t, err)
+	_, err = strict.Verify(plain)
+	require.ErrorIs(t, err, job.ErrUnauthorized, "a token without them is refused where they are configured")
+	_, err = NewVerifier(secret, nil, WithAudience("another-api")).Verify(tok)
+	require.ErrorIs(t, err, job.ErrUnauthorized, "another deployment's audience")
 }

@@ -26,6 +26,12 @@ type Config struct {
 	// AuthSecret is the HS256 secret of bearer tokens. Empty: `serve`
 	// generates one into DataDir/auth.secret and `token` reads it there.
 	AuthSecret string `yaml:"auth_secret"`
+	// AuthAudience and AuthIssuer, when set, are the aud and iss claims
+	// every bearer token must carry (a token whose aud does not name
+	// AuthAudience, or whose iss is not AuthIssuer, is refused), and what
+	// `jobgate token` writes into the tokens it mints. Empty: not checked.
+	AuthAudience string `yaml:"auth_audience"`
+	AuthIssuer   string `yaml:"auth_issuer"`
 	// JobTTL is how long a job record stays readable after its last change;
 	// its idempotency key protects against duplicates for exactly as long.
 	JobTTL time.Duration `yaml:"job_ttl"`
@@ -243,6 +249,8 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	num("JOBGATE_NATS_REPLICAS", &c.NATS.Replicas)
 	boolean("JOBGATE_NATS_SYNC_ALWAYS", &c.NATS.SyncAlways)
 	str("JOBGATE_AUTH_SECRET", &c.AuthSecret)
+	str("JOBGATE_AUTH_AUDIENCE", &c.AuthAudience)
+	str("JOBGATE_AUTH_ISSUER", &c.AuthIssuer)
 	dur("JOBGATE_JOB_TTL", &c.JobTTL)
 	dur("JOBGATE_RESULT_TTL", &c.ResultTTL)
 	dur("JOBGATE_RESULT_LINK_TTL", &c.ResultLinkTTL)

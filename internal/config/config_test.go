@@ -79,3 +79,22 @@ func TestRendererTenantSharesFromYAML(t *testing.T) {
 	c.Renderer.TenantWeights["acme"] = 0
 	require.ErrorContains(t, c.Validate(), "renderer.tenant_weights[acme]")
 }
+
+// The token audience and issuer are settings like any other: empty by
+// default (not checked), set from the file or the environment.
+func TestAuthAudienceAndIssuer(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	require.Empty(t, c.AuthAudience)
+	require.Empty(t, c.AuthIssuer)
+	path := filepath.Join(t.TempDir(), "jobgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("auth_audience: from-file\nauth_issuer: https://login.example.com\n"), 0o600))
+	require.NoError(t, c.LoadFile(path))
+	require.Equal(t, "from-file", c.AuthAudience)
+	require.Equal(t, "https://login.example.com", c.AuthIssuer)
+	env := map[string]string{"JOBGATE_AUTH_AUDIENCE": "jobgate-api", "JOBGATE_AUTH_ISSUER": "https://sso.example.com"}
+	require.NoError(t, c.LoadEnv(func(k string) string { return env[k] }))
+	require.Equal(t, "jobgate-api", c.AuthAudience)
+	require.Equal(t, "https://sso.example.com", c.AuthIssuer)
+	require.NoError(t, c.Validate())
+}
