@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
+	"strings"
 	"time"
 )
 
@@ -41,6 +43,9 @@ const (
 	MaxTypeAttempts     = 25
 	MaxTypeTimeout      = 24 * time.Hour
 	MaxResultBytesLimit = 4 << 30
+	// MaxContentTypeLen bounds a declared content type (RFC 6838 gives
+	// type and subtype 127 characters each).
+	MaxContentTypeLen = 255
 	// MaxTypes bounds how many types a deployment holds (each gateway keeps
 	// every compiled schema in memory).
 	MaxTypes = 1000
@@ -64,6 +69,50 @@ func ValidTypeName(s string) bool {
 	}
 	return true
 }
+
+// CheckContentType checks a declared result content type: a media type
+// (not a range) "type/subtype" with optional parameters, as
+// mime.ParseMediaType reads it, whose type and subtype are RFC 6838
+// restricted names, in at most MaxContentTypeLen printable ASCII
+// characters. Gateways send it as the Content-Type of every result of the
+// type, so nothing else (a CR or LF, a control character, a wildcard, a
+// bare word) is ever allowed.
+func CheckContentType(s string) error {
+	if s == "" || len(s) > MaxContentTypeLen {
+		return fmt.Errorf("content type must be 1 to %d characters, got %d", MaxContentTypeLen, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("content type %q holds a control or non-ASCII character at %d", s, i)
+		}
+	}
+	mt, _, err := mime.ParseMediaType(s)
+	if err != nil {
+		return fmt.Errorf("content type %q is not a media type: %w", s, err)
+	}
+	typ, sub, ok := strings.Cut(mt, "/")
+	if !ok || !restrictedName(typ) || !restrictedName(sub) {
+		return fmt.Errorf("content type %q must be type/subtype, each a media type name (RFC 6838), such as application/pdf", s)
+	}
+	return nil
+}
+
+// restrictedName reports whether s is an RFC 6838 restricted-name: 1 to 127
+// characters, a letter or digit first, then letters, digits and
+// ! # $ & - ^ _ . +
+func restrictedName(s string) bool {
+	if len(s) == 0 || len(s) > 127 || !alnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && !strings.ContainsRune("!#$&-^_.+", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 // Timeout is the attempt time budget as a duration.
 func (d *TypeDecl) Timeout() time.Duration { return time.Duration(d.TimeoutSeconds) * time.Second }
@@ -90,8 +139,8 @@ func (d *TypeDecl) Validate() error {
 	if d.MaxResultBytes < 1 || d.MaxResultBytes > MaxResultBytesLimit {
 		errs = append(errs, fmt.Errorf("max result bytes must be 1 to %d, got %d", int64(MaxResultBytesLimit), d.MaxResultBytes))
 	}
-	if d.ContentType == "" || len(d.ContentType) > 255 {
-		errs = append(errs, errors.New("content type must be 1 to 255 characters"))
+	if err := CheckContentType(d.ContentType); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidType, err)
