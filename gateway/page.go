@@ -134,6 +134,13 @@ type devTokenResponse struct {
 // token for the tenant and subject of a form, signed with the gateway's own
 // secret, so a developer can try the page without the token command.
 func (g *Gateway) devToken(c *fiber.Ctx) error {
+	// The listener is loopback (CheckDev), but a page on any site can make
+	// the developer's browser post here under a name of its own that
+	// resolves to 127.0.0.1 (DNS rebinding): only the loopback names are
+	// this server's.
+	if !loopbackHost(string(c.Request().Host())) {
+		return writeProblem(c, fmt.Errorf("%w: the development sign-in answers only requests to 127.0.0.1, localhost or [::1]", job.ErrForbidden))
+	}
 	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	if err != nil || (mt != fiber.MIMEApplicationForm && mt != fiber.MIMEMultipartForm) {
 		return writeProblem(c, fmt.Errorf("%w: send a form (application/x-www-form-urlencoded)", errUnsupportedMedia))
@@ -190,4 +197,41 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackHost reports whether a request's Host header names this machine's
+// loopback interface: 127.0.0.1, localhost or [::1], with or without a port.
+func loopbackHost(host string) bool {
+	name, port := host, ""
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return false
+		}
+		name, port = host[1:end], host[end+1:]
+		ip := net.ParseIP(name)
+		if ip == nil || ip.To4() != nil || !ip.Equal(net.IPv6loopback) {
+			return false
+		}
+	} else {
+		if i := strings.IndexByte(host, ':'); i >= 0 {
+			name, port = host[:i], host[i:]
+		}
+		if name != "127.0.0.1" && !strings.EqualFold(name, "localhost") {
+			return false
+		}
+	}
+	if port == "" {
+		return true
+	}
+	digits := strings.TrimPrefix(port, ":")
+	if digits == port || digits == "" || len(digits) > 5 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

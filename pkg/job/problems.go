@@ -14,6 +14,7 @@ var (
 	ErrBadRequest       = errors.New("bad request")
 	ErrResultExpired    = errors.New("result file no longer kept")
 	ErrMethodNotAllowed = errors.New("method not allowed")
+	ErrForbidden        = errors.New("forbidden")
 )
 
 // ProblemKind is one entry of the problem catalogue: the slug of its type
@@ -51,6 +52,7 @@ var problemKinds = []ProblemKind{
 	{"unsupported-media-type", http.StatusUnsupportedMediaType, "Request body must be uncompressed application/json", ErrUnsupportedMedia},
 	{"bad-request", http.StatusBadRequest, "Bad request", ErrBadRequest},
 	{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed", ErrMethodNotAllowed},
+	{"forbidden", http.StatusForbidden, "Forbidden", ErrForbidden},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its

@@ -29,6 +29,7 @@ var contractProblems = map[string]int{
 	"link-expired":            410,
 	"link-invalid":            403,
 	"unsupported-media-type":  415,
+	"forbidden":               403,
 }
 
 func TestCatalogueCoversTheContract(t *testing.T) {
