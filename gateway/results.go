@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -39,29 +40,72 @@ func (g *Gateway) resultRedirect(c *fiber.Ctx) error {
 	return writeProblem(c, fmt.Errorf("job %s is %s: %w", rec.ID, rec.State, job.ErrResultNotReady))
 }
 
-// downloadResult is GET /v1/results/{signed}: the file, for whoever holds a
-// valid, unexpired link. The signature is the authorization.
+// downloadResult is GET (and HEAD) /v1/results/{signed}: the file, for
+// whoever holds a valid, unexpired link. The signature is the authorization.
+//
+// A result's bytes come from a worker, which jobgate does not trust: they
+// are served inert, whatever the worker stored alongside them. The media
+// type is the one the job's type declared (validated at declaration), or
+// application/octet-stream when that declaration is gone; the file is
+// always an attachment named after the job, never sniffed, and sandboxed
+// should a browser render it all the same, so it can run nothing on the
+// gateway's origin.
 func (g *Gateway) downloadResult(c *fiber.Ctx) error {
 	claims, err := g.signer.verify(strings.Clone(c.Params("token")))
 	if err != nil {
 		return writeProblem(c, err)
 	}
+	ct, err := g.declaredResultType(c.UserContext(), claims)
+	if err != nil {
+		return writeProblem(c, fmt.Errorf("result of %s: %w", claims.JobID, err))
+	}
 	obj, err := g.files.Open(c.UserContext(), claims.Object)
 	if err != nil {
 		return writeProblem(c, fmt.Errorf("result of %s: %w", claims.JobID, err))
 	}
-	ct := "application/octet-stream"
-	if obj.ContentType != "" {
-		ct = obj.ContentType
-	}
-	c.Set(fiber.HeaderContentType, ct)
-	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s%s"`, claims.JobID, extension(ct)))
-	if obj.ContentDisposition != "" {
-		c.Set(fiber.HeaderContentDisposition, obj.ContentDisposition)
-	}
-	// Fasthttp closes the object reader once the body has been sent.
+	// Nothing of obj's own headers (ContentType, ContentDisposition) is
+	// used: a worker wrote them.
+	setResultHeaders(c, claims.JobID, ct)
+	// Fasthttp closes the object reader once the body has been sent (or,
+	// for HEAD, once the head has).
 	return c.SendStream(obj, int(obj.Size))
+}
+
+// fallbackResultType is the media type of a result whose type's
+// declaration is gone: bytes, to be saved, not shown.
+const fallbackResultType = "application/octet-stream"
+
+// declaredResultType is the media type a link's job's type declares for
+// its results. A job record or declaration that is gone answers
+// fallbackResultType; a store that cannot be read is an error (retrying is
+// better than a file of the wrong kind).
+func (g *Gateway) declaredResultType(ctx context.Context, claims linkClaims) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	rec, err := g.jobs.Get(ctx, job.StoreKey(claims.Tenant, claims.Requester, claims.JobID))
+	if errors.Is(err, job.ErrNotFound) {
+		return fallbackResultType, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	d, ok := g.types.decl(rec.Type)
+	if !ok || job.CheckContentType(d.ContentType) != nil {
+		// Declarations are checked when they are read; the second check
+		// keeps a header from ever carrying what one let through.
+		return fallbackResultType, nil
+	}
+	return d.ContentType, nil
+}
+
+// setResultHeaders sets the headers of a result download: they depend on
+// the job and its type's declaration only.
+func setResultHeaders(c *fiber.Ctx, jobID, contentType string) {
+	c.Set(fiber.HeaderContentType, contentType)
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s%s"`, jobID, extension(contentType)))
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set(fiber.HeaderContentSecurityPolicy, "sandbox")
 }
 
 // extension is the file name extension for a result's content type: the
@@ -85,8 +129,24 @@ func extension(contentType string) string {
 	case "application/zip":
 		return ".zip"
 	}
-	if exts, err := mime.ExtensionsByType(mt); err == nil && len(exts) > 0 {
+	if exts, err := mime.ExtensionsByType(mt); err == nil && len(exts) > 0 && plainExtension(exts[0]) {
 		return exts[0]
 	}
 	return ".bin"
+}
+
+// plainExtension reports whether ext (from the system's media type tables)
+// is a dot and 1 to 16 letters, digits, '-', '_' or '+': it goes into a
+// quoted file name, where nothing else belongs.
+func plainExtension(ext string) bool {
+	if len(ext) < 2 || len(ext) > 17 || ext[0] != '.' {
+		return false
+	}
+	for i := 1; i < len(ext); i++ {
+		c := ext[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '+') {
+			return false
+		}
+	}
+	return true
 }

@@ -105,6 +105,43 @@
     return `${(n / 1024 / 1024).toFixed(1)} MiB`;
   }
 
+  // The kinds of result file the page names: a job's result says its media
+  // type (result.content_type, the one its type declared), which gives the
+  // download's file name extension and the button's words. The server's
+  // Content-Disposition (attachment; filename="<job id><ext>") has the last
+  // word on the name; this only keeps the page from calling a CSV a PDF.
+  const RESULT_KINDS = {
+    'application/pdf': ['.pdf', 'PDF'],
+    'text/csv': ['.csv', 'CSV'],
+    'text/tab-separated-values': ['.tsv', 'TSV'],
+    'text/plain': ['.txt', 'text'],
+    'application/json': ['.json', 'JSON'],
+    'application/zip': ['.zip', 'ZIP'],
+    'application/gzip': ['.gz', 'archive'],
+    'application/xml': ['.xml', 'XML'],
+    'text/xml': ['.xml', 'XML'],
+    'text/markdown': ['.md', 'text'],
+    'text/html': ['.html', 'HTML'],
+    'image/png': ['.png', 'image'],
+    'image/jpeg': ['.jpg', 'image'],
+    'image/svg+xml': ['.svg', 'image'],
+    'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet': ['.xlsx', 'spreadsheet'],
+    'application/vnd.openxmlformats-officedocument.wordprocessingml.document': ['.docx', 'document'],
+  };
+
+  // resultKind is {ext, label} for a media type such as "text/csv;
+  // charset=utf-8"; any other type is a file ".bin".
+  function resultKind(contentType) {
+    const mt = String(contentType || '').split(';')[0].trim().toLowerCase();
+    const k = Object.prototype.hasOwnProperty.call(RESULT_KINDS, mt) ? RESULT_KINDS[mt] : ['.bin', 'file'];
+    return { ext: k[0], label: k[1] };
+  }
+
+  // resultFileName is the name a download of the job's result is saved as.
+  function resultFileName(job) {
+    return `${job.id}${resultKind(job.result && job.result.content_type).ext}`;
+  }
+
   // describe names a job in one line. Params are the user's own strings:
   // the result is only ever assigned to textContent, never parsed as markup.
   function describe(job) {
@@ -606,11 +643,12 @@
 
     const ready = job.state === 'succeeded' && job.result;
     $('download').disabled = !ready;
+    $('download').textContent = ready ? `Download ${resultKind(job.result.content_type).label}` : 'Download';
     $('job-size').textContent = ready ? `${fmtSize(job.result.size)} · ${job.result.content_type}` : '';
     if (TERMINAL.has(job.state)) liveStatus('');
 
     if (prev && prev.state !== job.state) {
-      if (job.state === 'succeeded') announce(`Report ready: ${describe(job)}. Download it with the Download PDF button.`);
+      if (job.state === 'succeeded') announce(`Report ready: ${describe(job)}. Download it with the ${$('download').textContent} button.`);
       else if (job.state === 'failed') announce(`Report failed (${job.error ? job.error.category : 'unknown'}): ${describe(job)}.`);
       else announce(`Report ${stateWords(job)}: ${describe(job)}.`);
     }
@@ -795,7 +833,7 @@
       if (!job.result || !job.result.href) throw new Error('the report has no file');
       const a = document.createElement('a');
       a.href = job.result.href;
-      a.download = `${job.id}.pdf`;
+      a.download = resultFileName(job);
       a.rel = 'noopener';
       a.hidden = true;
       document.body.append(a);
