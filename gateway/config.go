@@ -60,6 +60,9 @@ type Config struct {
 	// Metrics records admissions and watchers; nil records nothing and
 	// leaves /metrics empty.
 	Metrics *metrics.Metrics
+	// MetricsToken, when set, is the bearer token /metrics requires
+	// (Authorization: Bearer <token>, else 401); empty leaves /metrics open.
+	MetricsToken string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	_ "embed"
-	"time"
-
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
@@ -39,10 +41,26 @@ func (g *Gateway) openapi(c *fiber.Ctx) error {
 	return c.Send(openapiYAML)
 }
 
-// metricsHandler serves the process's Prometheus registry.
+// metricsHandler serves the process's Prometheus registry. The metrics
+// name tenants, so with a MetricsToken configured only a scraper that sends
+// it as its bearer token reads them; anyone else gets 401.
 func (g *Gateway) metricsHandler() fiber.Handler {
-	if g.cfg.Metrics == nil {
-		return func(c *fiber.Ctx) error { return c.SendString("") }
+	serve := func(c *fiber.Ctx) error { return c.SendString("") }
+	if g.cfg.Metrics != nil {
+		serve = adaptor.HTTPHandler(promhttp.HandlerFor(g.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
-	return adaptor.HTTPHandler(promhttp.HandlerFor(g.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	if g.cfg.MetricsToken == "" {
+		return serve
+	}
+	want := sha256.Sum256([]byte(g.cfg.MetricsToken))
+	return func(c *fiber.Ctx) error {
+		tok, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+		// Compared as digests: constant time, whatever the lengths.
+		got := sha256.Sum256([]byte(tok))
+		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate metrics"`)
+			return writeProblem(c, fmt.Errorf("%w: /metrics needs the metrics token (JOBGATE_METRICS_TOKEN) as its bearer token", job.ErrUnauthorized))
+		}
+		return serve(c)
+	}
 }

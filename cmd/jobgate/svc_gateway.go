@@ -30,5 +30,6 @@ func newGateway(rt *process, serve bool) (service, error) {
 		Dev:                      serve && rt.cfg.Dev,
 		Failpoints:               rt.fp,
 		Metrics:                  rt.metrics,
+		MetricsToken:             rt.cfg.MetricsToken,
 	}, rt.res, rt.log.With("component", "gateway"))
 }

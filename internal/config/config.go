@@ -32,6 +32,10 @@ type Config struct {
 	// `jobgate token` writes into the tokens it mints. Empty: not checked.
 	AuthAudience string `yaml:"auth_audience"`
 	AuthIssuer   string `yaml:"auth_issuer"`
+	// MetricsToken, when set, is the bearer token the gateway's /metrics
+	// requires (its series name tenants); empty leaves /metrics open, which
+	// suits only a gateway no one else reaches (the default loopback address).
+	MetricsToken string `yaml:"metrics_token"`
 	// JobTTL is how long a job record stays readable after its last change;
 	// its idempotency key protects against duplicates for exactly as long.
 	JobTTL time.Duration `yaml:"job_ttl"`
@@ -251,6 +255,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	str("JOBGATE_AUTH_SECRET", &c.AuthSecret)
 	str("JOBGATE_AUTH_AUDIENCE", &c.AuthAudience)
 	str("JOBGATE_AUTH_ISSUER", &c.AuthIssuer)
+	str("JOBGATE_METRICS_TOKEN", &c.MetricsToken)
 	dur("JOBGATE_JOB_TTL", &c.JobTTL)
 	dur("JOBGATE_RESULT_TTL", &c.ResultTTL)
 	dur("JOBGATE_RESULT_LINK_TTL", &c.ResultLinkTTL)

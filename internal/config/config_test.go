@@ -98,3 +98,16 @@ func TestAuthAudienceAndIssuer(t *testing.T) {
 	require.Equal(t, "https://sso.example.com", c.AuthIssuer)
 	require.NoError(t, c.Validate())
 }
+
+func TestMetricsToken(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	require.Empty(t, c.MetricsToken, "open by default, on the default loopback address")
+	require.NoError(t, c.LoadEnv(func(k string) string {
+		if k == "JOBGATE_METRICS_TOKEN" {
+			return "scrape-me"
+		}
+		return ""
+	}))
+	require.Equal(t, "scrape-me", c.MetricsToken)
+}
