@@ -10,116 +10,56 @@ import (
 	"hash"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/internal/retry"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/nats-io/nats.go"
 )
 
-// errStoreOutage: the result could not be stored because JetStream was
-// unavailable; the attempt reached no verdict.
+// errStoreOutage: the result could not be stored because jobgate's store
+// was unavailable; the attempt reached no verdict.
 var errStoreOutage = errors.New("result store unavailable")
 
 // errAttemptTimeout is the cause of an attempt context whose budget ran out.
 var errAttemptTimeout = errors.New("attempt time budget exhausted")
 
-// attempt is one attempt's hold on a job: the record as this attempt last
-// wrote it, its progress and its output. Every record write of the attempt
-// goes through it, serialized, as a compare-and-set; a write that finds the
-// job canceled, finished or claimed by another attempt marks it lost and
-// ends the handler's context.
+// attempt is one attempt's hold on a job: the assignment jobgate answered
+// and the claim's token, the handler's progress and its output. Jobgate
+// checks and writes everything; this side only reports.
 type attempt struct {
 	w           *Workers
 	t           *typeRunner
-	msg         *natsjs.WorkMsg
+	asg         *wire.Assignment
 	log         *slog.Logger
-	rec         *job.Record // as claimed; the handler's view
-	maxAttempts int
 	stopHandler context.CancelCauseFunc
-	// uploadBy bounds the result upload: the attempt's budget plus the
-	// time to store what was written at its last moment.
-	uploadBy time.Time
 
-	mu        sync.Mutex
-	cur       *job.Record // as last written
-	lastWrite time.Time
-	lost      *job.Record
-	prog      *job.Progress // as last reported by the handler
-	written   *job.Progress // as last written
-	nextStep  int
-	kick      chan struct{}
+	mu       sync.Mutex
+	lost     bool
+	prog     *wire.Progress // as last reported by the handler
+	sent     *wire.Progress // as last sent
+	nextStep int
+	kick     chan struct{}
 
 	outOnce sync.Once
 	out     *resultWriter
-
-	// eventSeq is the stream sequence of the job's newest event as this
-	// attempt knows it (its own last one), 0 when unknown: the next event
-	// is stored only if none came after it (natsjs.EventStream.PublishAfter).
-	eventSeq atomic.Uint64
 }
 
-func (w *Workers) newAttempt(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record) *attempt {
-	return &attempt{
-		w: w, t: t, msg: msg, rec: rec.Clone(), cur: rec, lastWrite: w.cfg.Now(),
-		maxAttempts: rec.AttemptsOr(t.decl.Attempts), kick: make(chan struct{}, 1),
-		log: w.log.With("job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt),
-	}
-}
+func (a *attempt) held() wire.Held { return wire.Held{Key: a.asg.Key, Token: a.asg.Token} }
 
-// handle processes one delivery of a work message.
-func (w *Workers) handle(t *typeRunner, msg *natsjs.WorkMsg) {
-	if msg.Key == "" {
-		w.log.Warn("work message names no job", "type", t.decl.Name)
-		_ = msg.Term("not a job")
-		return
-	}
-	ctx, cancel := context.WithTimeout(w.hardCtx, opTimeout)
-	defer cancel()
-	c := w.claim(ctx, t, msg.Key, msg.Delivered)
-	switch c.verdict {
-	case verdictAck:
-		w.log.Debug("work acknowledged without running", "key", msg.Key, "why", c.why)
-		_ = msg.Ack()
-		return
-	case verdictNak:
-		w.log.Debug("work returned to the queue", "key", msg.Key, "why", c.why, "delay", c.delay)
-		_ = msg.Nak(c.delay)
-		return
-	case verdictTerm:
-		w.log.Warn("work dropped", "key", msg.Key, "why", c.why)
-		_ = msg.Term(c.why)
-		return
-	case verdictExhaust:
-		w.exhaust(ctx, t, msg)
-		return
-	}
-	release, ok := w.track(msg.Key)
-	if !ok {
-		w.log.Debug("work acknowledged without running", "key", msg.Key, "why", "job running here")
-		_ = msg.Ack()
-		return
-	}
-	defer release()
-	seq := w.publishEvent(c.rec, 0)
-	w.log.Info("job claimed", "job_id", c.rec.ID, "type", c.rec.Type, "attempt", c.rec.Attempt, "delivery", msg.Delivered)
-	w.run(t, msg, c.rec, seq)
-}
-
-// run is one attempt: the handler within the budget while the claim is kept
-// alive, the output stored, the job finished; or what went wrong concluded.
-func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record, eventSeq uint64) {
-	a := w.newAttempt(t, msg, rec)
-	a.eventSeq.Store(eventSeq)
-	timeout := rec.TimeoutOr(t.decl.Timeout())
+// run is one attempt: the handler within the budget while beats keep the
+// claim alive, the output stored, the verdict reported.
+func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
+	a := &attempt{w: w, t: t, asg: asg, kick: make(chan struct{}, 1),
+		log: w.log.With("job_id", asg.ID, "type", asg.Type, "attempt", asg.Attempt)}
+	a.log.Info("job claimed")
+	timeout := time.Duration(asg.TimeoutMS) * time.Millisecond
 	actx, cancelAttempt := context.WithTimeoutCause(w.hardCtx, timeout, errAttemptTimeout)
 	defer cancelAttempt()
 	hctx, stopHandler := context.WithCancelCause(actx)
 	defer stopHandler(nil)
 	a.stopHandler = stopHandler
-	a.uploadBy = time.Now().Add(timeout + opTimeout) // a real deadline, whatever the clock
 
 	keepCtx, stopKeep := context.WithCancel(context.Background())
 	var kwg sync.WaitGroup
@@ -130,31 +70,39 @@ func (w *Workers) run(t *typeRunner, msg *natsjs.WorkMsg, rec *job.Record, event
 
 	started := w.cfg.Now()
 	err := a.runHandler(hctx)
+	var stored *wire.StoredResult
 	if err == nil {
-		err = a.finishOutput()
+		stored, err = a.finishOutput()
 	} else {
 		a.abortOutput(err)
 	}
 	stopKeeper()
+	// The verdict is reported within the attempt's budget plus the time to
+	// report it, whatever ended the handler.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), timeout+opTimeout)
+	defer cancel()
 	if err == nil {
-		err = untilAvailable(actx, a.succeed)
-	}
-	ctx, cancelOp := context.WithTimeout(context.WithoutCancel(w.hardCtx), opTimeout)
-	defer cancelOp()
-	if err == nil {
-		_ = msg.Ack()
-		done := a.record()
-		a.publish(done)
-		w.observe(t, "succeeded", started)
-		size := int64(0)
-		if done.Output != nil {
-			size = done.Output.Size
+		a.mu.Lock()
+		prog := a.prog
+		a.mu.Unlock()
+		err := w.call(ctx, t.decl.Name, wire.OpDone, wire.DoneRequest{Held: a.held(), Result: stored, Progress: prog}, nil, true)
+		switch {
+		case err == nil:
+			w.observe(t, "succeeded", started)
+			size := int64(0)
+			if stored != nil {
+				size = stored.Size
+			}
+			a.log.Info("job succeeded", "size", size)
+		case refusedAs(err, wire.CodeLost):
+			w.observe(t, "lost", started)
+			a.log.Info("job ended elsewhere before it succeeded here", "why", err)
+		default:
+			a.log.Warn("success not recorded: the claim goes stale and the job is retried", "err", err)
 		}
-		a.log.Info("job succeeded", "size", size)
 		return
 	}
-	cerr := a.classify(err, actx, hctx)
-	w.conclude(ctx, a, cerr, started)
+	w.conclude(ctx, a, a.classify(err, actx, hctx), started)
 }
 
 // runHandler calls the type's handler, turning a panic into a permanent
@@ -163,137 +111,70 @@ func (a *attempt) runHandler(ctx context.Context) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			a.log.Error("handler panicked", "panic", fmt.Sprint(p))
-			err = &failure{category: job.CategoryRenderError, message: fmt.Sprintf("the worker failed: %v", p)}
+			err = &failure{kind: wire.KindPanic, err: fmt.Errorf("panic: %v", p)}
 		}
 	}()
 	return a.t.run(ctx, a)
 }
 
 // classify turns what ended an attempt into a failure, or into errLost or
-// errShutdown when it reached no verdict.
+// errShutdown or errStoreOutage when it reached no verdict.
 func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) error {
 	var f *failure
 	cause := context.Cause(handlerCtx)
 	switch {
-	case a.lostTo() != nil || errors.Is(err, errLost) || errors.Is(cause, errLost):
+	case a.isLost() || errors.Is(err, errLost) || errors.Is(cause, errLost):
 		return errLost
 	case errors.Is(cause, errShutdown) || errors.Is(err, errShutdown) || a.w.hardCtx.Err() != nil:
 		return errShutdown
-	case a.storeUnavailable():
-		// The result store could not be reached: that says nothing about
-		// the job. It goes back to the queue like a job of a stopping
-		// worker, after a pause, instead of failing.
+	case errors.Is(err, errStoreOutage):
 		return errStoreOutage
 	case a.out != nil && a.out.tooLarge:
-		return &failure{category: job.CategoryBudgetExceeded, err: err,
-			message: fmt.Sprintf("the result would be larger than the limit of %d bytes", a.t.decl.MaxResultBytes)}
+		return &failure{kind: wire.KindTooLarge, err: err}
 	case errors.As(err, &f):
 		return f
 	case errors.Is(context.Cause(attemptCtx), errAttemptTimeout):
-		return &failure{category: job.CategoryTimeout, retryable: true, err: err,
-			message: fmt.Sprintf("the attempt did not finish within its time budget of %s", a.rec.TimeoutOr(a.t.decl.Timeout()))}
+		return &failure{kind: wire.KindTimeout, err: err}
 	}
-	msg := err.Error()
-	if len(msg) > 500 {
-		msg = msg[:500] + "…"
-	}
-	return &failure{category: job.CategoryRenderError, retryable: true, err: err, message: msg}
+	return &failure{kind: wire.KindError, err: err}
 }
 
-// conclude settles an attempt that produced no result.
+// conclude reports an attempt that produced no result.
 func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started time.Time) {
-	rec := a.record()
-	msg := a.msg
+	name := a.t.decl.Name
 	var f *failure
 	switch {
 	case errors.Is(err, errLost):
 		w.observe(a.t, "lost", started)
-		lost := a.lostTo()
-		// A result this attempt stored belongs to no one, unless the record
-		// it lost to is its own success whose acknowledgement was lost (the
-		// write went through, its answer did not): then it is the result.
-		ours := lost != nil && lost.Output != nil && a.out != nil && lost.Output.Object == a.out.object
-		if a.out != nil && a.out.err == nil && !ours {
-			if err := w.res.DeleteResult(ctx, a.out.object); err != nil {
-				a.log.Warn("could not delete orphaned result", "err", err)
-			}
-		}
-		if lost == nil || lost.State.Terminal() {
-			a.log.Info("job ended elsewhere, stopping")
-			_ = msg.Ack()
-			return
-		}
-		// Another worker took the job over, perhaps through this very
-		// message: leave it unacknowledged, so it stays that worker's.
-		a.log.Info("job taken over, stopping", "by", lost.Worker)
-	case errors.Is(err, errStoreOutage):
+		a.log.Info("job no longer held here (canceled, finished or taken over), stopping")
+	case errors.Is(err, errShutdown), errors.Is(err, errStoreOutage):
 		w.observe(a.t, "given_back", started)
-		// The job goes back to the queue; the attempt stays counted (attempt
-		// numbers never go backwards for a reader) but given back, so an
-		// outage uses up none of the job's attempts.
-		err := a.update(ctx, func(n *job.Record) error { return n.GiveBack(w.cfg.Now()) })
-		if err != nil {
-			a.log.Warn("could not give back job after a result store outage", "err", err)
+		reason := "shutdown"
+		if errors.Is(err, errStoreOutage) {
+			reason = "store_outage"
+		}
+		if err := w.call(ctx, name, wire.OpGiveBack, wire.GiveBackRequest{Held: a.held(), Reason: reason}, nil, true); err != nil {
+			// The claim goes stale; jobgate hands the job on.
+			a.log.Warn("could not give the job back", "reason", reason, "err", err)
 			return
 		}
-		a.log.Warn("result store unavailable, job given back", "cause", a.out.err)
-		a.publish(a.record())
-		_ = msg.Nak(outageDelay(msg.Delivered))
-	case errors.Is(err, errShutdown):
-		w.observe(a.t, "given_back", started)
-		err := a.update(ctx, func(n *job.Record) error { return n.GiveBack(w.cfg.Now()) })
-		if err != nil {
-			// The record still names this worker; the message comes back
-			// after AckWait and the next worker takes the job over.
-			a.log.Warn("could not give back job on shutdown", "err", err)
-			return
-		}
-		a.log.Info("job given back on shutdown")
-		a.publish(a.record())
-		_ = msg.Nak(0)
-	case errors.As(err, &f) && f.retryable && rec.AttemptsUsed() < a.maxAttempts:
-		w.observe(a.t, "retry", started)
-		delay := w.retryDelay(rec.Attempt)
-		now := w.cfg.Now()
-		err := a.update(ctx, func(n *job.Record) error { return n.ScheduleRetry(f.record(), now.Add(delay), now) })
-		if errors.Is(err, errLost) {
-			w.conclude(ctx, a, err, started)
-			return
-		}
-		if err != nil {
-			a.log.Warn("could not schedule retry", "err", err)
-			return
-		}
-		a.log.Info("attempt failed, retry scheduled", "category", f.category, "retry_in", delay, "cause", f.err)
-		a.publish(a.record())
-		_ = msg.Nak(delay)
+		a.log.Info("job given back", "reason", reason)
 	case errors.As(err, &f):
-		w.observe(a.t, "failed", started)
-		failed := f.record()
-		if f.retryable {
-			failed.Message = fmt.Sprintf("%s (attempt %d of %d)", failed.Message, rec.Attempt, a.maxAttempts)
+		req := f.request(a.held())
+		err := w.call(ctx, name, wire.OpFail, req, nil, true)
+		switch {
+		case err == nil:
+			w.observe(a.t, "failed", started)
+			a.log.Info("attempt failed", "kind", req.Kind, "cause", req.Message)
+		case refusedAs(err, wire.CodeLost):
+			w.observe(a.t, "lost", started)
+			a.log.Info("job ended elsewhere before its failure was recorded")
+		default:
+			a.log.Warn("failure not recorded: the claim goes stale and the job is retried", "err", err)
 		}
-		err := a.update(ctx, func(n *job.Record) error { return n.Fail(failed, w.cfg.Now()) })
-		if errors.Is(err, errLost) {
-			w.conclude(ctx, a, err, started)
-			return
-		}
-		if err != nil {
-			a.log.Warn("could not record failure", "err", err)
-			return
-		}
-		a.log.Info("job failed", "category", f.category, "cause", f.err)
-		a.publish(a.record())
-		_ = msg.Ack()
 	default:
 		a.log.Error("unexpected attempt outcome", "err", err)
 	}
-}
-
-// retryDelay is the pause before the attempt after attempt n: RetryBase
-// doubled per attempt, at most 10 minutes, jittered.
-func (w *Workers) retryDelay(n int) time.Duration {
-	return jitter(retry.Exponential(w.cfg.RetryBase, max(10*time.Minute, w.cfg.RetryBase), max(n, 1)-1))
 }
 
 func (w *Workers) observe(t *typeRunner, outcome string, started time.Time) {
@@ -302,136 +183,28 @@ func (w *Workers) observe(t *typeRunner, outcome string, started time.Time) {
 	}
 }
 
-// publishEvent publishes a change this worker wrote (the writer of a
-// change announces it; the relay only fills in for a writer that crashed),
-// only while no event of a later change is stored: a worker that froze
-// after its write, past the stale limit, finds the events of the worker
-// that took the job over and leaves its own out. after is the job's newest
-// event's sequence as the caller knows it (0: unknown, read it); the
-// result is that sequence after the publish (0 when it failed).
-func (w *Workers) publishEvent(rec *job.Record, after uint64) uint64 {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), opTimeout)
-	defer cancel()
-	seq, stored, err := w.res.Events.PublishAfter(ctx, rec, after)
-	if err != nil {
-		w.log.Debug("event not published", "job_id", rec.ID, "err", err)
-		return 0
-	}
-	if !stored {
-		w.log.Debug("event left out: the job has a newer one", "job_id", rec.ID, "revision", rec.Revision)
-	}
-	return seq
-}
-
-// publish publishes the event of a change this attempt wrote, after the
-// attempt's previous event.
-func (a *attempt) publish(rec *job.Record) {
-	a.eventSeq.Store(a.w.publishEvent(rec, a.eventSeq.Load()))
-}
-
-// record returns the record as last written by this attempt.
-func (a *attempt) record() *job.Record {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.cur.Clone()
-}
-
-// lostTo returns the record that took the job away, or nil.
-func (a *attempt) lostTo() *job.Record {
+func (a *attempt) isLost() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.lost
 }
 
-// update applies fn to the attempt's record and writes it by compare-and-
-// set. A lost race against a write that left the job this attempt's is
-// retried on the fresh record; any other outcome of the re-read marks the
-// attempt lost, ends the handler's context and returns errLost.
-func (a *attempt) update(ctx context.Context, fn func(r *job.Record) error) error {
+func (a *attempt) lose() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.lost != nil {
-		return errLost
-	}
-	for range 5 {
-		next := a.cur.Clone()
-		if err := fn(next); err != nil {
-			return err
-		}
-		// Each write has its own short deadline: a write lost with a
-		// cluster node is never answered, and waiting for it would hold
-		// a.mu and so stop the heartbeats.
-		wctx, cancel := context.WithTimeout(ctx, a.writeTimeout())
-		err := a.w.res.Jobs.Update(wctx, next)
-		cancel()
-		if err == nil {
-			a.cur = next
-			a.lastWrite = a.w.cfg.Now()
-			return nil
-		}
-		if !errors.Is(err, natsjs.ErrStale) {
-			return err
-		}
-		gctx, cancel := context.WithTimeout(ctx, a.writeTimeout())
-		cur, gerr := a.w.res.Jobs.Get(gctx, a.cur.Key())
-		cancel()
-		if gerr != nil {
-			if errors.Is(gerr, job.ErrNotFound) {
-				return a.loseLocked(a.cur.Clone())
-			}
-			return gerr
-		}
-		if cur.State != job.StateRunning || cur.Attempt != a.cur.Attempt || cur.Worker != a.cur.Worker {
-			return a.loseLocked(cur)
-		}
-		a.cur = cur
-	}
-	return fmt.Errorf("job %s: %w", a.cur.ID, natsjs.ErrStale)
-}
-
-func (a *attempt) loseLocked(by *job.Record) error {
-	a.lost = by
-	if a.stopHandler != nil {
-		a.stopHandler(errLost)
-	}
-	return errLost
-}
-
-// writeTimeout bounds one record write of the attempt: a heartbeat
-// interval, at least 2s (a loaded machine answers slowly, and a write given
-// up on is a write to do again), at most opTimeout.
-func (a *attempt) writeTimeout() time.Duration {
-	return min(max(a.w.cfg.HeartbeatInterval, 2*time.Second), opTimeout)
-}
-
-// succeed records the result and moves the job to succeeded.
-func (a *attempt) succeed(ctx context.Context) error {
-	var out *job.Output
-	if a.out != nil {
-		out = &job.Output{Object: a.out.object, ContentType: a.t.decl.ContentType, Size: a.out.n,
-			SHA256: hex.EncodeToString(a.out.h.Sum(nil))}
-	}
-	a.mu.Lock()
-	prog := a.prog
+	a.lost = true
 	a.mu.Unlock()
-	return a.update(ctx, func(n *job.Record) error {
-		if prog != nil {
-			p := *prog
-			n.Progress = &p
-		}
-		return n.Succeed(out, a.w.cfg.Now())
-	})
+	a.stopHandler(errLost)
 }
 
-// setProgress records the handler's latest progress and asks for a
-// checkpoint when it crossed a tenth of the total.
+// setProgress records the handler's latest progress and asks for a beat
+// when it crossed a tenth of the total.
 func (a *attempt) setProgress(done, total int, unit string) {
 	if len(unit) > 32 {
 		unit = unit[:32]
 	}
 	done, total = max(done, 0), max(total, 0)
 	a.mu.Lock()
-	a.prog = &job.Progress{Done: done, Total: total, Unit: unit}
+	a.prog = &wire.Progress{Done: done, Total: total, Unit: unit}
 	due := total > 0 && done >= a.nextStep
 	if due {
 		step := max(1, total/10)
@@ -446,15 +219,25 @@ func (a *attempt) setProgress(done, total int, unit string) {
 	}
 }
 
-// keepAlive tells the queue and the job record that the attempt is alive
-// until ctx ends: InProgress on the work message well within AckWait, a
-// checkpoint when progress asks for one, and a heartbeat on the record when
-// nothing was written for HeartbeatInterval. When the worker is told to
-// stop (its drain ran out) it ends the handler.
+// beatInterval is the longest time between two beats: the shorter of the
+// worker's and jobgate's.
+func (a *attempt) beatInterval() time.Duration {
+	d := a.w.cfg.HeartbeatInterval
+	if b := time.Duration(a.asg.BeatMS) * time.Millisecond; b > 0 {
+		d = min(d, b)
+	}
+	return max(d, 100*time.Millisecond)
+}
+
+// keepAlive beats until ctx ends: at every progress checkpoint (at most
+// five a beat interval) and once a beat interval. A beat jobgate answers
+// lost (the job was canceled, finished or taken over) ends the handler;
+// so does the worker's drain running out.
 func (a *attempt) keepAlive(ctx context.Context) {
-	cfg := a.w.cfg
-	t := time.NewTicker(min(cfg.AckWait/3, cfg.HeartbeatInterval/2))
+	every := a.beatInterval()
+	t := time.NewTicker(every)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -464,47 +247,33 @@ func (a *attempt) keepAlive(ctx context.Context) {
 			<-ctx.Done()
 			return
 		case <-a.kick:
-			a.checkpoint(ctx, true)
-		case <-t.C:
-			_ = a.msg.InProgress()
-			a.mu.Lock()
-			due := cfg.Now().Sub(a.lastWrite) >= cfg.HeartbeatInterval
-			a.mu.Unlock()
-			if due {
-				a.checkpoint(ctx, false)
+			if time.Since(last) < every/5 {
+				continue
 			}
+		case <-t.C:
 		}
+		last = time.Now()
+		a.beat(ctx)
 	}
 }
 
-// checkpoint writes the latest progress (or, with none new, a heartbeat)
-// and publishes the change when progress moved.
-func (a *attempt) checkpoint(ctx context.Context, onlyProgress bool) {
+func (a *attempt) beat(ctx context.Context) {
 	a.mu.Lock()
-	prog, written := a.prog, a.written
+	prog := a.prog
 	a.mu.Unlock()
-	moved := prog != nil && (written == nil || *prog != *written)
-	if onlyProgress && !moved {
-		return
-	}
-	now := a.w.cfg.Now()
-	err := a.update(ctx, func(n *job.Record) error {
-		if moved {
-			n.SetProgress(*prog, now)
-		} else {
-			n.Heartbeat(now)
-		}
-		return nil
-	})
+	bctx, cancel := context.WithTimeout(ctx, a.beatInterval())
+	defer cancel()
+	err := a.w.call(bctx, a.t.decl.Name, wire.OpBeat, wire.BeatRequest{Held: a.held(), Progress: prog}, nil, false)
 	switch {
-	case err == nil && moved:
+	case err == nil:
 		a.mu.Lock()
-		a.written = prog
+		a.sent = prog
 		a.mu.Unlock()
-		a.publish(a.record())
-	case err != nil && !errors.Is(err, errLost) && ctx.Err() == nil:
-		// Not worth failing the attempt for; the next one tries again.
-		a.log.Warn("checkpoint not written", "err", err)
+	case refusedAs(err, wire.CodeLost):
+		a.lose()
+	case ctx.Err() == nil:
+		// Not worth failing the attempt for; the next beat tries again.
+		a.log.Warn("beat not delivered", "err", err)
 	}
 }
 
@@ -513,89 +282,116 @@ func (a *attempt) checkpoint(ctx context.Context, onlyProgress bool) {
 func (a *attempt) output() io.Writer {
 	a.outOnce.Do(func() {
 		pr, pw := io.Pipe()
-		rw := &resultWriter{pw: pw, h: sha256.New(), max: a.t.decl.MaxResultBytes, done: make(chan struct{}),
-			object: fmt.Sprintf("%s.a%d", a.rec.ID, a.rec.Attempt), kept: &bytes.Buffer{},
-			desc: fmt.Sprintf("%s result of job %s, attempt %d", a.rec.Type, a.rec.ID, a.rec.Attempt)}
+		rw := &resultWriter{pw: pw, h: sha256.New(), max: a.asg.MaxResultBytes, done: make(chan struct{}), kept: &bytes.Buffer{}}
 		go func() {
 			defer close(rw.done)
-			// Bounded, so finishing or discarding the output never waits on
-			// a store that stopped answering; a hard stop ends it at once.
-			ctx, cancel := context.WithDeadline(a.w.hardCtx, a.uploadBy)
-			defer cancel()
-			_, rw.err = a.w.res.PutResult(ctx, rw.object, a.t.decl.ContentType, rw.desc, pr)
-			pr.CloseWithError(errOrClosed(rw.err))
+			rw.stored, rw.err = a.upload(pr)
+			pr.CloseWithError(errOr(rw.err, io.ErrClosedPipe))
 		}()
 		a.out = rw
 	})
 	return a.out
 }
 
-func errOrClosed(err error) error {
+func errOr(err, def error) error {
 	if err == nil {
-		return io.ErrClosedPipe
+		return def
 	}
 	return err
 }
 
-// storeUnavailable reports an upload that failed because JetStream could
-// not be reached (no responders, a timeout, a lost connection).
-func (a *attempt) storeUnavailable() bool {
-	if a.out == nil {
-		return false
+// upload streams r to jobgate in chunks: an open request, answered by one
+// broker, then every chunk to that broker's subject for the upload, each
+// answered once stored.
+func (a *attempt) upload(r io.Reader) (*wire.StoredResult, error) {
+	ctx, cancel := context.WithTimeout(a.w.hardCtx, time.Duration(a.asg.TimeoutMS)*time.Millisecond+opTimeout)
+	defer cancel()
+	var reply wire.Reply
+	if err := a.w.call(ctx, a.t.decl.Name, wire.OpOpen, a.held(), &reply, true); err != nil {
+		return nil, err
 	}
-	select {
-	case <-a.out.done:
-	default:
-		return false
+	if reply.Upload == nil || !wire.ValidToken(reply.Upload.Host) || !wire.ValidToken(reply.Upload.ID) {
+		return nil, errors.New("jobgate answered no upload")
 	}
-	return a.out.err != nil && outage(a.out.err)
+	target := reply.Upload
+	subject := wire.UploadSubject(a.w.cfg.Credential, a.t.decl.Name, target.Host, target.ID)
+	buf := make([]byte, wire.ChunkSize)
+	for seq := 0; ; seq++ {
+		n, rerr := io.ReadFull(r, buf)
+		last := errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF)
+		if rerr != nil && !last {
+			return nil, rerr
+		}
+		m := nats.NewMsg(subject)
+		m.Data = buf[:n]
+		m.Header.Set(wire.HeaderSeq, strconv.Itoa(seq))
+		if last {
+			m.Header.Set(wire.HeaderLast, "1")
+		}
+		cctx, ccancel := context.WithTimeout(ctx, opTimeout)
+		resp, err := a.w.nc.RequestMsgWithContext(cctx, m)
+		ccancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStoreOutage, err)
+		}
+		var cr wire.Reply
+		if err := jsonUnmarshal(resp.Data, &cr); err != nil {
+			return nil, err
+		}
+		if cr.Error != nil {
+			if cr.Error.Code == wire.CodeUnavailable {
+				return nil, fmt.Errorf("%w: %w", errStoreOutage, cr.Error)
+			}
+			return nil, cr.Error
+		}
+		if last {
+			if cr.Stored == nil {
+				return nil, errors.New("jobgate answered the last chunk without the stored result")
+			}
+			return cr.Stored, nil
+		}
+	}
 }
 
-// outage reports an error that says the store could not be reached or did
-// not answer in time.
-func outage(err error) bool {
-	return natsjs.Unavailable(err) || errors.Is(err, job.ErrUnavailable)
-}
-
-// finishOutput completes the upload of a handler that succeeded.
-func (a *attempt) finishOutput() error {
+// finishOutput completes the upload of a handler that succeeded, storing
+// the kept copy again when the store broke the streamed upload off.
+func (a *attempt) finishOutput() (*wire.StoredResult, error) {
 	if a.out == nil {
-		return nil
+		return nil, nil
 	}
 	_ = a.out.pw.Close()
 	<-a.out.done
-	if a.out.err != nil && outage(a.out.err) && a.out.kept != nil {
-		a.out.err = a.storeAgain()
+	if errors.Is(a.out.err, errStoreOutage) && a.out.kept != nil {
+		a.log.Info("result upload broken off, storing the result again", "cause", a.out.err)
+		a.out.stored, a.out.err = a.storeAgain()
 	}
 	if a.out.err != nil {
-		return &failure{category: job.CategoryInternal, retryable: true, err: a.out.err,
-			message: "the result could not be stored; the job is retried"}
+		if errors.Is(a.out.err, errStoreOutage) {
+			return nil, errStoreOutage
+		}
+		return nil, &failure{kind: wire.KindInternal, retryable: true, err: a.out.err}
 	}
-	return nil
+	sum := hex.EncodeToString(a.out.h.Sum(nil))
+	if a.out.stored.Size != a.out.n || a.out.stored.SHA256 != sum {
+		return nil, &failure{kind: wire.KindInternal, retryable: true,
+			err: fmt.Errorf("jobgate stored %d bytes (%s) of %d (%s)", a.out.stored.Size, a.out.stored.SHA256, a.out.n, sum)}
+	}
+	return a.out.stored, nil
 }
 
-// storeAgain stores the kept copy of an output whose streamed upload the
-// store broke off (a stream leader lost or frozen mid-upload, a connection
-// lost): a fresh put of the same object, again while the store is
-// unavailable, within the upload's deadline. An outage of a few seconds
-// then costs the attempt a few seconds instead of the whole job. A put
-// that did store its metadata is replaced whole (the object store removes
-// the chunks of the object it replaces), so the attempt leaves one object.
-func (a *attempt) storeAgain() error {
-	a.log.Info("result upload broken off, storing the result again", "cause", a.out.err)
-	ctx, cancel := context.WithDeadline(a.w.hardCtx, a.uploadBy)
-	defer cancel()
-	tries := 0
-	err := untilAvailable(ctx, func(ctx context.Context) error {
-		tries++
-		_, err := a.w.res.PutResult(ctx, a.out.object, a.t.decl.ContentType, a.out.desc, bytes.NewReader(a.out.kept.Bytes()))
-		return err
-	})
-	if err != nil {
-		return err
+// storeAgain uploads the kept copy again while the store is unavailable,
+// within the attempt's time.
+func (a *attempt) storeAgain() (*wire.StoredResult, error) {
+	deadline := time.Now().Add(time.Duration(a.asg.TimeoutMS)*time.Millisecond + opTimeout)
+	delay := 100 * time.Millisecond
+	for {
+		stored, err := a.upload(bytes.NewReader(a.out.kept.Bytes()))
+		if !errors.Is(err, errStoreOutage) || time.Now().After(deadline) || a.w.hardCtx.Err() != nil {
+			return stored, err
+		}
+		sleepCtx(a.w.hardCtx, jitter(delay))
+		delay = min(2*delay, 2*time.Second)
 	}
-	a.log.Info("result stored", "tries", tries)
-	return nil
 }
 
 // abortOutput discards a partial upload.
@@ -608,23 +404,19 @@ func (a *attempt) abortOutput(cause error) {
 }
 
 // keptMax bounds the copy of an output kept for storing it again: a larger
-// output whose upload breaks off fails the attempt's upload (the job goes
-// back to the queue), as every output did before.
+// output whose upload breaks off is given back.
 const keptMax = 16 << 20
 
 // resultWriter counts, hashes and streams the output into the upload, and
-// keeps a copy of it while it is at most keptMax: when the store breaks the
-// upload off, the handler writes on into the copy and finishOutput stores
-// it again.
+// keeps a copy of it while it is at most keptMax.
 type resultWriter struct {
 	pw       *io.PipeWriter
 	h        hash.Hash
 	n, max   int64
 	tooLarge bool
-	object   string
-	desc     string
 	done     chan struct{}
-	err      error // of the upload, once done is closed
+	stored   *wire.StoredResult // once done is closed
+	err      error              // of the upload, once done is closed
 
 	kept   *bytes.Buffer // nil once the output outgrew keptMax
 	broken error         // the streamed upload's end, when it ended early
@@ -646,8 +438,7 @@ func (r *resultWriter) Write(p []byte) (int, error) {
 		n, err := r.pw.Write(p)
 		if err != nil {
 			r.broken = err
-			if r.kept == nil || !outage(err) {
-				r.kept = nil
+			if r.kept == nil {
 				r.h.Write(p[:n])
 				r.n += int64(n)
 				return n, err

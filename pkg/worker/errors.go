@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -18,41 +20,73 @@ const (
 	CategoryInternal       = job.CategoryInternal
 )
 
-// failure is why an attempt failed: a category of the contract, a message
-// for the job's owner and whether another attempt may succeed.
+// failure is why an attempt failed, as reported to jobgate: its kind,
+// whether another attempt may succeed, a message for the job's owner (only
+// where the handler wrote one for them) and the cause, for the operator.
 type failure struct {
-	category  string
-	message   string
+	kind      string
 	retryable bool
+	user      string
 	err       error
 }
 
-func (f *failure) Error() string { return f.category + ": " + f.message }
+func (f *failure) Error() string {
+	if f.user != "" {
+		return f.kind + ": " + f.user
+	}
+	if f.err != nil {
+		return f.kind + ": " + f.err.Error()
+	}
+	return f.kind
+}
 func (f *failure) Unwrap() error { return f.err }
 
-func (f *failure) record() *job.Failure {
-	return &job.Failure{Category: f.category, Message: f.message, Retryable: f.retryable}
+func (f *failure) request(h wire.Held) wire.FailRequest {
+	msg := ""
+	if f.err != nil {
+		msg = f.err.Error()
+	} else {
+		msg = f.user
+	}
+	if len(msg) > 2048 {
+		msg = msg[:2048]
+	}
+	user := f.user
+	if len(user) > 500 {
+		user = user[:500] + "…"
+	}
+	return wire.FailRequest{Held: h, Kind: f.kind, Retryable: f.retryable, Message: msg, UserMessage: user}
 }
 
-// Permanent marks err as final: the job fails now (render_error) with err's
-// message, without further attempts. The message is shown to the job's
-// owner: say what is wrong with the request, nothing internal.
+// Permanent marks err as final: the job fails now (render_error) without
+// further attempts, and err's message is shown to the job's owner: say
+// what is wrong with the request, nothing internal. Any other error a
+// handler returns is retried, and its text reaches only the operator (the
+// logs); the owner reads a generic message of its category.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &failure{category: job.CategoryRenderError, message: err.Error(), err: err}
+	return &failure{kind: wire.KindPermanent, user: err.Error(), err: err}
 }
 
 // Fail is a failure of a chosen category (render_error, budget_exceeded or
-// internal) that is retried or not as retryable says.
+// internal) that is retried or not as retryable says; its message is
+// shown to the job's owner.
 func Fail(category string, retryable bool, format string, args ...any) error {
+	f := &failure{retryable: retryable, user: fmt.Sprintf(format, args...)}
 	switch category {
-	case job.CategoryRenderError, job.CategoryBudgetExceeded, job.CategoryInternal:
+	case job.CategoryBudgetExceeded:
+		f.kind = wire.KindBudget
+	case job.CategoryInternal:
+		f.kind = wire.KindInternal
 	default:
-		category = job.CategoryRenderError
+		f.kind = wire.KindPermanent
+		if retryable {
+			f.kind = wire.KindError
+		}
 	}
-	return &failure{category: category, retryable: retryable, message: fmt.Sprintf(format, args...)}
+	return f
 }
 
 // Outcomes of an attempt that reached no verdict.
@@ -63,3 +97,10 @@ var (
 	// claimed by another worker after this one looked gone).
 	errLost = errors.New("job no longer held by this attempt")
 )
+
+func jsonUnmarshal(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("undecodable reply: %w", err)
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -83,21 +84,24 @@ func Register[T any](w *Workers, t Type[T]) error {
 	if err := checkSchema(schema); err != nil {
 		return fmt.Errorf("worker: type %q: schema: %w", t.Name, err)
 	}
-	decl := job.TypeDecl{
+	decl := wire.Declaration{
 		Name: t.Name, Description: t.Description, Schema: schema,
 		TimeoutSeconds: int(t.Timeout / time.Second), Attempts: t.Attempts,
 		MaxResultBytes: t.MaxResultBytes, ContentType: t.ContentType,
 	}
-	if err := decl.Validate(); err != nil {
+	check := job.TypeDecl{Name: decl.Name, Description: decl.Description, Schema: decl.Schema,
+		TimeoutSeconds: decl.TimeoutSeconds, Attempts: decl.Attempts, MaxResultBytes: decl.MaxResultBytes,
+		ContentType: decl.ContentType}
+	if err := check.Validate(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	work := t.Work
 	rt := &typeRunner{decl: decl, concurrency: t.Concurrency, run: func(ctx context.Context, a *attempt) error {
 		j := &Job[T]{
-			ID: a.rec.ID, Type: a.rec.Type, Tenant: a.rec.Tenant, Requester: a.rec.Requester,
-			Attempt: a.rec.Attempt, Attempts: a.maxAttempts, CreatedAt: a.rec.CreatedAt, a: a,
+			ID: a.asg.ID, Type: a.asg.Type, Tenant: a.asg.Tenant, Requester: a.asg.Requester,
+			Attempt: a.asg.Attempt, Attempts: a.asg.Attempts, CreatedAt: a.asg.CreatedAt, a: a,
 		}
-		if err := json.Unmarshal(a.rec.Params, &j.Params); err != nil {
+		if err := json.Unmarshal(a.asg.Params, &j.Params); err != nil {
 			return Permanent(fmt.Errorf("the job's params do not fit this worker's params type: %v", err))
 		}
 		return work(ctx, j)
@@ -107,7 +111,7 @@ func Register[T any](w *Workers, t Type[T]) error {
 
 // typeRunner is a registered type without its params type.
 type typeRunner struct {
-	decl        job.TypeDecl
+	decl        wire.Declaration
 	concurrency int
 	run         func(ctx context.Context, a *attempt) error
 
@@ -136,15 +140,23 @@ func (t *typeRunner) ended(tenant string) {
 	t.mu.Unlock()
 }
 
-// newcomer reports whether a newcomer slot may take work of tenant now:
-// every regular slot is busy and none of the tenant's jobs runs here.
-func (t *typeRunner) newcomer(tenant string) bool {
+// newcomerRequest says whether a newcomer slot may ask for work now (every
+// regular slot is busy) and which tenants it must leave out (those with
+// jobs running here).
+func (t *typeRunner) newcomerRequest() ([]string, bool) {
 	if t.busy.Load() < int64(t.concurrency) {
-		return false
+		return nil, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.running[tenant] == 0
+	running := make([]string, 0, len(t.running))
+	for tenant := range t.running {
+		if len(running) == wire.MaxRunningTenants {
+			break
+		}
+		running = append(running, tenant)
+	}
+	return running, true
 }
 
 var errStarted = errors.New("worker: already started")

@@ -2,16 +2,16 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
+	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -26,52 +26,18 @@ type Workers struct {
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
 	// interrupt is closed when Stop's drain time is over: attempts end and
-	// give their jobs back to the queue.
+	// give their jobs back.
 	interrupt chan struct{}
 
 	mu       sync.Mutex
 	started  bool
+	stopping bool
 	nc       *nats.Conn
 	ownConn  bool
-	res      *natsjs.Resources
 	cancel   context.CancelFunc
-	queues   []*natsjs.FairQueue // one per type, once started
 	pulls    sync.WaitGroup
 	bg       sync.WaitGroup
 	stopOnce sync.Once
-
-	// running holds the keys of the jobs this process is running: a record
-	// that names this worker for a job not in it is a claim whose answer
-	// was lost (see claim).
-	runMu   sync.Mutex
-	running map[string]struct{}
-}
-
-// runs reports whether this process is running the job of key.
-func (w *Workers) runs(key string) bool {
-	w.runMu.Lock()
-	defer w.runMu.Unlock()
-	_, ok := w.running[key]
-	return ok
-}
-
-// track marks the job of key running here until the returned func; false
-// when it already is (two deliveries of one job in one process: one runs).
-func (w *Workers) track(key string) (func(), bool) {
-	w.runMu.Lock()
-	defer w.runMu.Unlock()
-	if _, ok := w.running[key]; ok {
-		return nil, false
-	}
-	if w.running == nil {
-		w.running = map[string]struct{}{}
-	}
-	w.running[key] = struct{}{}
-	return func() {
-		w.runMu.Lock()
-		delete(w.running, key)
-		w.runMu.Unlock()
-	}, true
 }
 
 // New returns workers for cfg; Register types, then Start or Run.
@@ -117,111 +83,97 @@ func (w *Workers) Run(ctx context.Context) error {
 }
 
 // Start connects, declares every registered type (every gateway accepts it
-// within moments), announces this process and starts pulling work. It
-// waits, within ctx, for the deployment to be reachable and provisioned.
-// Ending ctx stops pulling; running jobs end only with Stop.
+// within moments) and starts taking work. It waits, within ctx, for the
+// deployment to answer; a declaration jobgate refuses (another
+// credential's type, a schema over jobgate's bounds) fails it at once, as
+// do wrong credentials or an unreachable URL (within ConnectTimeout).
+// Ending ctx after Start returned changes nothing: Stop stops.
 func (w *Workers) Start(ctx context.Context) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
+	if w.started || w.stopping {
+		w.mu.Unlock()
 		return errStarted
 	}
 	if len(w.types) == 0 {
+		w.mu.Unlock()
 		return errors.New("worker: no types registered")
 	}
-	if err := w.connect(ctx); err != nil {
+	w.started = true
+	w.mu.Unlock()
+	if err := w.connect(); err != nil {
 		return err
 	}
-	w.queues = make([]*natsjs.FairQueue, len(w.types))
-	for i, t := range w.types {
-		d := t.decl
-		d.DeclaredAt = w.cfg.Now().UTC()
-		err := untilAvailable(ctx, func(ctx context.Context) error { return w.res.Types.Declare(ctx, &d) })
-		if err != nil {
-			w.closeQueues()
+	// Stop may run while Start waits: it ends the wait.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(w.hardCtx, stop)()
+	for _, t := range w.types {
+		req := wire.DeclareRequest{Worker: w.cfg.Name, Type: t.decl}
+		if err := w.call(sctx, t.decl.Name, wire.OpDeclare, req, nil, true); err != nil {
 			w.closeConn()
-			return fmt.Errorf("worker: declare %s: %w", d.Name, err)
-		}
-		err = untilAvailable(ctx, func(ctx context.Context) (err error) {
-			w.queues[i], err = natsjs.OpenFairQueue(ctx, w.res.JS, natsjs.FairConfig{
-				Type: d.Name, AckWait: w.cfg.AckWait, MaxRunning: w.cfg.TenantMaxRunning,
-				MaxRunningFor: w.cfg.TenantMaxRunningFor, Weights: w.cfg.TenantWeights, Scan: w.cfg.WorkScan,
-			})
-			return err
-		})
-		if err != nil {
-			w.closeQueues()
-			w.closeConn()
-			return fmt.Errorf("worker: work queue of %s: %w", d.Name, err)
+			return fmt.Errorf("worker: declare %s: %w", t.decl.Name, err)
 		}
 	}
-	w.started = true
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(context.Background())
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		cancel()
+		w.closeConn()
+		return errors.New("worker: stopped while starting")
+	}
 	w.cancel = cancel
+	w.mu.Unlock()
 	started := w.cfg.Now().UTC()
-	w.announce(runCtx, started)
+	w.hello(runCtx, started)
 	w.bg.Add(1)
 	go func() {
 		defer w.bg.Done()
-		t := time.NewTicker(natsjs.PresenceTTL / 3)
+		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
 			select {
 			case <-runCtx.Done():
 				return
 			case <-t.C:
-				w.announce(runCtx, started)
+				w.hello(runCtx, started)
 			}
 		}
 	}()
-	for i, t := range w.types {
+	for _, t := range w.types {
 		for range t.concurrency {
 			w.pulls.Add(1)
-			go w.pullLoop(runCtx, t, w.queues[i], false)
+			go w.pullLoop(runCtx, t, false)
 		}
 		for range w.cfg.NewcomerSlots {
 			w.pulls.Add(1)
-			go w.pullLoop(runCtx, t, w.queues[i], true)
+			go w.pullLoop(runCtx, t, true)
 		}
 		w.log.Info("worker started", "type", t.decl.Name, "concurrency", t.concurrency, "attempts", t.decl.Attempts,
-			"timeout", t.decl.Timeout())
+			"timeout", time.Duration(t.decl.TimeoutSeconds)*time.Second)
 	}
 	return nil
 }
 
-func (w *Workers) connect(ctx context.Context) error {
-	w.nc, w.ownConn = w.cfg.Conn, false
-	if w.nc == nil {
-		nc, err := natsjs.Connect(natsjs.ConnectConfig{
-			URL: w.cfg.URL, Name: "jobgate worker " + w.cfg.Name,
-			User: w.cfg.User, Password: w.cfg.Password, InboxPrefix: natsjs.WorkerInboxPrefix,
-		})
-		if err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		w.nc, w.ownConn = nc, true
+func (w *Workers) connect() error {
+	if w.cfg.Conn != nil {
+		w.nc, w.ownConn = w.cfg.Conn, false
+		return nil
 	}
-	js, err := natsjs.NewJetStream(w.nc)
+	opts := []nats.Option{
+		nats.Name("jobgate worker " + w.cfg.Name), nats.Timeout(w.cfg.ConnectTimeout),
+		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.CustomInboxPrefix(wire.InboxPrefix(w.cfg.Credential)),
+	}
+	if w.cfg.User != "" {
+		opts = append(opts, nats.UserInfo(w.cfg.User, w.cfg.Password))
+	}
+	nc, err := nats.Connect(w.cfg.URL, opts...)
 	if err != nil {
-		w.closeConn()
-		return fmt.Errorf("worker: %w", err)
+		return fmt.Errorf("worker: connect to %s: %w", w.cfg.URL, err)
 	}
-	res, err := natsjs.Bind(ctx, js)
-	if err != nil {
-		w.closeConn()
-		return fmt.Errorf("worker: %w", err)
-	}
-	w.res = res
+	w.nc, w.ownConn = nc, true
 	return nil
-}
-
-// closeQueues ends the work queues' notices (natsjs.FairQueue.Close).
-func (w *Workers) closeQueues() {
-	for _, q := range w.queues {
-		if q != nil {
-			q.Close()
-		}
-	}
 }
 
 func (w *Workers) closeConn() {
@@ -230,37 +182,32 @@ func (w *Workers) closeConn() {
 	}
 }
 
-// announce records this process as live for each of its types.
-func (w *Workers) announce(ctx context.Context, started time.Time) {
+// hello tells jobgate this process serves its types.
+func (w *Workers) hello(ctx context.Context, started time.Time) {
 	for _, t := range w.types {
-		actx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := w.res.Types.Announce(actx, natsjs.Presence{
-			Worker: w.cfg.Name, Type: t.decl.Name, Concurrency: t.concurrency,
-			StartedAt: started, SeenAt: w.cfg.Now().UTC(),
-		})
-		cancel()
-		if err != nil && ctx.Err() == nil {
+		req := wire.HelloRequest{Worker: w.cfg.Name, Concurrency: t.concurrency, StartedAt: started}
+		if err := w.call(ctx, t.decl.Name, wire.OpHello, req, nil, false); err != nil && ctx.Err() == nil {
 			w.log.Warn("presence not announced", "type", t.decl.Name, "err", err)
 		}
 	}
 }
 
-// Stop stops pulling, lets running jobs finish for DrainTimeout, then
-// interrupts the rest (their contexts end, their jobs go back to the queue
-// for another worker) and waits for them; attempts that still do not end
-// within another DrainTimeout are abandoned to the sweeper.
+// Stop stops taking work, lets running jobs finish for DrainTimeout, then
+// interrupts the rest (their contexts end, their jobs go back for another
+// worker) and waits for them; attempts that still do not end within
+// another DrainTimeout are abandoned (their claims go stale and jobgate
+// hands the jobs on). A Stop during Start ends Start's wait.
 func (w *Workers) Stop() {
 	w.stopOnce.Do(func() {
 		w.mu.Lock()
-		started := w.started
-		if w.cancel != nil {
-			w.cancel()
-		}
+		w.stopping = true
+		cancel := w.cancel
 		w.mu.Unlock()
-		if !started {
+		if cancel == nil {
 			w.hardCancel()
 			return
 		}
+		cancel()
 		done := make(chan struct{})
 		go func() { w.pulls.Wait(); close(done) }()
 		wait := func(d time.Duration) bool {
@@ -280,67 +227,108 @@ func (w *Workers) Stop() {
 		}
 		w.hardCancel()
 		w.bg.Wait()
-		w.closeQueues()
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		ctx, cancelBye := context.WithTimeout(context.Background(), 2*time.Second)
 		for _, t := range w.types {
-			_ = w.res.Types.Withdraw(ctx, t.decl.Name, w.cfg.Name)
+			_ = w.call(ctx, t.decl.Name, wire.OpBye, wire.HelloRequest{Worker: w.cfg.Name}, nil, false)
 		}
-		cancel()
+		cancelBye()
 		w.closeConn()
 		w.log.Info("worker stopped")
 	})
 }
 
-// pullLoop takes one message at a time, so a message never waits in a local
-// buffer while its ack timer runs, and each free slot takes the tenant
-// whose turn it is, and of it the requester whose turn it is (see
-// natsjs.FairQueue). A newcomer slot takes only work
-// of a tenant with nothing running here while the regular slots are all
-// busy (Config.NewcomerSlots).
-func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, q *natsjs.FairQueue, newcomer bool) {
+// pullLoop asks for one job at a time, so each free slot takes the tenant
+// whose turn it is on jobgate's side. A newcomer slot asks only while the
+// regular slots are all busy, and only for a tenant with nothing running
+// here (Config.NewcomerSlots).
+func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 	defer w.pulls.Done()
 	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, w.cfg.PullWait)
-		var msg *natsjs.WorkMsg
-		var err error
+		req := wire.NextRequest{Worker: w.cfg.Name, WaitMS: w.cfg.PullWait.Milliseconds()}
 		if newcomer {
-			msg, err = q.NextNewcomer(fctx, t.newcomer)
-		} else {
-			msg, err = q.Next(fctx)
+			running, full := t.newcomerRequest()
+			if !full {
+				sleepCtx(ctx, 50*time.Millisecond)
+				continue
+			}
+			req.Newcomer, req.Running = true, running
 		}
-		cancel()
+		var reply wire.Reply
+		err := w.call(ctx, t.decl.Name, wire.OpNext, req, &reply, false)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.Warn("pull failed", "type", t.decl.Name, "err", err)
+				w.log.Warn("asking for work failed", "type", t.decl.Name, "err", err)
 				sleepCtx(ctx, jitter(time.Second))
 			}
 			continue
 		}
-		if msg != nil {
-			// The tenant counts as running here before the slot counts
-			// as busy: a newcomer slot that sees every slot busy also
-			// sees the tenants they hold.
-			tenant, _, _ := strings.Cut(msg.Key, ".")
-			t.started(tenant)
-			if !newcomer {
-				t.busy.Add(1)
-			}
-			w.handle(t, msg)
-			if !newcomer {
-				t.busy.Add(-1)
-			}
-			t.ended(tenant)
+		if reply.Job == nil {
+			continue
 		}
+		a := reply.Job
+		t.started(a.Tenant)
+		if !newcomer {
+			t.busy.Add(1)
+		}
+		w.run(t, a)
+		if !newcomer {
+			t.busy.Add(-1)
+		}
+		t.ended(a.Tenant)
 	}
 }
 
-// opTimeout bounds one store operation outside an attempt.
+// opTimeout bounds one request outside a next request's wait.
 const opTimeout = 10 * time.Second
 
-// untilAvailable runs op, each try bounded by opTimeout, and again while its
-// error says JetStream was unavailable, until ctx ends.
-func untilAvailable(ctx context.Context, op func(context.Context) error) error {
-	return natsjs.UntilAvailable(ctx, opTimeout, op)
+// call sends one request of op about typ and decodes its reply into out
+// (when not nil). A refusal is a *wire.Error (errors.As). With patient,
+// no responders and timeouts (a deployment still starting, a dispatcher
+// restarting) are tried again, jittered, until ctx ends.
+func (w *Workers) call(ctx context.Context, typ, op string, req, out any, patient bool) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	timeout := opTimeout
+	if r, ok := req.(wire.NextRequest); ok {
+		timeout = time.Duration(r.WaitMS)*time.Millisecond + 5*time.Second
+	}
+	subject := wire.Subject(w.cfg.Credential, typ, op)
+	policy := retry.Policy{First: 100 * time.Millisecond, Limit: 2 * time.Second, Try: timeout,
+		Retryable: func(err error) bool {
+			return patient && (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil || unavailable(err))
+		}}
+	return retry.Until(ctx, policy, func(ctx context.Context) error {
+		msg, err := w.nc.RequestWithContext(ctx, subject, data)
+		if err != nil {
+			return err
+		}
+		var reply wire.Reply
+		if err := json.Unmarshal(msg.Data, &reply); err != nil {
+			return fmt.Errorf("undecodable reply to %s: %w", op, err)
+		}
+		if reply.Error != nil {
+			return reply.Error
+		}
+		if out != nil {
+			*out.(*wire.Reply) = reply
+		}
+		return nil
+	})
+}
+
+// unavailable reports a refusal that says to try again later.
+func unavailable(err error) bool {
+	var e *wire.Error
+	return errors.As(err, &e) && (e.Code == wire.CodeUnavailable || e.Code == wire.CodeThrottled)
+}
+
+// refusedAs reports whether err is a refusal with code.
+func refusedAs(err error, code string) bool {
+	var e *wire.Error
+	return errors.As(err, &e) && e.Code == code
 }
 
 // jitter spreads d by ±20%, so workers that failed together do not retry

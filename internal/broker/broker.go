@@ -1,0 +1,290 @@
+package broker
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+)
+
+// QueueGroup is the NATS queue group of every broker: each request is
+// handled by one of them.
+const QueueGroup = "jobgate-broker"
+
+// SecretClaims is the deployment secret that signs claim tokens, shared by
+// every broker so that any of them can check any claim.
+const SecretClaims = "secret.claims"
+
+// opTimeout bounds one store operation.
+const opTimeout = 10 * time.Second
+
+// Broker answers the requests of worker processes.
+type Broker struct {
+	cfg    Config
+	res    *natsjs.Resources
+	nc     *nats.Conn
+	log    *slog.Logger
+	secret []byte
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	subs   []*nats.Subscription
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	queues  map[string]*natsjs.FairQueue
+	decls   map[string]cachedDecl
+	limits  map[string]*bucket
+	waiting map[string]int
+	uploads map[string]*upload
+
+	stopOnce sync.Once
+}
+
+type cachedDecl struct {
+	d  *job.TypeDecl
+	at time.Time
+}
+
+// New returns a broker over res, answering on nc (a connection with
+// jobgate's own permissions).
+func New(cfg Config, res *natsjs.Resources, nc *nats.Conn, log *slog.Logger) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if res == nil || nc == nil {
+		return nil, errors.New("broker: resources and a connection are required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Broker{cfg: cfg, res: res, nc: nc, log: log.With("component", "broker", "host", cfg.Host),
+		queues: map[string]*natsjs.FairQueue{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
+		waiting: map[string]int{}, uploads: map[string]*upload{}}, nil
+}
+
+// Start loads the claim secret and subscribes to the workers' requests. The
+// broker runs until Stop; ctx bounds only the start.
+func (b *Broker) Start(ctx context.Context) error {
+	err := natsjs.UntilAvailable(ctx, opTimeout, func(ctx context.Context) (err error) {
+		b.secret, err = b.res.Secrets.Get(ctx, SecretClaims)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("broker: claim secret: %w", err)
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	handlers := map[string]func(context.Context, *request) *wire.Reply{
+		wire.OpDeclare: b.declare, wire.OpHello: b.hello, wire.OpBye: b.bye, wire.OpNext: b.next,
+		wire.OpBeat: b.beat, wire.OpOpen: b.open, wire.OpDone: b.done, wire.OpFail: b.fail, wire.OpGiveBack: b.giveBack,
+	}
+	for op, h := range handlers {
+		sub, err := b.nc.QueueSubscribe(wire.Root+"*.*."+op, QueueGroup, b.serve(op, h))
+		if err != nil {
+			b.Stop()
+			return fmt.Errorf("broker: subscribe %s: %w", op, err)
+		}
+		_ = sub.SetPendingLimits(64<<10, 256<<20)
+		b.subs = append(b.subs, sub)
+	}
+	if err := b.nc.FlushTimeout(opTimeout); err != nil {
+		b.Stop()
+		return fmt.Errorf("broker: %w", err)
+	}
+	b.log.Info("broker started")
+	return nil
+}
+
+// Stop ends the subscriptions, aborts open uploads and waits for the
+// requests under way.
+func (b *Broker) Stop() {
+	b.stopOnce.Do(func() {
+		for _, s := range b.subs {
+			_ = s.Unsubscribe()
+		}
+		if b.cancel != nil {
+			b.cancel()
+		}
+		b.mu.Lock()
+		uploads := make([]*upload, 0, len(b.uploads))
+		for _, u := range b.uploads {
+			uploads = append(uploads, u)
+		}
+		queues := b.queues
+		b.queues = map[string]*natsjs.FairQueue{}
+		b.mu.Unlock()
+		for _, u := range uploads {
+			u.abort(errors.New("broker stopping"))
+		}
+		b.wg.Wait()
+		for _, q := range queues {
+			q.Close()
+		}
+	})
+}
+
+// request is one worker request, its subject checked.
+type request struct {
+	msg  *nats.Msg
+	cred string
+	typ  string
+}
+
+func (r *request) decode(v any) *wire.Reply {
+	if len(r.msg.Data) > wire.MaxRequest {
+		return refuse(wire.CodeBadRequest, "request larger than %d bytes", wire.MaxRequest)
+	}
+	if err := json.Unmarshal(r.msg.Data, v); err != nil {
+		return refuse(wire.CodeBadRequest, "malformed request: %v", err)
+	}
+	return nil
+}
+
+func refuse(code, format string, args ...any) *wire.Reply {
+	return &wire.Reply{Error: &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+var ok = &wire.Reply{}
+
+// serve runs each request on its own goroutine (a next request waits for
+// work) after the credential's rate limit.
+func (b *Broker) serve(op string, h func(context.Context, *request) *wire.Reply) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		if m.Reply == "" {
+			return
+		}
+		cred, typ, _, rest, valid := wire.Parse(m.Subject)
+		if !valid || len(rest) != 0 {
+			respond(m, refuse(wire.CodeBadRequest, "not a request subject"))
+			return
+		}
+		if !b.allow(cred) {
+			respond(m, refuse(wire.CodeThrottled, "too many requests of this credential"))
+			return
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			respond(m, h(b.ctx, &request{msg: m, cred: cred, typ: typ}))
+		}()
+	}
+}
+
+func respond(m *nats.Msg, r *wire.Reply) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		data = []byte(`{"error":{"code":"bad_request","message":"unencodable reply"}}`)
+	}
+	_ = m.Respond(data)
+}
+
+// token is the fencing token of a job's claim at attempt: the claim's
+// identity, signed, so that only the broker that stored the claim could
+// have handed it out, and only that attempt's holder presents it.
+func (b *Broker) token(key string, attempt int) string {
+	m := hmac.New(sha256.New, b.secret)
+	m.Write([]byte("jobgate claim v1\x00" + key + "\x00" + strconv.Itoa(attempt)))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
+}
+
+// decl returns the declaration of typ as its owner cred may use it: the
+// type must be declared, by this credential.
+func (b *Broker) decl(ctx context.Context, cred, typ string) (*job.TypeDecl, *wire.Reply) {
+	now := b.cfg.Now()
+	b.mu.Lock()
+	c, hit := b.decls[typ]
+	b.mu.Unlock()
+	if !hit || now.Sub(c.at) > 2*time.Second {
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		d, err := b.res.Types.Get(octx, typ)
+		cancel()
+		switch {
+		case errors.Is(err, job.ErrNotFound):
+			return nil, refuse(wire.CodeUnknown, "type %s is not declared", typ)
+		case err != nil:
+			return nil, refuse(wire.CodeUnavailable, "type %s could not be read", typ)
+		}
+		c = cachedDecl{d: d, at: now}
+		b.mu.Lock()
+		b.decls[typ] = c
+		b.mu.Unlock()
+	}
+	if !owns(c.d, cred) {
+		return nil, refuse(wire.CodeForbidden, "type %s belongs to another credential", typ)
+	}
+	return c.d, nil
+}
+
+// owns reports whether cred may run d's jobs.
+func owns(d *job.TypeDecl, cred string) bool {
+	if cred == wire.JobgateCredential {
+		return true
+	}
+	return d.Owner == cred && !job.Builtin(d.Name)
+}
+
+func (b *Broker) forgetDecl(typ string) {
+	b.mu.Lock()
+	delete(b.decls, typ)
+	b.mu.Unlock()
+}
+
+// queue returns the type's fair work queue, opening it on first use.
+func (b *Broker) queue(ctx context.Context, typ string) (*natsjs.FairQueue, error) {
+	b.mu.Lock()
+	q := b.queues[typ]
+	b.mu.Unlock()
+	if q != nil {
+		return q, nil
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	q, err := natsjs.OpenFairQueue(octx, b.res.JS, natsjs.FairConfig{
+		Type: typ, AckWait: b.cfg.AckWait, MaxRunning: b.cfg.TenantMaxRunning,
+		MaxRunningFor: b.cfg.TenantMaxRunningFor, Weights: b.cfg.TenantWeights, Scan: b.cfg.WorkScan,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if have := b.queues[typ]; have != nil {
+		q.Close()
+		return have, nil
+	}
+	if b.ctx.Err() != nil {
+		q.Close()
+		return nil, errors.New("broker stopping")
+	}
+	b.queues[typ] = q
+	return q, nil
+}
+
+// event publishes the event of a change the broker wrote (the relay fills
+// in for a broker that died before it).
+func (b *Broker) event(rec *job.Record) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
+	defer cancel()
+	if _, _, err := b.res.Events.PublishAfter(ctx, rec, 0); err != nil {
+		b.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
+	}
+}
+
+func (b *Broker) observe(typ, outcome string) {
+	if b.cfg.OnAttempt != nil {
+		b.cfg.OnAttempt(typ, outcome)
+	}
+}

@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes a broker. Zero fields take the documented defaults.
+type Config struct {
+	// Host names this broker in upload subjects; unique per process.
+	// Default random.
+	Host string
+	// AckWait is the work consumers' ack wait. Default 30s.
+	AckWait time.Duration
+	// BeatInterval is the longest time a worker may go between two beats
+	// of a held job. Default 5s.
+	BeatInterval time.Duration
+	// StaleAfter: a claim with no beat for this long is taken over by the
+	// next delivery of its work. At least twice BeatInterval, below
+	// AckWait. Default 3 × BeatInterval.
+	StaleAfter time.Duration
+	// RetryBase is the delay before a failed job's second attempt; it
+	// doubles per attempt, at most 10 minutes, ±20% jitter. Default 30s.
+	RetryBase time.Duration
+	// MaxAttempts is the attempts of a job whose record names none.
+	// Default 3.
+	MaxAttempts int
+	// TenantWeights, TenantMaxRunning and TenantMaxRunningFor share a
+	// type's workers between tenants (see natsjs.FairConfig).
+	TenantWeights       map[string]int
+	TenantMaxRunning    int
+	TenantMaxRunningFor map[string]int
+	// WorkScan is how often the scheduler looks for tenants with new work.
+	// Default 100ms.
+	WorkScan time.Duration
+	// MaxUploads bounds the result uploads open on this broker. Default 256.
+	MaxUploads int
+	// UploadIdle ends an upload that received no chunk for this long.
+	// Default 30s.
+	UploadIdle time.Duration
+	// Rate and Burst bound the requests per second of one credential.
+	// Default 2000 and 4000.
+	Rate, Burst float64
+	// MaxWaiting bounds the next requests held at once per credential.
+	// Default 1024.
+	MaxWaiting int
+	// OnAttempt, if set, is called when an attempt ends, with the type and
+	// how it ended (succeeded, retry, failed, lost, given_back).
+	OnAttempt func(typ, outcome string)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Host == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.Host = "b" + hex.EncodeToString(b[:])
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.BeatInterval == 0 {
+		c.BeatInterval = 5 * time.Second
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 3 * c.BeatInterval
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = 30 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
+	}
+	if c.WorkScan == 0 {
+		c.WorkScan = 100 * time.Millisecond
+	}
+	if c.MaxUploads == 0 {
+		c.MaxUploads = 256
+	}
+	if c.UploadIdle == 0 {
+		c.UploadIdle = 30 * time.Second
+	}
+	if c.Rate == 0 {
+		c.Rate = 2000
+	}
+	if c.Burst == 0 {
+		c.Burst = 2 * c.Rate
+	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = 1024
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.StaleAfter < 2*c.BeatInterval || c.StaleAfter >= c.AckWait {
+		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s) and below ack wait (%s)",
+			c.StaleAfter, c.BeatInterval, c.AckWait))
+	}
+	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.WorkScan <= 0 || c.MaxUploads < 1 || c.UploadIdle <= 0 ||
+		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 {
+		errs = append(errs, errors.New("retry base, max attempts, work scan, uploads, upload idle, rate, burst and waiting must be positive"))
+	}
+	for tenant, w := range c.TenantWeights {
+		if w < 1 || w > 1000 {
+			errs = append(errs, fmt.Errorf("weight of tenant %q must be 1 to 1000, got %d", tenant, w))
+		}
+	}
+	if c.TenantMaxRunning < 0 || c.TenantMaxRunning > 10000 {
+		errs = append(errs, fmt.Errorf("tenant max running must be 0 to 10000, got %d", c.TenantMaxRunning))
+	}
+	return errors.Join(errs...)
+}

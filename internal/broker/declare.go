@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// declare stores the type of the subject for its credential: a built-in
+// type only for jobgate's own, a name declared by another credential never.
+// The schema is compiled here, with jobgate's bounds, whatever the worker
+// checked on its side.
+func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
+	var req wire.DeclareRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	if req.Type.Name != r.typ {
+		return refuse(wire.CodeBadRequest, "the declaration names %q, the subject %q", req.Type.Name, r.typ)
+	}
+	if job.Builtin(r.typ) && r.cred != wire.JobgateCredential {
+		return refuse(wire.CodeForbidden, "%s is a built-in type: only jobgate declares it", r.typ)
+	}
+	if _, err := schema.Compile(req.Type.Schema); err != nil {
+		return refuse(wire.CodeInvalid, "schema of %s: %v", r.typ, err)
+	}
+	d := &job.TypeDecl{
+		Name: req.Type.Name, Description: req.Type.Description, Schema: req.Type.Schema,
+		TimeoutSeconds: req.Type.TimeoutSeconds, Attempts: req.Type.Attempts,
+		MaxResultBytes: req.Type.MaxResultBytes, ContentType: req.Type.ContentType,
+		DeclaredAt: b.cfg.Now().UTC(), Owner: r.cred,
+	}
+	if err := d.Validate(); err != nil {
+		return refuse(wire.CodeInvalid, "%v", err)
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	err := b.res.Types.DeclareOwned(octx, d)
+	b.forgetDecl(r.typ)
+	switch {
+	case errors.Is(err, natsjs.ErrOwned):
+		b.log.Warn("declaration refused: the type belongs to another credential", "type", r.typ, "credential", r.cred)
+		return refuse(wire.CodeForbidden, "type %s belongs to another credential", r.typ)
+	case errors.Is(err, job.ErrInvalidType):
+		return refuse(wire.CodeInvalid, "%v", err)
+	case err != nil:
+		return refuse(wire.CodeUnavailable, "the type could not be stored")
+	}
+	b.log.Info("type declared", "type", r.typ, "credential", r.cred, "worker", req.Worker)
+	return ok
+}
+
+// hello records a process as serving the type.
+func (b *Broker) hello(ctx context.Context, r *request) *wire.Reply {
+	var req wire.HelloRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	if !wire.ValidWorkerName(req.Worker) || req.Concurrency < 1 || req.Concurrency > 1024 {
+		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128} and concurrency be 1 to 1024")
+	}
+	if _, bad := b.decl(ctx, r.cred, r.typ); bad != nil {
+		return bad
+	}
+	now := b.cfg.Now().UTC()
+	started := req.StartedAt.UTC()
+	if started.After(now) || started.IsZero() {
+		started = now
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	err := b.res.Types.Announce(octx, natsjs.Presence{Worker: req.Worker, Type: r.typ, Concurrency: req.Concurrency,
+		StartedAt: started, SeenAt: now})
+	if err != nil {
+		return refuse(wire.CodeUnavailable, "presence not stored")
+	}
+	return ok
+}
+
+// bye removes a process's presence.
+func (b *Broker) bye(ctx context.Context, r *request) *wire.Reply {
+	var req wire.HelloRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	if !wire.ValidWorkerName(req.Worker) {
+		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}")
+	}
+	if _, bad := b.decl(ctx, r.cred, r.typ); bad != nil {
+		return bad
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	_ = b.res.Types.Withdraw(octx, r.typ, req.Worker)
+	return ok
+}
+
+// beatLimit is the shortest time between two beats the broker writes for
+// one job: more frequent beats are answered without a write.
+func (b *Broker) beatLimit() time.Duration { return b.cfg.BeatInterval / 5 }

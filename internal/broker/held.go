@@ -1,0 +1,351 @@
+package broker
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/retry"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
+)
+
+// errLost: the job is no longer the claim's.
+var errLost = errors.New("job no longer held by this claim")
+
+// heldJob is a job a request says it holds, checked.
+type heldJob struct {
+	decl *job.TypeDecl
+	rec  *job.Record
+}
+
+// held checks that the request's credential owns the type, and that its
+// token is the job's current claim: the job of that type is running under
+// that attempt and has not been given back. A refusal says lost when the
+// job has moved on (canceled, finished, taken over).
+func (b *Broker) held(ctx context.Context, r *request, h wire.Held) (*heldJob, *wire.Reply) {
+	d, bad := b.decl(ctx, r.cred, r.typ)
+	if bad != nil {
+		return nil, bad
+	}
+	if len(h.Key) > 256 || len(h.Token) > 64 {
+		return nil, refuse(wire.CodeBadRequest, "key or token too long")
+	}
+	if _, _, _, valid := natsjs.ScopeOf(h.Key); !valid {
+		return nil, refuse(wire.CodeBadRequest, "not a job key")
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	rec, err := b.res.Jobs.Get(octx, h.Key)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return nil, refuse(wire.CodeLost, "no such job")
+	case err != nil:
+		return nil, refuse(wire.CodeUnavailable, "the job could not be read")
+	}
+	if reply := b.check(rec, d, h); reply != nil {
+		return nil, reply
+	}
+	return &heldJob{decl: d, rec: rec}, nil
+}
+
+// check compares a record with the claim a request presents.
+func (b *Broker) check(rec *job.Record, d *job.TypeDecl, h wire.Held) *wire.Reply {
+	if rec.Type != d.Name {
+		// Another type's job: as if there were none.
+		return refuse(wire.CodeLost, "no such job")
+	}
+	want := b.token(rec.Key(), rec.Attempt)
+	if subtle.ConstantTimeCompare([]byte(want), []byte(h.Token)) != 1 || rec.State != job.StateRunning || rec.Worker == "" {
+		reply := refuse(wire.CodeLost, "the job is %s and not this claim's", rec.State)
+		reply.Canceled = rec.State == job.StateCanceled
+		return reply
+	}
+	return nil
+}
+
+// write applies fn to the held job by compare-and-set, again on a fresh
+// read after a concurrent write that left the claim in place; a write that
+// finds the claim gone answers lost.
+func (b *Broker) write(ctx context.Context, h *heldJob, held wire.Held, fn func(*job.Record) error) (*job.Record, *wire.Reply) {
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	cur := h.rec
+	for range 5 {
+		next := cur.Clone()
+		if err := fn(next); err != nil {
+			if errors.Is(err, errSkip) {
+				return cur, nil
+			}
+			return nil, refuse(wire.CodeBadRequest, "%v", err)
+		}
+		err := b.res.Jobs.Update(octx, next)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, natsjs.ErrStale) {
+			return nil, refuse(wire.CodeUnavailable, "the job could not be written")
+		}
+		fresh, gerr := b.res.Jobs.Get(octx, cur.Key())
+		if errors.Is(gerr, job.ErrNotFound) {
+			return nil, refuse(wire.CodeLost, "no such job")
+		}
+		if gerr != nil {
+			return nil, refuse(wire.CodeUnavailable, "the job could not be read")
+		}
+		if reply := b.check(fresh, h.decl, held); reply != nil {
+			return nil, reply
+		}
+		cur = fresh
+	}
+	return nil, refuse(wire.CodeUnavailable, "the job kept changing")
+}
+
+// progress checks a worker's progress report.
+func progress(p *wire.Progress) (*job.Progress, error) {
+	if p == nil {
+		return nil, nil
+	}
+	if p.Done < 0 || p.Total < 0 || p.Done > 1<<40 || p.Total > 1<<40 || len(p.Unit) > 32 || !printable(p.Unit) {
+		return nil, errors.New("progress must be non-negative, at most 2^40, its unit at most 32 printable bytes")
+	}
+	return &job.Progress{Done: p.Done, Total: p.Total, Unit: p.Unit}, nil
+}
+
+func printable(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// beat keeps a claim alive and records its progress; a moved progress is
+// an event. Beats closer together than beatLimit write nothing new.
+func (b *Broker) beat(ctx context.Context, r *request) *wire.Reply {
+	var req wire.BeatRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	p, err := progress(req.Progress)
+	if err != nil {
+		return refuse(wire.CodeBadRequest, "%v", err)
+	}
+	h, bad := b.held(ctx, r, req.Held)
+	if bad != nil {
+		return bad
+	}
+	now := b.cfg.Now().UTC()
+	moved := p != nil && (h.rec.Progress == nil || *p != *h.rec.Progress)
+	if !moved && now.Sub(h.rec.LastSign()) < b.beatLimit() {
+		return ok
+	}
+	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
+		if moved {
+			n.SetProgress(*p, now)
+		} else {
+			n.Heartbeat(now)
+		}
+		return nil
+	})
+	if bad != nil {
+		return bad
+	}
+	if moved {
+		b.event(rec)
+	}
+	return ok
+}
+
+// done finishes a held job as succeeded. Its result is the object this
+// attempt uploaded, checked against what the store holds; the content type
+// is the type's declared one.
+func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
+	var req wire.DoneRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	p, err := progress(req.Progress)
+	if err != nil {
+		return refuse(wire.CodeBadRequest, "%v", err)
+	}
+	h, bad := b.held(ctx, r, req.Held)
+	if bad != nil {
+		return bad
+	}
+	var out *job.Output
+	if req.Result != nil {
+		object := objectName(h.rec)
+		if req.Result.Object != object {
+			return refuse(wire.CodeBadRequest, "the result of this attempt is %s", object)
+		}
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		size, sum, err := b.res.ResultInfo(octx, object)
+		cancel()
+		switch {
+		case errors.Is(err, job.ErrNotFound):
+			return refuse(wire.CodeUnknown, "no result was stored for this attempt")
+		case err != nil:
+			return refuse(wire.CodeUnavailable, "the result could not be looked up")
+		case size != req.Result.Size || sum != req.Result.SHA256:
+			return refuse(wire.CodeBadRequest, "the stored result is %d bytes with SHA-256 %s", size, sum)
+		case size > h.decl.MaxResultBytes:
+			return refuse(wire.CodeTooLarge, "the result is larger than the type's limit")
+		}
+		out = &job.Output{Object: object, ContentType: h.decl.ContentType, Size: size, SHA256: sum}
+	}
+	now := b.cfg.Now().UTC()
+	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
+		if p != nil {
+			n.Progress = p
+		}
+		return n.Succeed(out, now)
+	})
+	if bad != nil {
+		if bad.Error.Code == wire.CodeLost && out != nil {
+			b.dropResult(objectName(h.rec))
+		}
+		return bad
+	}
+	b.observe(r.typ, "succeeded")
+	b.log.Info("job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
+	b.event(rec)
+	return ok
+}
+
+// fail ends a held job's attempt: retried after a jittered backoff while
+// attempts remain and the failure allows it, failed otherwise. What the
+// job's owner reads is jobgate's message of the category unless the worker
+// marked a message as meant for users; the worker's own message goes to
+// the log.
+func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
+	var req wire.FailRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	h, bad := b.held(ctx, r, req.Held)
+	if bad != nil {
+		return bad
+	}
+	f, err := failureOf(&req, h)
+	if err != nil {
+		return refuse(wire.CodeBadRequest, "%v", err)
+	}
+	maxAttempts := h.rec.AttemptsOr(h.decl.Attempts)
+	now := b.cfg.Now().UTC()
+	retryAt := now.Add(b.retryDelay(h.rec.Attempt))
+	outcome := "failed"
+	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
+		if f.Retryable && n.AttemptsUsed() < maxAttempts {
+			outcome = "retry"
+			return n.ScheduleRetry(f, retryAt, now)
+		}
+		outcome = "failed"
+		final := *f
+		if f.Retryable {
+			final.Message = fmt.Sprintf("%s (attempt %d of %d)", f.Message, n.Attempt, maxAttempts)
+		}
+		return n.Fail(&final, now)
+	})
+	if bad != nil {
+		return bad
+	}
+	b.dropResult(objectName(h.rec))
+	b.observe(r.typ, outcome)
+	b.log.Info("attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "outcome", outcome,
+		"category", f.Category, "cause", clip(req.Message, 2048))
+	b.event(rec)
+	return ok
+}
+
+// failureOf turns a worker's report into the job's failure.
+func failureOf(req *wire.FailRequest, h *heldJob) (*job.Failure, error) {
+	user := clip(req.UserMessage, 500)
+	if !printable(user) {
+		return nil, errors.New("user message must be printable")
+	}
+	pick := func(generic string) string {
+		if user != "" {
+			return user
+		}
+		return generic
+	}
+	switch req.Kind {
+	case wire.KindError:
+		return &job.Failure{Category: job.CategoryRenderError, Retryable: true, Message: pick("the job's worker reported an error")}, nil
+	case wire.KindPermanent:
+		return &job.Failure{Category: job.CategoryRenderError, Message: pick("the job's worker could not do it")}, nil
+	case wire.KindPanic:
+		return &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker failed"}, nil
+	case wire.KindTimeout:
+		return &job.Failure{Category: job.CategoryTimeout, Retryable: true,
+			Message: fmt.Sprintf("the attempt did not finish within its time budget of %s", h.rec.TimeoutOr(h.decl.Timeout()))}, nil
+	case wire.KindTooLarge:
+		return &job.Failure{Category: job.CategoryBudgetExceeded,
+			Message: fmt.Sprintf("the result would be larger than the limit of %d bytes", h.decl.MaxResultBytes)}, nil
+	case wire.KindBudget:
+		return &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
+	case wire.KindInternal:
+		return &job.Failure{Category: job.CategoryInternal, Retryable: req.Retryable || user == "",
+			Message: pick("the result could not be stored; the job is retried")}, nil
+	}
+	return nil, fmt.Errorf("unknown failure kind %q", req.Kind)
+}
+
+// giveBack hands a held job back without a verdict: the attempt stays
+// counted but uses up none of the job's attempts, and a fresh work message
+// lets the next worker take it at once.
+func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
+	var req wire.GiveBackRequest
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	h, bad := b.held(ctx, r, req.Held)
+	if bad != nil {
+		return bad
+	}
+	now := b.cfg.Now().UTC()
+	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error { return n.GiveBack(now) })
+	if bad != nil {
+		return bad
+	}
+	b.dropResult(objectName(h.rec))
+	b.observe(r.typ, "given_back")
+	b.log.Info("job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "reason", clip(req.Reason, 64))
+	b.event(rec)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	if err := b.res.Work.Publish(octx, rec, int(rec.Revision)); err != nil {
+		b.log.Warn("work of a given-back job left to its pending delivery", "job_id", rec.ID, "err", err)
+	}
+	return ok
+}
+
+// objectName is the result object of a job's current attempt.
+func objectName(r *job.Record) string { return fmt.Sprintf("%s.a%d", r.ID, r.Attempt) }
+
+// dropResult removes an attempt's result that no job names (best effort:
+// the results' retention removes what this misses).
+func (b *Broker) dropResult(object string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
+	defer cancel()
+	if err := b.res.DeleteResult(ctx, object); err != nil {
+		b.log.Debug("orphaned result not deleted", "object", object, "err", err)
+	}
+}
+
+// retryDelay is the pause before the attempt after attempt n.
+func (b *Broker) retryDelay(n int) time.Duration {
+	return jitter(retry.Exponential(b.cfg.RetryBase, max(10*time.Minute, b.cfg.RetryBase), max(n, 1)-1))
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

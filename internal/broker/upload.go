@@ -1,0 +1,208 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/nats-io/nats.go"
+)
+
+// errTooLarge: an upload outgrew its type's limit.
+var errTooLarge = errors.New("result larger than the type's limit")
+
+// upload is one result streamed from a worker into the result store: the
+// worker sends its chunks, in order, to this broker's own subject for it,
+// and each chunk is answered once the store took it.
+type upload struct {
+	b      *Broker
+	id     string
+	object string
+	max    int64
+	sub    *nats.Subscription
+
+	mu     sync.Mutex
+	pw     *io.PipeWriter
+	h      hash.Hash
+	n      int64
+	seq    int
+	timer  *time.Timer
+	ended  bool
+	done   chan struct{}
+	size   int64
+	putErr error
+}
+
+// open starts the upload of a held job's result on this broker.
+func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
+	var req wire.Held
+	if bad := r.decode(&req); bad != nil {
+		return bad
+	}
+	h, bad := b.held(ctx, r, req)
+	if bad != nil {
+		return bad
+	}
+	var raw [9]byte
+	_, _ = rand.Read(raw[:])
+	u := &upload{b: b, id: hex.EncodeToString(raw[:]), object: objectName(h.rec), max: h.decl.MaxResultBytes,
+		h: sha256.New(), done: make(chan struct{})}
+	b.mu.Lock()
+	if len(b.uploads) >= b.cfg.MaxUploads {
+		b.mu.Unlock()
+		return refuse(wire.CodeUnavailable, "too many uploads under way: try again")
+	}
+	b.uploads[u.id] = u
+	b.mu.Unlock()
+	pr, pw := io.Pipe()
+	u.pw = pw
+	sub, err := b.nc.Subscribe(wire.UploadSubject(r.cred, r.typ, b.cfg.Host, u.id), u.chunk)
+	if err != nil {
+		b.forgetUpload(u.id)
+		return refuse(wire.CodeUnavailable, "upload not opened")
+	}
+	u.sub = sub
+	_ = sub.SetPendingLimits(4, 4*wire.ChunkSize+4096)
+	u.timer = time.AfterFunc(b.cfg.UploadIdle, func() { u.abort(errors.New("upload idle")) })
+	desc := fmt.Sprintf("%s result of job %s, attempt %d", h.rec.Type, h.rec.ID, h.rec.Attempt)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer close(u.done)
+		size, err := b.res.PutResult(b.ctx, u.object, h.decl.ContentType, desc, pr)
+		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
+		u.mu.Lock()
+		u.size, u.putErr = size, err
+		u.mu.Unlock()
+	}()
+	if err := b.nc.FlushTimeout(opTimeout); err != nil {
+		u.abort(err)
+		return refuse(wire.CodeUnavailable, "upload not opened")
+	}
+	return &wire.Reply{Upload: &wire.UploadTarget{Host: b.cfg.Host, ID: u.id, Object: u.object}}
+}
+
+func errOr(err, def error) error {
+	if err == nil {
+		return def
+	}
+	return err
+}
+
+// chunk takes one chunk. Its subscription delivers them one at a time, in
+// order; a chunk out of order, or past the limit, ends the upload.
+func (u *upload) chunk(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	seq, err := strconv.Atoi(m.Header.Get(wire.HeaderSeq))
+	last := m.Header.Get(wire.HeaderLast) != ""
+	u.mu.Lock()
+	if u.ended {
+		u.mu.Unlock()
+		respond(m, refuse(wire.CodeUnknown, "no such upload"))
+		return
+	}
+	switch {
+	case err != nil || seq != u.seq:
+		u.mu.Unlock()
+		u.abort(errors.New("chunk out of order"))
+		respond(m, refuse(wire.CodeBadRequest, "chunk %q out of order: %d expected", m.Header.Get(wire.HeaderSeq), u.seq))
+		return
+	case len(m.Data) > wire.ChunkSize:
+		u.mu.Unlock()
+		u.abort(errors.New("chunk too large"))
+		respond(m, refuse(wire.CodeBadRequest, "chunk larger than %d bytes", wire.ChunkSize))
+		return
+	case u.n+int64(len(m.Data)) > u.max:
+		u.mu.Unlock()
+		u.abort(errTooLarge)
+		respond(m, refuse(wire.CodeTooLarge, "the result is larger than the type's limit of %d bytes", u.max))
+		return
+	}
+	u.seq++
+	u.n += int64(len(m.Data))
+	u.h.Write(m.Data)
+	u.timer.Reset(u.b.cfg.UploadIdle)
+	pw := u.pw
+	u.mu.Unlock()
+	if len(m.Data) > 0 {
+		if _, err := pw.Write(m.Data); err != nil {
+			u.abort(err)
+			respond(m, u.storeError(err))
+			return
+		}
+	}
+	if !last {
+		respond(m, ok)
+		return
+	}
+	_ = pw.Close()
+	<-u.done
+	u.mu.Lock()
+	size, perr, n, sum := u.size, u.putErr, u.n, hex.EncodeToString(u.h.Sum(nil))
+	u.mu.Unlock()
+	u.finish()
+	switch {
+	case perr != nil:
+		respond(m, u.storeError(perr))
+	case size != n:
+		respond(m, refuse(wire.CodeUnavailable, "the store kept %d of %d bytes", size, n))
+	default:
+		respond(m, &wire.Reply{Stored: &wire.StoredResult{Object: u.object, Size: n, SHA256: sum}})
+	}
+}
+
+func (u *upload) storeError(err error) *wire.Reply {
+	if natsjs.Unavailable(err) || errors.Is(err, context.Canceled) {
+		return refuse(wire.CodeUnavailable, "the result store could not be reached")
+	}
+	u.b.log.Warn("result not stored", "object", u.object, "err", err)
+	return refuse(wire.CodeUnavailable, "the result could not be stored")
+}
+
+// abort ends an upload that will not complete; the partial object is
+// removed by the put's failure.
+func (u *upload) abort(cause error) {
+	u.mu.Lock()
+	pw := u.pw
+	u.mu.Unlock()
+	if pw != nil {
+		_ = pw.CloseWithError(cause)
+	}
+	u.finish()
+}
+
+func (u *upload) finish() {
+	u.mu.Lock()
+	if u.ended {
+		u.mu.Unlock()
+		return
+	}
+	u.ended = true
+	if u.timer != nil {
+		u.timer.Stop()
+	}
+	sub := u.sub
+	u.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	u.b.forgetUpload(u.id)
+}
+
+func (b *Broker) forgetUpload(id string) {
+	b.mu.Lock()
+	delete(b.uploads, id)
+	b.mu.Unlock()
+}
