@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/pkg/job"
 )
@@ -35,6 +36,9 @@ type Config struct {
 	// the indexer, handle at once (the changes of one job, for the
 	// indexer of one requester, in order). Default 16.
 	FollowLanes int
+	// Broker tunes the answers to worker processes: their claims, beats
+	// and the fair scheduling of each type's work (see broker.Config).
+	Broker broker.Config
 	// Metrics records relay, sweeper and open-job figures; nil records
 	// nothing.
 	Metrics *metrics.Metrics

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/job"
 )
@@ -59,6 +60,7 @@ type Dispatcher struct {
 	log       *slog.Logger
 
 	running  *tracker
+	broker   *broker.Broker
 	relayLog *natsjs.ChangeLog // for the relay backlog gauge
 	startTry time.Duration     // natsjs.StartTry; shorter in tests
 
@@ -85,6 +87,20 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	if res.Index != nil {
 		d.index, d.indexFeed = res.Index, res.Jobs
 	}
+	if res.JS != nil && res.Secrets != nil {
+		bc := cfg.Broker
+		if bc.MaxAttempts == 0 {
+			bc.MaxAttempts = cfg.MaxAttempts
+		}
+		if bc.Now == nil {
+			bc.Now = cfg.Now
+		}
+		b, err := broker.New(bc, res, res.JS.Conn(), log)
+		if err != nil {
+			return nil, fmt.Errorf("dispatcher: %w", err)
+		}
+		d.broker = b
+	}
 	return d, nil
 }
 
@@ -102,7 +118,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(ctx, natsjs.StartBound)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
-		d.startRelay, d.startIndexer, d.startSweeper,
+		d.startRelay, d.startIndexer, d.startSweeper, d.startBroker,
 	} {
 		stop, err := start(sctx, runCtx)
 		if err != nil {
@@ -117,6 +133,18 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}
 	d.log.Info("dispatcher started", "grace", d.cfg.Grace, "sweep_interval", d.cfg.SweepInterval)
 	return nil
+}
+
+// startBroker starts answering the worker processes' requests (nothing
+// without the JetStream handles the broker needs).
+func (d *Dispatcher) startBroker(sctx, _ context.Context) (func(), error) {
+	if d.broker == nil {
+		return func() {}, nil
+	}
+	if err := d.broker.Start(sctx); err != nil {
+		return nil, err
+	}
+	return d.broker.Stop, nil
 }
 
 // untilAvailable runs a start step until it succeeds, fails for good, or

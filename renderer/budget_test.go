@@ -72,7 +72,7 @@ func TestJobRunningElsewhereIsLeftAloneUntilItsClaimIsStale(t *testing.T) {
 		require.NoError(t, r.Transition(job.StateRunning, now))
 		r.Attempt, r.Worker, r.HeartbeatAt = 1, "renderer-x", &now
 	})
-	stale := rec.HeartbeatAt.Add(testConfig().StaleAfter)
+	stale := rec.HeartbeatAt.Add(brokerFor(testConfig()).StaleAfter)
 	require.Never(t, func() bool {
 		after, err := b.conn.Res.Jobs.Get(context.Background(), rec.Key())
 		return err != nil || after.Revision != rec.Revision || len(b.renders.of(rec.ID)) > 0
@@ -125,7 +125,7 @@ func TestDeliveriesWithoutAClaimCostNoAttempt(t *testing.T) {
 	rec := b.admit(t, "outage", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q, err := natsjs.OpenFairQueue(ctx, b.conn.Res.JS, natsjs.FairConfig{Type: TypeName, AckWait: testConfig().AckWait})
+	q, err := natsjs.OpenFairQueue(ctx, b.conn.Res.JS, natsjs.FairConfig{Type: TypeName, AckWait: brokerFor(testConfig()).AckWait})
 	require.NoError(t, err)
 	for i := range 5 {
 		var m *natsjs.WorkMsg

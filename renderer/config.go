@@ -30,18 +30,13 @@ type Config struct {
 	// MaxOutputBytes is the size limit of one report (declared with the
 	// type); a larger one fails budget_exceeded. Default 64 MiB.
 	MaxOutputBytes int64
-	// AckWait, HeartbeatInterval, StaleAfter, PullWait and DrainTimeout are
-	// the worker package's (see worker.Config); zero takes its defaults.
-	AckWait           time.Duration
+	// HeartbeatInterval, PullWait and DrainTimeout are the worker
+	// package's (see worker.Config); zero takes its defaults. How render
+	// slots are shared between tenants is the dispatcher's (its broker's)
+	// to decide.
 	HeartbeatInterval time.Duration
-	StaleAfter        time.Duration
 	PullWait          time.Duration
 	DrainTimeout      time.Duration
-	// TenantWeights, TenantMaxRunning and TenantMaxRunningFor share render
-	// slots between tenants (see worker.Config).
-	TenantWeights       map[string]int
-	TenantMaxRunning    int
-	TenantMaxRunningFor map[string]int
 	// Failpoints injects faults (renderer.mid-render). Nil is off.
 	Failpoints *failpoint.Set
 	// OnRender, if set, is called when an attempt starts rendering, with

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 )
@@ -27,9 +28,12 @@ func New(cfg Config, wc worker.Config) (*Renderer, error) {
 		return nil, fmt.Errorf("renderer: %w", err)
 	}
 	wc.Name = cfg.Worker
-	wc.AckWait, wc.HeartbeatInterval, wc.StaleAfter = cfg.AckWait, cfg.HeartbeatInterval, cfg.StaleAfter
-	wc.PullWait, wc.DrainTimeout, wc.Now = cfg.PullWait, cfg.DrainTimeout, cfg.Now
-	wc.TenantWeights, wc.TenantMaxRunning, wc.TenantMaxRunningFor = cfg.TenantWeights, cfg.TenantMaxRunning, cfg.TenantMaxRunningFor
+	wc.HeartbeatInterval, wc.PullWait, wc.DrainTimeout, wc.Now = cfg.HeartbeatInterval, cfg.PullWait, cfg.DrainTimeout, cfg.Now
+	if wc.Credential == "" {
+		// permit_report is built in: only jobgate's own credential
+		// declares it.
+		wc.Credential = wire.JobgateCredential
+	}
 	if cfg.Metrics != nil {
 		wc.OnAttempt = func(_, outcome string, took time.Duration) { cfg.Metrics.Render(outcome, took) }
 	}

@@ -54,9 +54,7 @@ func TestSubmittedReportSucceedsWithAPDFOfItsPages(t *testing.T) {
 
 // quickTakeover makes a vanished renderer's job come back within a second.
 func quickTakeover(c *Config) {
-	c.AckWait = time.Second
 	c.HeartbeatInterval = 100 * time.Millisecond
-	c.StaleAfter = 500 * time.Millisecond
 }
 
 func TestRendererDyingMidRenderIsFinishedByAnother(t *testing.T) {
@@ -120,8 +118,7 @@ func TestTimeoutIsRetriedWithBackoffThenFailsWithItsCause(t *testing.T) {
 	_, b := setup(t, slowStart, func(c *Config) {
 		c.MaxAttempts = 2
 		c.RenderTimeout = time.Second
-		c.AckWait = 2 * time.Second
-		c.StaleAfter = time.Second
+		c.HeartbeatInterval = 200 * time.Millisecond
 	})
 	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "slow-twice", Pages: 20})
 	history := jobtest.Watch(t, b.conn.Res, rec.Key())

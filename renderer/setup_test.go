@@ -2,6 +2,7 @@ package renderer
 
 import (
 	"context"
+	"github.com/jobgate/jobgate/internal/broker"
 	"log/slog"
 	"os"
 	"sync"
@@ -21,6 +22,9 @@ type testBundle struct {
 	env     *jobtest.Env
 	conn    *jobtest.Conn
 	renders *renderCount
+	// brokerOnce starts jobgate's side of the worker protocol with the
+	// first renderer.
+	brokerOnce sync.Once
 }
 
 type renderCount struct {
@@ -50,6 +54,15 @@ func (c *renderCount) total() int {
 	return n
 }
 
+// brokerFor is jobgate's side of the worker protocol with timings that
+// follow the test renderer's heartbeat: a claim silent for five beats is
+// taken over, retries back off from ten.
+func brokerFor(cfg Config) broker.Config {
+	beat := cfg.HeartbeatInterval
+	return broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, AckWait: 10 * beat, RetryBase: 10 * beat,
+		MaxAttempts: cfg.MaxAttempts}
+}
+
 // testConfig has budgets small enough for fast tests and slack enough for
 // the race detector on two shared cores.
 func testConfig() Config {
@@ -57,9 +70,7 @@ func testConfig() Config {
 		Concurrency:       2,
 		MaxAttempts:       3,
 		RenderTimeout:     60 * time.Second,
-		AckWait:           5 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
-		StaleAfter:        2500 * time.Millisecond,
 		PullWait:          300 * time.Millisecond,
 		DrainTimeout:      2 * time.Second,
 	}
@@ -90,6 +101,7 @@ func (b *testBundle) startOn(t *testing.T, name string, opts ...func(*Config)) (
 	for _, o := range opts {
 		o(&cfg)
 	}
+	b.brokerOnce.Do(func() { b.env.Broker(t, brokerFor(cfg)) })
 	r, err := New(cfg, worker.Config{Conn: conn.NC, Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))

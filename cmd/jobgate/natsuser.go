@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/job"
 )
 
@@ -18,6 +20,8 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	sf := bindSettings(fs)
 	tenant := fs.String("tenant", "", "tenant id: credentials to subscribe to this tenant's job events")
 	worker := fs.Bool("worker", false, "credentials for worker processes (pkg/worker) instead of a tenant's subscribers")
+	var types typeList
+	fs.Var(&types, "type", "with --worker: a job type the credential may run (repeat for more)")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	asEnv := fs.Bool("env", false, "with --worker: print JOBGATE_WORKER_USER=... and JOBGATE_WORKER_PASSWORD=... lines for `export $(...)`")
 	if err := parse(fs, args); err != nil {
@@ -25,6 +29,9 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	}
 	if *worker == (*tenant != "") {
 		return &usageError{"nats-user: give either --tenant T (event subscribers) or --worker (worker processes)"}
+	}
+	if *worker && len(types) == 0 {
+		return &usageError{"nats-user: --worker needs the types the credential may run: --type T [--type U ...]"}
 	}
 	if !*worker && !job.ValidScopeID(*tenant) {
 		return &usageError{"nats-user: --tenant must be a tenant id ([A-Za-z0-9_-]{1,64})"}
@@ -50,11 +57,16 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 		url = "nats://" + cfg.NATS.Listen
 	}
 	if *worker {
+		user, err := natsjs.WorkerUser(types)
+		if err != nil {
+			return &usageError{"nats-user: " + err.Error()}
+		}
+		pass := natsjs.WorkerPassword(secret, user)
 		if *asEnv {
-			fmt.Fprintf(m.Stdout, "JOBGATE_WORKER_USER=%s\nJOBGATE_WORKER_PASSWORD=%s\n", natsjs.WorkerUser, natsjs.WorkerPassword(secret))
+			fmt.Fprintf(m.Stdout, "JOBGATE_WORKER_USER=%s\nJOBGATE_WORKER_PASSWORD=%s\n", user, pass)
 			return nil
 		}
-		return m.printWorkerUser(natsjs.WorkerPassword(secret), url, *asJSON)
+		return m.printWorkerUser(user, pass, url, *asJSON)
 	}
 	user, pass, subject := natsjs.TenantUser(*tenant), natsjs.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
 	if *asJSON {
@@ -73,17 +85,29 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 }
 
 // printWorkerUser prints the credentials of worker processes.
-func (m *Main) printWorkerUser(pass, url string, asJSON bool) error {
+func (m *Main) printWorkerUser(user, pass, url string, asJSON bool) error {
+	cred := wire.CredentialID(user)
 	if asJSON {
-		return json.NewEncoder(m.Stdout).Encode(map[string]string{"user": natsjs.WorkerUser, "password": pass, "url": url})
+		return json.NewEncoder(m.Stdout).Encode(map[string]string{"user": user, "password": pass, "url": url, "credential": cred})
 	}
-	fmt.Fprintf(m.Stdout, "user:     %s\npassword: %s\n", natsjs.WorkerUser, pass)
+	fmt.Fprintf(m.Stdout, "user:       %s\npassword:   %s\ncredential: %s\n", user, pass, cred)
 	if url == "" {
-		fmt.Fprintln(m.Stdout, "url:      (start `jobgate serve` with --nats-listen or JOBGATE_NATS_LISTEN, e.g. 127.0.0.1:4222)")
+		fmt.Fprintln(m.Stdout, "url:        (start `jobgate serve` with --nats-listen or JOBGATE_NATS_LISTEN, e.g. 127.0.0.1:4222)")
 	} else {
-		fmt.Fprintf(m.Stdout, "url:      %s\n", url)
+		fmt.Fprintf(m.Stdout, "url:        %s\n", url)
 	}
-	fmt.Fprintln(m.Stdout, "These credentials let a worker process (pkg/worker) declare its job types, pull and settle their work and store "+
-		"results; they cannot read any tenant's events or change the deployment's streams.")
+	fmt.Fprintln(m.Stdout, "These credentials let a worker process (pkg/worker) run these job types and nothing else: declare them, "+
+		"take their jobs and report on the jobs it holds, through jobgate's checks (docs/protocol.md). They reach no stream, "+
+		"bucket, event or other type.")
+	return nil
+}
+
+// typeList collects repeated --type flags.
+type typeList []string
+
+func (l *typeList) String() string { return strings.Join(*l, ",") }
+
+func (l *typeList) Set(s string) error {
+	*l = append(*l, s)
 	return nil
 }

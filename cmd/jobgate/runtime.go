@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -93,9 +94,10 @@ func openRuntime(ctx context.Context, cfg *config.Config, name string, logw io.W
 			User: cfg.NATS.User, Password: cfg.NATS.Password, TLSCA: cfg.NATS.TLSCA, TLSCert: cfg.NATS.TLSCert, TLSKey: cfg.NATS.TLSKey,
 		}
 		if name == "renderer" {
-			// A renderer is a worker: it may run with worker credentials,
-			// whose replies come under the worker inbox.
-			cc.InboxPrefix = natsjs.WorkerInboxPrefix
+			// A renderer is jobgate's own worker: it may run with a
+			// credential limited to its protocol subjects, whose replies
+			// come under jobgate's worker inbox (docs/protocol.md).
+			cc.InboxPrefix = wire.InboxPrefix(wire.JobgateCredential)
 		}
 		rt.connect = func(n string) (*nats.Conn, error) {
 			c := cc

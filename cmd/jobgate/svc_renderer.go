@@ -9,14 +9,11 @@ import (
 // connection; the finer knobs keep their documented defaults.
 func newRenderer(rt *process) (service, error) {
 	return renderer.New(renderer.Config{
-		Concurrency:         rt.cfg.Renderer.Concurrency,
-		MaxAttempts:         rt.cfg.MaxAttempts,
-		RenderTimeout:       rt.cfg.RenderTimeout,
-		MaxOutputBytes:      rt.cfg.Renderer.MaxOutputBytes,
-		TenantWeights:       rt.cfg.Renderer.TenantWeights,
-		TenantMaxRunning:    rt.cfg.Renderer.TenantMaxRunning,
-		TenantMaxRunningFor: rt.cfg.Renderer.TenantMaxRunningFor,
-		Failpoints:          rt.fp,
-		Metrics:             rt.metrics,
+		Concurrency:    rt.cfg.Renderer.Concurrency,
+		MaxAttempts:    rt.cfg.MaxAttempts,
+		RenderTimeout:  rt.cfg.RenderTimeout,
+		MaxOutputBytes: rt.cfg.Renderer.MaxOutputBytes,
+		Failpoints:     rt.fp,
+		Metrics:        rt.metrics,
 	}, worker.Config{Conn: rt.nc, Logger: rt.log.With("service", "renderer")})
 }

@@ -45,8 +45,7 @@ func TestHelperWorkerProcess(t *testing.T) {
 	defer stop()
 	w, err := worker.New(worker.Config{
 		URL: url, User: os.Getenv("JOBGATE_WORKER_USER"), Password: os.Getenv("JOBGATE_WORKER_PASSWORD"),
-		Name: "echo-" + strconv.Itoa(os.Getpid()), AckWait: 3 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
-		StaleAfter: 1500 * time.Millisecond, PullWait: time.Second,
+		Name: "echo-" + strconv.Itoa(os.Getpid()), HeartbeatInterval: 500 * time.Millisecond, PullWait: time.Second,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -128,7 +127,7 @@ func TestWorkerProcessKilledMidJobIsFinishedByAnother(t *testing.T) {
 		require.NoError(t, json.Unmarshal(out.Bytes(), &c))
 		return c
 	}
-	wc, tc := creds("--worker"), creds("--tenant", "4")
+	wc, tc := creds("--worker", "--type", "slow_echo"), creds("--tenant", "4")
 
 	// What the worker credentials cannot do.
 	wnc, err := nats.Connect(url, nats.UserInfo(wc["user"], wc["password"]), nats.CustomInboxPrefix("_JG_WORKER_INBOX"))

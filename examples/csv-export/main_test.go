@@ -87,7 +87,9 @@ func startDeployment(t testing.TB) *deployment {
 	workers.Add(1)
 	go func() {
 		defer workers.Done()
-		cfg := worker.Config{URL: emb.ClientURL(), User: natsjs.WorkerUser, Password: natsjs.WorkerPassword(natsSecret),
+		user, err := natsjs.WorkerUser([]string{exportType().Name})
+		require.NoError(t, err)
+		cfg := worker.Config{URL: emb.ClientURL(), User: user, Password: natsjs.WorkerPassword(natsSecret, user),
 			Name: "csv-export-test", Logger: log.With("component", "csv-export")}
 		if err := run(runCtx, cfg); err != nil {
 			log.Error("csv-export ended", "err", err)

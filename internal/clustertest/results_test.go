@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/jobgate/jobgate/internal/wire"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -173,9 +174,8 @@ func startWorker(t *testing.T, nc *nats.Conn, name string, rl *renderLog,
 	render func(context.Context, *worker.Job[permitParams]) ([]byte, error)) *startedWorker {
 	t.Helper()
 	w, err := worker.New(worker.Config{
-		Conn: nc, Name: name, Logger: testLogger(t).With("component", name),
-		AckWait: 5 * time.Second, HeartbeatInterval: 500 * time.Millisecond, PullWait: 500 * time.Millisecond,
-		StaleAfter: 2 * time.Second, DrainTimeout: time.Second,
+		Conn: nc, Name: name, Credential: wire.JobgateCredential, Logger: testLogger(t).With("component", name),
+		HeartbeatInterval: 500 * time.Millisecond, PullWait: 500 * time.Millisecond, DrainTimeout: time.Second,
 	})
 	require.NoError(t, err)
 	decl := jobtest.PermitReport()

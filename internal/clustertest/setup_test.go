@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/broker"
 	"io"
 	"log/slog"
 	"net/http"
@@ -97,7 +98,8 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		require.NoError(t, r.Start(ctx))
 		t.Cleanup(r.Stop)
 	}
-	disp, err := dispatcher.New(dispatcher.Config{}, connect("dispatcher", 1), log.With("component", "dispatcher"))
+	disp, err := dispatcher.New(dispatcher.Config{Broker: broker.Config{AckWait: 5 * time.Second,
+		BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond}}, connect("dispatcher", 1), log.With("component", "dispatcher"))
 	require.NoError(t, err)
 	require.NoError(t, disp.Start(ctx))
 	t.Cleanup(disp.Stop)

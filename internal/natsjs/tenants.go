@@ -7,8 +7,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jobgate/jobgate/internal/secretfile"
 	"github.com/jobgate/jobgate/pkg/job"
@@ -73,6 +76,47 @@ func TenantPermissions(tenant string) *server.Permissions {
 // (WorkerPermissions).
 type TenantAuth struct {
 	secret []byte
+	// Log, if set, receives a warning for refused logins, at most one per
+	// refusedEvery (with the count of those left out).
+	Log *slog.Logger
+
+	mu         sync.Mutex
+	lastWarn   time.Time
+	suppressed int
+}
+
+// refusedEvery spaces the warnings of refused logins: a client retrying a
+// wrong password every 250 ms must not flood the log.
+const refusedEvery = 10 * time.Second
+
+// refused logs a refused login, rate limited. The password is never
+// logged; the user name is (it names a tenant or a worker's types).
+func (a *TenantAuth) refused(c server.ClientAuthentication, user string) {
+	if a.Log == nil {
+		return
+	}
+	a.mu.Lock()
+	now := time.Now()
+	if now.Sub(a.lastWarn) < refusedEvery {
+		a.suppressed++
+		a.mu.Unlock()
+		return
+	}
+	n := a.suppressed
+	a.lastWarn, a.suppressed = now, 0
+	a.mu.Unlock()
+	remote := ""
+	if addr := c.RemoteAddress(); addr != nil {
+		remote = addr.String()
+	}
+	a.Log.Warn("NATS login refused: wrong password", "user", clipUser(user), "remote", remote, "refused_since_last_warning", n)
+}
+
+func clipUser(u string) string {
+	if len(u) > 200 {
+		return u[:200] + "…"
+	}
+	return u
 }
 
 // NewTenantAuth returns the authenticator for credentials derived from secret.
@@ -107,12 +151,13 @@ func (a *TenantAuth) Check(c server.ClientAuthentication) bool {
 	if opts == nil {
 		return false
 	}
-	if opts.Username == WorkerUser {
-		want := WorkerPassword(a.secret)
+	if types, ok := WorkerTypes(opts.Username); ok {
+		want := WorkerPassword(a.secret, opts.Username)
 		if subtle.ConstantTimeCompare([]byte(opts.Password), []byte(want)) != 1 {
+			a.refused(c, opts.Username)
 			return false
 		}
-		c.RegisterUser(&server.User{Username: WorkerUser, Permissions: WorkerPermissions()})
+		c.RegisterUser(&server.User{Username: opts.Username, Permissions: WorkerPermissions(opts.Username, types)})
 		return true
 	}
 	tenant, ok := strings.CutPrefix(opts.Username, tenantUserPrefix)
@@ -121,6 +166,7 @@ func (a *TenantAuth) Check(c server.ClientAuthentication) bool {
 	}
 	want := TenantPassword(a.secret, tenant)
 	if subtle.ConstantTimeCompare([]byte(opts.Password), []byte(want)) != 1 {
+		a.refused(c, opts.Username)
 		return false
 	}
 	c.RegisterUser(&server.User{Username: opts.Username, Permissions: TenantPermissions(tenant)})

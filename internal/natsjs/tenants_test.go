@@ -3,7 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
-	"slices"
+	"github.com/jobgate/jobgate/internal/wire"
 	"testing"
 	"time"
 
@@ -180,58 +180,75 @@ func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
 // A worker with its own credentials switches a tenant's queues both ways
 // (a cap lifted, a cap set): it may list and remove the consumers of the
 // other layout, and gets the work they held.
-func TestAWorkerWithItsCredentialsSwitchesATenantsQueues(t *testing.T) {
+// A worker credential of one type reaches nothing but that type's protocol
+// subjects: the attacks of issue 22, tried with a plain nats.go client.
+func TestAWorkerCredentialReachesOnlyItsTypesRequests(t *testing.T) {
 	t.Parallel()
 	b := setupTenantAuth(t)
-	_, js := b.asWorker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-
-	capped := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunning: 1, Scan: 10 * time.Millisecond}
-	open := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, Scan: 10 * time.Millisecond}
-	_, err := b.res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, capped.TenantWorkConsumer("A"))
+	user, err := natsjs.WorkerUser([]string{"export_sales"})
 	require.NoError(t, err)
-	for i, cfg := range []natsjs.FairConfig{open, capped} {
-		r := newRecord("A", "r1", "job_"+string(rune('a'+i)))
-		require.NoError(t, b.res.Work.Publish(ctx, r, 0))
-		q, err := natsjs.OpenFairQueue(ctx, js, cfg)
-		require.NoError(t, err)
-		var msg *natsjs.WorkMsg
-		for msg == nil && ctx.Err() == nil {
-			msg, err = q.Next(ctx)
-			require.NoError(t, err)
+	cred := wire.CredentialID(user)
+	errs := make(chan error, 64)
+	nc, err := nats.Connect(b.emb.ClientURL(), nats.UserInfo(user, natsjs.WorkerPassword(b.secret, user)),
+		nats.CustomInboxPrefix(wire.InboxPrefix(cred)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	refused := func(what string, publish func() error) {
+		t.Helper()
+		require.NoError(t, publish())
+		require.NoError(t, nc.Flush())
+		select {
+		case err := <-errs:
+			require.ErrorIs(t, err, nats.ErrPermissionViolation, what)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s was not refused", what)
 		}
-		require.NotNil(t, msg, "capped %v", cfg.Capped("A"))
-		require.Equal(t, job.StoreKey("A", "r1", r.ID), msg.Key)
-		require.NoError(t, msg.Ack())
+	}
+	refused("a forged event", func() error { return nc.Publish(natsjs.EventSubject("5", "x", "job_fake"), []byte(`{}`)) })
+	refused("STREAM.INFO on the records", func() error {
+		return nc.PublishRequest("$JS.API.STREAM.INFO.KV_"+natsjs.BucketJobs, wire.InboxPrefix(cred)+".x", []byte(`{"subjects_filter":">"}`))
+	})
+	refused("a record write", func() error { return nc.Publish("$KV."+natsjs.BucketJobs+".5.x.job_1", []byte(`{}`)) })
+	refused("a direct get of a result", func() error {
+		return nc.PublishRequest("$JS.API.DIRECT.GET.OBJ_"+natsjs.BucketResults, wire.InboxPrefix(cred)+".x", []byte(`{"seq":1}`))
+	})
+	refused("a purge", func() error {
+		return nc.PublishRequest("$JS.API.STREAM.PURGE.OBJ_"+natsjs.BucketResults, wire.InboxPrefix(cred)+".x", nil)
+	})
+	refused("a consumer create", func() error {
+		return nc.PublishRequest("$JS.API.CONSUMER.CREATE."+natsjs.StreamWork, wire.InboxPrefix(cred)+".x", []byte(`{}`))
+	})
+	refused("another type's requests", func() error {
+		return nc.PublishRequest(wire.Subject(cred, "permit_report", wire.OpNext), wire.InboxPrefix(cred)+".x", []byte(`{}`))
+	})
+	refused("another credential's requests", func() error {
+		return nc.PublishRequest(wire.Subject(wire.JobgateCredential, "export_sales", wire.OpNext), wire.InboxPrefix(cred)+".x", []byte(`{}`))
+	})
+	refused("subscribing to the work", func() error { _, err := nc.SubscribeSync("jobgate.work.>"); return err })
+	refused("subscribing to another inbox", func() error { _, err := nc.SubscribeSync("_INBOX.>"); return err })
+	// Its own type's requests go out (nobody answers in this test).
+	_, err = nc.Request(wire.Subject(cred, "export_sales", wire.OpNext), []byte(`{}`), 200*time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrNoResponders)
+	select {
+	case err := <-errs:
+		t.Fatalf("its own request was refused: %v", err)
+	default:
 	}
 }
 
-// Worker credentials allow the notices of new work, so a worker process
-// learns of a new tenant's work as it is published (FairQueue.notice).
-func TestAWorkerWithItsCredentialsIsNoticedOfNewWork(t *testing.T) {
+func TestWorkerCredentialsCannotBeMintedForBuiltinsOrForged(t *testing.T) {
 	t.Parallel()
+	_, err := natsjs.WorkerUser([]string{"permit_report"})
+	require.ErrorContains(t, err, "built-in")
+	user, err := natsjs.WorkerUser([]string{"b_type", "a_type", "b_type"})
+	require.NoError(t, err)
+	require.Equal(t, "jgw.a_type.b_type", user)
+	_, ok := natsjs.WorkerTypes("jgw.b_type.a_type")
+	require.False(t, ok, "only the canonical name is a credential")
+	_, ok = natsjs.WorkerTypes("jgw.permit_report")
+	require.False(t, ok)
 	b := setupTenantAuth(t)
-	nc, js := b.asWorker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	q, err := natsjs.OpenFairQueue(ctx, js, natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute})
-	require.NoError(t, err)
-	defer q.Close()
-	require.NoError(t, nc.Flush()) // the subscription is in place
-	require.NoError(t, b.res.Work.Publish(ctx, newRecord("A", "r1", "job_n"), 0))
-	require.Eventually(t, func() bool { return slices.Contains(q.Tenants(), "A") }, 5*time.Second, 5*time.Millisecond)
-	require.NoError(t, nc.LastError(), "no permissions violation")
-}
-
-// asWorker connects over the listener with the worker credentials.
-func (b *tenantBundle) asWorker(t *testing.T) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	nc, err := natsjs.Connect(natsjs.ConnectConfig{URL: b.emb.ClientURL(), User: natsjs.WorkerUser,
-		Password: natsjs.WorkerPassword(b.secret), InboxPrefix: natsjs.WorkerInboxPrefix})
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := natsjs.NewJetStream(nc)
-	require.NoError(t, err)
-	return nc, js
+	_, err = nats.Connect(b.emb.ClientURL(), nats.UserInfo(user, natsjs.WorkerPassword(b.secret, "jgw.a_type")))
+	require.Error(t, err, "another credential's password is refused")
 }

@@ -4,78 +4,81 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Worker processes (pkg/worker) outside the server's process log in as
-// WorkerUser with a password derived from the same data-dir secret as the
-// tenant subscribers' (`jobgate nats-user --worker` prints both).
+// Worker processes outside the server's process log in with a credential
+// for their own job types only (`jobgate nats-user --worker --type T`):
+// the user name lists the types, the password is derived from the data
+// dir's secret and the name, so the server needs no restart to accept a
+// new credential.
 
-// WorkerUser is the NATS user name of worker processes.
-const WorkerUser = "worker"
+// workerUserPrefix starts the user name of a minted worker credential.
+const workerUserPrefix = "jgw."
 
-// WorkerInboxPrefix is the reply-subject prefix workers use: their
-// permissions let them subscribe there and nowhere else, so a worker never
-// sees another client's replies, nor any tenant's events.
-const WorkerInboxPrefix = "_JG_WORKER_INBOX"
+// MaxWorkerTypes bounds the types of one worker credential.
+const MaxWorkerTypes = 32
 
-// WorkerPassword derives the NATS password of worker processes.
-func WorkerPassword(secret []byte) string {
+// WorkerUser is the user name of the worker credential for types (in any
+// order, repeats ignored): "jgw." + the sorted types joined by ".".
+func WorkerUser(types []string) (string, error) {
+	t := slices.Clone(types)
+	slices.Sort(t)
+	t = slices.Compact(t)
+	if len(t) == 0 || len(t) > MaxWorkerTypes {
+		return "", fmt.Errorf("a worker credential is for 1 to %d types, got %d", MaxWorkerTypes, len(t))
+	}
+	for _, name := range t {
+		if !job.ValidTypeName(name) {
+			return "", fmt.Errorf("type %q must match [a-z][a-z0-9_]{0,63}", name)
+		}
+		if job.Builtin(name) {
+			return "", fmt.Errorf("%s is a built-in type: only jobgate's own workers run it", name)
+		}
+	}
+	return workerUserPrefix + strings.Join(t, "."), nil
+}
+
+// WorkerTypes reads the types out of a minted worker user name: false for
+// a name WorkerUser would not have written.
+func WorkerTypes(user string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(user, workerUserPrefix)
+	if !ok {
+		return nil, false
+	}
+	types := strings.Split(rest, ".")
+	again, err := WorkerUser(types)
+	if err != nil || again != user {
+		return nil, false
+	}
+	return types, true
+}
+
+// WorkerPassword derives the password of a worker user.
+func WorkerPassword(secret []byte, user string) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("jobgate nats-user worker v1\x00"))
+	m.Write([]byte("jobgate nats-user worker v2\x00" + user))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// WorkerPermissions are exactly what a worker needs: declare types and
-// announce itself, pull and acknowledge work, read and compare-and-set job
-// records, store results (and read them back), publish the events of its own
-// changes after a look at the job's newest one. It cannot create, change or
-// delete streams, subscribe to events, or read other clients' replies.
-func WorkerPermissions() *server.Permissions {
-	kv := func(b string) []string {
-		return []string{
-			"$KV." + b + ".>",
-			"$JS.API.STREAM.INFO.KV_" + b,
-			"$JS.API.DIRECT.GET.KV_" + b + ".>",
-			"$JS.API.STREAM.MSG.GET.KV_" + b,
-		}
+// WorkerPermissions are exactly what a worker of types needs: publish the
+// protocol's requests under its credential and those types, and receive
+// their replies in its own inbox. No JetStream API, no events, no other
+// client's replies, no other type's work (docs/protocol.md).
+func WorkerPermissions(user string, types []string) *server.Permissions {
+	cred := wire.CredentialID(user)
+	allow := make([]string, 0, len(types))
+	for _, t := range types {
+		allow = append(allow, wire.Prefix(cred, t)+">")
 	}
-	allow := []string{
-		"$JS.API.INFO",
-		"$JS.API.CONSUMER.CREATE." + StreamWork + ".>",
-		"$JS.API.CONSUMER.DURABLE.CREATE." + StreamWork + ".*",
-		"$JS.API.CONSUMER.INFO." + StreamWork + ".*",
-		// Finding the tenants with work (OpenFairQueue), and removing the
-		// single per-type consumer of earlier versions and the consumers
-		// of a tenant's other layout (FairQueue.consumer).
-		"$JS.API.STREAM.INFO." + StreamWork,
-		"$JS.API.CONSUMER.DELETE." + StreamWork + ".*",
-		"$JS.API.CONSUMER.LIST." + StreamWork,
-		"$JS.API.CONSUMER.MSG.NEXT." + StreamWork + ".*",
-		"$JS.ACK." + StreamWork + ".>",
-		"$O." + BucketResults + ".>",
-		"$JS.API.STREAM.INFO.OBJ_" + BucketResults,
-		"$JS.API.STREAM.PURGE.OBJ_" + BucketResults,
-		"$JS.API.DIRECT.GET.OBJ_" + BucketResults + ".>",
-		"$JS.API.DIRECT.GET.OBJ_" + BucketResults, // by sequence: reading a result back (verifyResult)
-		"$JS.API.STREAM.MSG.GET.OBJ_" + BucketResults,
-		eventsPrefix + ">",
-		// Looking up a job's newest event before publishing one, so events
-		// stay in the order of their changes (EventStream.PublishAfter): a
-		// get by subject, no subscription to anyone's events; what an event
-		// holds the worker can read in the job's record anyway.
-		"$JS.API.STREAM.INFO." + StreamEvents,
-		"$JS.API.STREAM.MSG.GET." + StreamEvents,
-		"$JS.API.DIRECT.GET." + StreamEvents + ".>",
-	}
-	allow = append(allow, kv(BucketJobs)...)
-	allow = append(allow, kv(BucketTypes)...)
-	allow = append(allow, kv(BucketWorkers)...)
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: allow},
-		// Replies, and notices of new work (FairQueue.notice): the subjects
-		// of work messages, which a worker may pull anyway.
-		Subscribe: &server.SubjectPermission{Allow: []string{WorkerInboxPrefix + ".>", AllWork}},
+		Publish:   &server.SubjectPermission{Allow: allow},
+		Subscribe: &server.SubjectPermission{Allow: []string{wire.InboxPrefix(cred) + ".>"}},
 	}
 }

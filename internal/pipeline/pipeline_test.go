@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/broker"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -62,8 +63,7 @@ func (b *testBundle) renderer(t *testing.T, name string, opts ...func(*renderer.
 	conn := b.env.Connect(t, name)
 	cfg := renderer.Config{
 		Worker: name, Concurrency: 2, MaxAttempts: maxAttempts, RenderTimeout: renderTimeout,
-		AckWait: time.Second, HeartbeatInterval: 100 * time.Millisecond, StaleAfter: 500 * time.Millisecond,
-		PullWait: 300 * time.Millisecond, DrainTimeout: 2 * time.Second, OnRender: b.rendered,
+		HeartbeatInterval: 100 * time.Millisecond, PullWait: 300 * time.Millisecond, DrainTimeout: 2 * time.Second, OnRender: b.rendered,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -80,6 +80,8 @@ func (b *testBundle) dispatcher(t *testing.T, name string, opts ...func(*dispatc
 	cfg := dispatcher.Config{
 		MaxAttempts: maxAttempts, RenderTimeout: renderTimeout, Grace: time.Second,
 		SweepInterval: 100 * time.Millisecond,
+		Broker: broker.Config{AckWait: time.Second, BeatInterval: 100 * time.Millisecond, StaleAfter: 500 * time.Millisecond,
+			RetryBase: time.Second},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -149,12 +151,16 @@ func TestAFleetRendersEveryJobOnce(t *testing.T) {
 	// Failure detection with room for the race detector on two busy cores:
 	// a renderer starved of CPU for a second must not look dead.
 	patient := func(c *renderer.Config) {
-		c.AckWait, c.HeartbeatInterval, c.StaleAfter = 5*time.Second, 500*time.Millisecond, 2500*time.Millisecond
+		c.HeartbeatInterval = 500 * time.Millisecond
+	}
+	patientBroker := func(c *dispatcher.Config) {
+		c.Broker = broker.Config{AckWait: 5 * time.Second, BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond,
+			RetryBase: time.Second}
 	}
 	b.renderer(t, "renderer-a", patient)
 	b.renderer(t, "renderer-b", patient)
-	b.dispatcher(t, "dispatcher-a")
-	b.dispatcher(t, "dispatcher-b")
+	b.dispatcher(t, "dispatcher-a", patientBroker)
+	b.dispatcher(t, "dispatcher-b", patientBroker)
 	recs := make([]*job.Record, 100)
 	for i := range recs {
 		req := jobtest.Request{Key: jobtest.ID("fleet", i), Pages: 1 + i%5}

@@ -85,8 +85,8 @@ func call(t *testing.T, method, url, tok, key, body string) answer {
 // startWorkers runs w's types on a connection of their own.
 func (b *testBundle) startWorkers(t *testing.T, name string, register func(*worker.Workers)) {
 	t.Helper()
-	w, err := worker.New(worker.Config{Conn: b.env.Connect(t, name).NC, Name: name, AckWait: 2 * time.Second,
-		HeartbeatInterval: 200 * time.Millisecond, StaleAfter: 600 * time.Millisecond, PullWait: 300 * time.Millisecond,
+	w, err := worker.New(worker.Config{Conn: b.env.Connect(t, name).NC, Name: name,
+		HeartbeatInterval: 100 * time.Millisecond, PullWait: 300 * time.Millisecond,
 		DrainTimeout: time.Second})
 	require.NoError(t, err)
 	register(w)
