@@ -23,12 +23,18 @@ import (
 // asked.
 func memGateway(t *testing.T, cfg Config) *Gateway {
 	t.Helper()
+	return memGatewayOn(t, cfg, &memRecords{m: map[string]*job.Record{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// memGatewayOn is memGateway on the given record store, logging to log.
+func memGatewayOn(t *testing.T, cfg Config, jobs records, log *slog.Logger) *Gateway {
+	t.Helper()
 	if cfg.AuthSecret == nil {
 		cfg.AuthSecret = []byte("0123456789abcdef0123456789abcdef")
 	}
-	d := deps{jobs: &memRecords{m: map[string]*job.Record{}}, work: &failingWork{}, secrets: fixedSecrets{}, types: fixedTypes{},
+	d := deps{jobs: jobs, work: &failingWork{}, secrets: fixedSecrets{}, types: fixedTypes{},
 		watch: func() (recordWatch, error) { return nil, errors.ErrUnsupported }}
-	g, err := newGateway(cfg, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g, err := newGateway(cfg, d, log)
 	require.NoError(t, err)
 	require.NoError(t, g.Init(context.Background()))
 	return g
@@ -53,6 +59,10 @@ func call(t *testing.T, g *Gateway, method, target, body string, headers ...stri
 	req := httptest.NewRequest(method, target, rd)
 	for _, h := range headers {
 		k, v, _ := strings.Cut(h, ": ")
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Add(k, v)
 	}
 	resp, err := g.App().Test(req, -1)
@@ -89,7 +99,7 @@ func TestGatewayRequiresConfiguredAudienceAndIssuer(t *testing.T) {
 	}
 
 	resp, body := call(t, g, http.MethodPost, "/dev/token", url.Values{"tenant": {"4"}, "subject": {"reviewer-47"}}.Encode(),
-		"Content-Type: application/x-www-form-urlencoded")
+		"Content-Type: application/x-www-form-urlencoded", "Host: 127.0.0.1:8080")
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	tok := jsonField(t, body, "token")
 	_, err := auth.NewVerifier(secret, nil, auth.WithAudience("jobgate-api"), auth.WithIssuer("https://login.example.com")).Verify(tok)

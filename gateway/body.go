@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"fmt"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/pkg/job"
 )
 
 var (
@@ -42,7 +42,7 @@ func refuseContentCoding(c *fiber.Ctx) error {
 	// RFC 9110 15.5.16: a 415 for a content coding names the codings that
 	// would have been accepted.
 	c.Set(fiber.HeaderAcceptEncoding, "identity")
-	return writeProblem(c, fmt.Errorf("%w: Content-Encoding %q is not accepted; send the body uncompressed", errUnsupportedMedia, truncate(bad, 32)))
+	return writeProblem(c, job.Userf(errUnsupportedMedia, "Content-Encoding %q is not accepted; send the body uncompressed", truncate(bad, 32)))
 }
 
 // truncate keeps a client-supplied value short enough to echo in a problem.

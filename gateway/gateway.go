@@ -162,6 +162,8 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		IdleTimeout:                  120 * time.Second,
 		ErrorHandler:                 g.handleError,
 	})
+	// writeProblem finds the gateway's logger by its app.
+	appLogs.Store(g.app, log)
 	g.app.Use(refuseContentCoding) // ahead of every route: nothing decodes a compressed body
 	g.routes()
 	cfg.Metrics.ObserveSSE(g.SSEStreams)
@@ -229,6 +231,7 @@ func (g *Gateway) Init(ctx context.Context) error { return g.init(ctx) }
 func (g *Gateway) Stop() {
 	g.once.Do(func() {
 		close(g.stopped)
+		defer appLogs.Delete(g.app)
 		defer g.changes.close()
 		defer g.types.stop()
 		if err := g.app.ShutdownWithTimeout(10 * time.Second); err != nil {

@@ -59,7 +59,7 @@ func (g *Gateway) metricsHandler() fiber.Handler {
 		got := sha256.Sum256([]byte(tok))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate metrics"`)
-			return writeProblem(c, fmt.Errorf("%w: /metrics needs the metrics token (JOBGATE_METRICS_TOKEN) as its bearer token", job.ErrUnauthorized))
+			return writeProblem(c, job.Userf(job.ErrUnauthorized, "/metrics needs the metrics token (JOBGATE_METRICS_TOKEN) as its bearer token"))
 		}
 		return serve(c)
 	}

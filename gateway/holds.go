@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
@@ -51,7 +50,7 @@ func (h *holds) release(who string) {
 // refuse answers 429 rate-limited with a Retry-After.
 func (h *holds) refuse(c *fiber.Ctx) error {
 	setRetryAfter(c, holdRetryAfter)
-	return writeProblem(c, fmt.Errorf("%w: this requester has %d %s open, the most allowed at once", job.ErrRateLimited, h.max, h.what))
+	return writeProblem(c, job.Userf(job.ErrRateLimited, "this requester has %d %s open, the most allowed at once", h.max, h.what))
 }
 
 // requesterOf is the key of the per-requester limits.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,7 +50,7 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {
-			return writeProblem(c, fmt.Errorf("%w: limit must be 1 to 100", errBadQuery))
+			return writeProblem(c, job.Userf(errBadQuery, "limit must be 1 to 100"))
 		}
 		limit = n
 	}
@@ -59,7 +58,7 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	if s := c.Query("state"); s != "" {
 		state = job.State(s)
 		if !state.Valid() {
-			return writeProblem(c, fmt.Errorf("%w: state must be queued, running, succeeded, failed or canceled", errBadQuery))
+			return writeProblem(c, job.Userf(errBadQuery, "state must be queued, running, succeeded, failed or canceled"))
 		}
 	}
 	var cur cursor
@@ -221,5 +220,5 @@ func decodeCursor(s string) (cursor, error) {
 			}
 		}
 	}
-	return cursor{}, fmt.Errorf("%w: cursor is not one this server issued", errBadQuery)
+	return cursor{}, job.Userf(errBadQuery, "cursor is not one this server issued")
 }

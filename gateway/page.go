@@ -139,11 +139,11 @@ func (g *Gateway) devToken(c *fiber.Ctx) error {
 	// resolves to 127.0.0.1 (DNS rebinding): only the loopback names are
 	// this server's.
 	if !loopbackHost(string(c.Request().Host())) {
-		return writeProblem(c, fmt.Errorf("%w: the development sign-in answers only requests to 127.0.0.1, localhost or [::1]", job.ErrForbidden))
+		return writeProblem(c, job.Userf(job.ErrForbidden, "the development sign-in answers only requests to 127.0.0.1, localhost or [::1]"))
 	}
 	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	if err != nil || (mt != fiber.MIMEApplicationForm && mt != fiber.MIMEMultipartForm) {
-		return writeProblem(c, fmt.Errorf("%w: send a form (application/x-www-form-urlencoded)", errUnsupportedMedia))
+		return writeProblem(c, job.Userf(errUnsupportedMedia, "send a form (application/x-www-form-urlencoded)"))
 	}
 	tenant := strings.Clone(c.FormValue("tenant"))
 	subject := strings.Clone(c.FormValue("subject"))
@@ -160,7 +160,6 @@ func (g *Gateway) devToken(c *fiber.Ctx) error {
 	now := g.cfg.Now()
 	tok, err := auth.Mint(g.cfg.AuthSecret, auth.Identity{Tenant: tenant, Requester: subject}, devTokenTTL, now, g.cfg.authOptions()...)
 	if err != nil {
-		g.log.Error("dev token", "err", err)
 		return writeProblem(c, err)
 	}
 	g.log.Info("development token minted", "tenant", tenant, "subject", subject, "ttl", devTokenTTL)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -31,6 +32,7 @@ func (g *Gateway) routes() {
 	v1.Get("/jobs/:id/result", g.readLimit, g.resultRedirect)
 	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
 	v1.Get("/types", g.readLimit, g.listTypes)
+	v1.Get("/types/:name", g.readLimit, g.getType)
 	g.pageRoutes()
 	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })
 }
@@ -49,11 +51,12 @@ func (g *Gateway) handleError(c *fiber.Ctx, err error) error {
 			return writeProblem(c, job.ErrMethodNotAllowed)
 		}
 		if fe.Code < 500 {
-			return writeProblem(c, fmt.Errorf("%w: %s", errBadRequest, fe.Message))
+			// The status's own words: Fiber's message may quote the
+			// parser's internals.
+			return writeProblem(c, fmt.Errorf("%w: %w", job.Userf(errBadRequest, "%s", http.StatusText(fe.Code)), err))
 		}
 	}
-	g.log.Error("request failed", "method", c.Method(), "path", c.Route().Path, "err", err)
-	return writeProblem(c, err)
+	return writeProblem(c, err) // a 500, logged there with its cause
 }
 
 const identityKey = "identity"

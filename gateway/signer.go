@@ -64,7 +64,7 @@ func (s *linkSigner) verify(token string) (linkClaims, error) {
 	}
 	c := linkClaims{Tenant: parts[0], Requester: parts[1], JobID: parts[2], Object: parts[3], Expires: time.Unix(exp, 0)}
 	if !s.now().Before(c.Expires) {
-		return c, fmt.Errorf("%w: expired at %s", job.ErrLinkExpired, c.Expires.UTC().Format(time.RFC3339))
+		return c, job.Userf(job.ErrLinkExpired, "the link expired at %s; the job's result link gives a fresh one", c.Expires.UTC().Format(time.RFC3339))
 	}
 	return c, nil
 }

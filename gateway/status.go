@@ -48,7 +48,7 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 	var wait time.Duration
 	if w := c.Query("wait"); w != "" {
 		if wait, err = time.ParseDuration(w); err != nil || wait < 0 {
-			return writeProblem(c, fmt.Errorf("%w: wait must be a duration like 20s", errBadQuery))
+			return writeProblem(c, job.Userf(errBadQuery, "wait must be a duration like 20s"))
 		}
 	}
 	inm := c.Get(fiber.HeaderIfNoneMatch)

@@ -77,3 +77,23 @@ func (e *ConflictError) Error() string {
 
 // Is lets errors.Is(err, ErrKeyReused) match.
 func (e *ConflictError) Is(target error) bool { return target == ErrKeyReused }
+
+// UserError is an error whose message is written for the client: the
+// problem document of it carries Message as its detail (NewProblem), where
+// any other error's text is replaced by the catalogue's fixed detail. Err is
+// the catalogue's sentinel it stands for; Message must name nothing of the
+// server (no store, subject or file), only what the client sent or may do.
+type UserError struct {
+	Err     error
+	Message string
+}
+
+// Userf returns a *UserError for sentinel with a formatted message.
+func Userf(sentinel error, format string, args ...any) error {
+	return &UserError{Err: sentinel, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *UserError) Error() string { return e.Err.Error() + ": " + e.Message }
+
+// Unwrap lets errors.Is(err, sentinel) match.
+func (e *UserError) Unwrap() error { return e.Err }

@@ -151,7 +151,7 @@ func (r *Record) Fail(f *Failure, now time.Time) error {
 func (r *Record) Cancel(now time.Time) error {
 	if err := r.Transition(StateCanceled, now); err != nil {
 		if r.State.Terminal() {
-			return fmt.Errorf("%w: job is %s", ErrTerminal, r.State)
+			return Userf(ErrTerminal, "the job is already %s", r.State)
 		}
 		return err
 	}

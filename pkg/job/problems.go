@@ -18,12 +18,16 @@ var (
 )
 
 // ProblemKind is one entry of the problem catalogue: the slug of its type
-// (/problems/<slug>), its HTTP status and title, and the sentinel error it
-// stands for on both sides of the wire.
+// (/problems/<slug>), its HTTP status and title, the fixed detail a client
+// reads, and the sentinel error it stands for on both sides of the wire.
 type ProblemKind struct {
 	Slug   string
 	Status int
 	Title  string
+	// Detail is the problem's detail, written for the client. An error's
+	// own text never replaces it (it may name stores, subjects, files);
+	// only a *UserError, whose message is written for the client, does.
+	Detail string
 	Err    error
 }
 
@@ -32,32 +36,55 @@ type ProblemKind struct {
 // the sentinel by it (Problem.Is). Order matters only where one error matches
 // several sentinels; the first match wins.
 var problemKinds = []ProblemKind{
-	{"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token", ErrUnauthorized},
-	{"idempotency-key-missing", http.StatusBadRequest, "Idempotency-Key header required", ErrKeyMissing},
-	{"idempotency-key-invalid", http.StatusBadRequest, "Idempotency-Key header invalid", ErrKeyInvalid},
-	{"malformed-request", http.StatusBadRequest, "Request body is not valid JSON", ErrMalformed},
-	{"validation", http.StatusUnprocessableEntity, "Request failed validation", ErrValidation},
-	{"payload-too-large", http.StatusRequestEntityTooLarge, "Request body exceeds 64 KiB", ErrPayloadTooLarge},
-	{"idempotency-key-reused", http.StatusConflict, "Idempotency-Key already used for a different request", ErrKeyReused},
-	{"not-found", http.StatusNotFound, "Job not found", ErrNotFound},
-	{"job-terminal", http.StatusConflict, "Job already finished", ErrTerminal},
-	{"result-not-ready", http.StatusConflict, "Result not ready yet", ErrResultNotReady},
-	{"job-failed", http.StatusConflict, "Job failed; it has no result", ErrJobFailed},
-	{"job-canceled", http.StatusConflict, "Job was canceled; it has no result", ErrJobCanceled},
-	{"link-expired", http.StatusGone, "Result link expired", ErrLinkExpired},
-	{"link-invalid", http.StatusForbidden, "Result link invalid", ErrLinkInvalid},
-	{"result-expired", http.StatusGone, "Result file no longer kept", ErrResultExpired},
-	{"rate-limited", http.StatusTooManyRequests, "Too many requests", ErrRateLimited},
-	{"unavailable", http.StatusServiceUnavailable, "Job store unavailable; retry with the same key", ErrUnavailable},
-	{"unsupported-media-type", http.StatusUnsupportedMediaType, "Request body must be uncompressed application/json", ErrUnsupportedMedia},
-	{"bad-request", http.StatusBadRequest, "Bad request", ErrBadRequest},
-	{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed", ErrMethodNotAllowed},
-	{"forbidden", http.StatusForbidden, "Forbidden", ErrForbidden},
+	{"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token",
+		"send Authorization: Bearer with a valid, unexpired token", ErrUnauthorized},
+	{"idempotency-key-missing", http.StatusBadRequest, "Idempotency-Key header required",
+		"send an Idempotency-Key header with this request", ErrKeyMissing},
+	{"idempotency-key-invalid", http.StatusBadRequest, "Idempotency-Key header invalid",
+		"send exactly one Idempotency-Key header of 1-255 printable ASCII characters", ErrKeyInvalid},
+	{"malformed-request", http.StatusBadRequest, "Request body is not valid JSON",
+		"the body must be one JSON object, with no member name twice", ErrMalformed},
+	{"validation", http.StatusUnprocessableEntity, "Request failed validation",
+		"one or more fields are invalid", ErrValidation},
+	{"payload-too-large", http.StatusRequestEntityTooLarge, "Request body exceeds 64 KiB",
+		"the request body must be at most 64 KiB", ErrPayloadTooLarge},
+	{"idempotency-key-reused", http.StatusConflict, "Idempotency-Key already used for a different request",
+		"this Idempotency-Key was already used for a different request", ErrKeyReused},
+	{"not-found", http.StatusNotFound, "Job not found",
+		"no such job is visible to this token", ErrNotFound},
+	{"job-terminal", http.StatusConflict, "Job already finished",
+		"the job has already finished", ErrTerminal},
+	{"result-not-ready", http.StatusConflict, "Result not ready yet",
+		"the job has not finished yet; ask again after Retry-After", ErrResultNotReady},
+	{"job-failed", http.StatusConflict, "Job failed; it has no result",
+		"the job failed; its error says why", ErrJobFailed},
+	{"job-canceled", http.StatusConflict, "Job was canceled; it has no result",
+		"the job was canceled before it had a result", ErrJobCanceled},
+	{"link-expired", http.StatusGone, "Result link expired",
+		"the result link expired; the job's result link gives a fresh one", ErrLinkExpired},
+	{"link-invalid", http.StatusForbidden, "Result link invalid",
+		"the result link is not one this server signed", ErrLinkInvalid},
+	{"result-expired", http.StatusGone, "Result file no longer kept",
+		"the result file is no longer kept", ErrResultExpired},
+	{"rate-limited", http.StatusTooManyRequests, "Too many requests",
+		"too many requests; retry after Retry-After", ErrRateLimited},
+	{"unavailable", http.StatusServiceUnavailable, "Job store unavailable; retry with the same key",
+		"the job store is unavailable; retry after Retry-After with the same Idempotency-Key", ErrUnavailable},
+	{"unsupported-media-type", http.StatusUnsupportedMediaType, "Request body must be uncompressed application/json",
+		"send the body uncompressed, as application/json", ErrUnsupportedMedia},
+	{"bad-request", http.StatusBadRequest, "Bad request",
+		"the request is not one this server accepts", ErrBadRequest},
+	{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
+		"this method is not allowed on this path", ErrMethodNotAllowed},
+	{"forbidden", http.StatusForbidden, "Forbidden",
+		"this request is not allowed", ErrForbidden},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its
-// details are not shown to clients.
-var InternalProblem = ProblemKind{Slug: "internal", Status: http.StatusInternalServerError, Title: "Internal error"}
+// details are not shown to clients: the gateway logs the cause under the
+// problem's request id.
+var InternalProblem = ProblemKind{Slug: "internal", Status: http.StatusInternalServerError, Title: "Internal error",
+	Detail: "the server failed to handle the request; its log has the cause under this request id"}
 
 // ProblemFor returns the catalogue entry of err: the first whose sentinel err
 // matches (errors.Is), else InternalProblem.
@@ -98,31 +125,34 @@ type Problem struct {
 	Detail string       `json:"detail,omitempty"`
 	Errors []FieldError `json:"errors,omitempty"`
 	JobID  string       `json:"job_id,omitempty"`
+	// RequestID names the request in the server's log, where the cause of
+	// the problem is (the gateway sets it; also the X-Request-Id header).
+	RequestID string `json:"request_id,omitempty"`
 	// RetryAfter is the Retry-After header that came with the problem (the
 	// server sends it as a header, never in the body).
 	RetryAfter time.Duration `json:"-"`
 }
 
 // NewProblem builds the problem document of err from the catalogue. The
-// detail is err's text, except for internal errors (not shown to clients)
-// and not-found (the same words whether a job is missing or someone else's).
+// detail is the kind's fixed detail: err's own text is for the log, never
+// for the client, as it may name internals (a store, a subject, a file).
+// Only errors written for the client add to it: a *UserError's message, a
+// *ValidationError's field errors, a *ConflictError's job.
 func NewProblem(err error) *Problem {
 	k := ProblemFor(err)
-	p := &Problem{Type: ProblemTypePrefix + k.Slug, Title: k.Title, Status: k.Status}
-	switch {
-	case k.Err == ErrNotFound:
-		p.Detail = "no such job is visible to this token"
-	case k.Err != nil:
-		p.Detail = err.Error()
+	p := &Problem{Type: ProblemTypePrefix + k.Slug, Title: k.Title, Status: k.Status, Detail: k.Detail}
+	var ue *UserError
+	if k.Err != nil && errors.As(err, &ue) && ue.Message != "" && errors.Is(ue, k.Err) {
+		p.Detail = ue.Message
 	}
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		p.Errors = ve.Errors
-		p.Detail = "one or more fields are invalid"
 	}
 	var ce *ConflictError
 	if errors.As(err, &ce) {
 		p.JobID = ce.JobID
+		p.Detail = ce.Error()
 	}
 	return p
 }

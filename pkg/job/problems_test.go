@@ -40,6 +40,7 @@ func TestCatalogueCoversTheContract(t *testing.T) {
 		require.False(t, dup, "slug %s twice", k.Slug)
 		bySlug[k.Slug] = k
 		require.NotEmpty(t, k.Title, k.Slug)
+		require.NotEmpty(t, k.Detail, k.Slug)
 		require.NotNil(t, k.Err, k.Slug)
 	}
 	for slug, status := range contractProblems {
@@ -78,7 +79,8 @@ func TestProblemDetails(t *testing.T) {
 	p := job.NewProblem(errors.New("disk on fire at /var/secret"))
 	require.Equal(t, 500, p.Status)
 	require.Equal(t, "/problems/internal", p.Type)
-	require.Empty(t, p.Detail, "an internal error's text is not shown")
+	require.Equal(t, job.InternalProblem.Detail, p.Detail, "an internal error's text is not shown")
+	require.NotContains(t, p.Detail, "disk on fire")
 
 	p = job.NewProblem(fmt.Errorf("job_other of tenant 4: %w", job.ErrNotFound))
 	require.NotContains(t, p.Detail, "tenant 4", "not-found says the same words for a missing and a foreign job")
@@ -103,4 +105,47 @@ func TestProblemDetails(t *testing.T) {
 	require.Equal(t, "job_abc", ce.JobID)
 	require.ErrorIs(t, ce, job.ErrKeyReused)
 	require.False(t, errors.As(job.NewProblem(job.ErrNotFound), &ce), "only a reused key is a conflict error")
+}
+
+// A catalogued error's own text never reaches the client: it may name the
+// store and its transport. The client reads the kind's fixed detail.
+func TestProblemDetailIsTheCataloguesNotTheErrors(t *testing.T) {
+	t.Parallel()
+	const internals = "nats: no responders available for request"
+	for _, k := range job.ProblemKinds() {
+		err := fmt.Errorf("index read: %w: %w", k.Err, errors.New(internals))
+		p := job.NewProblem(err)
+		require.Equal(t, k.Detail, p.Detail, k.Slug)
+		raw, merr := json.Marshal(p)
+		require.NoError(t, merr)
+		require.NotContains(t, string(raw), "nats", k.Slug)
+		require.NotContains(t, string(raw), "index read", k.Slug)
+	}
+	p := job.NewProblem(fmt.Errorf("index read: %w: %s", job.ErrUnavailable, internals))
+	require.Equal(t, "the job store is unavailable; retry after Retry-After with the same Idempotency-Key", p.Detail)
+}
+
+// Only an error written for the client adds its words: a *UserError's
+// message becomes the detail, however it is wrapped, when it stands for
+// the problem's own kind.
+func TestUserErrorsCarryTheirMessage(t *testing.T) {
+	t.Parallel()
+	ue := job.Userf(job.ErrBadRequest, "limit must be 1 to %d", 100)
+	require.ErrorIs(t, ue, job.ErrBadRequest)
+	require.Equal(t, "bad request: limit must be 1 to 100", ue.Error())
+	require.Equal(t, "limit must be 1 to 100", job.NewProblem(ue).Detail)
+	require.Equal(t, "limit must be 1 to 100", job.NewProblem(fmt.Errorf("list jobs: %w", ue)).Detail, "wrapped")
+
+	// A user message under another kind does not speak for it.
+	mixed := fmt.Errorf("%w: %w", job.ErrUnavailable, ue)
+	p := job.NewProblem(mixed)
+	require.Equal(t, 503, p.Status)
+	require.Equal(t, job.ProblemFor(job.ErrUnavailable).Detail, p.Detail)
+
+	// The typed client errors keep their fields.
+	v := job.NewProblem(fmt.Errorf("schema: %w", &job.ValidationError{Errors: []job.FieldError{{Field: "/params/pages", Message: "must be at least 1"}}}))
+	require.Equal(t, "one or more fields are invalid", v.Detail)
+	require.Len(t, v.Errors, 1)
+	c := job.NewProblem(&job.ConflictError{JobID: "job_abc"})
+	require.Contains(t, c.Detail, "job_abc")
 }

@@ -41,7 +41,7 @@ func DecodeSubmission(body []byte, types Types) (*Request, error) {
 	}
 	top, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: body must be a JSON object", ErrMalformed)
+		return nil, Userf(ErrMalformed, "body must be a JSON object")
 	}
 	var fe []FieldError
 	for k := range top {

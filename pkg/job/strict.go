@@ -28,7 +28,7 @@ func DecodeStrict(data []byte) (any, error) {
 	p := strictParser{b: data, s: string(data)}
 	p.ws()
 	if p.i == len(p.b) {
-		return nil, fmt.Errorf("%w: empty body", ErrMalformed)
+		return nil, Userf(ErrMalformed, "empty body")
 	}
 	v, err := p.value(0)
 	if err == nil {
@@ -40,9 +40,10 @@ func DecodeStrict(data []byte) (any, error) {
 	if err != nil {
 		var d *duplicateError
 		if errors.As(err, &d) {
-			return nil, fmt.Errorf("%w: duplicate member name %q at %s", ErrMalformed, d.name, pointerOrRoot(d.at))
+			return nil, Userf(ErrMalformed, "duplicate member name %q at %s", d.name, pointerOrRoot(d.at))
 		}
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		// The parser's own words, about the client's bytes.
+		return nil, Userf(ErrMalformed, "%s", err.Error())
 	}
 	return v, nil
 }
