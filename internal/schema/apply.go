@@ -25,7 +25,9 @@ var english = message.NewPrinter(language.English)
 // defaulted), then validates. It returns the params with defaults, or the
 // problems found, each with Field "/params" + the instance's JSON pointer,
 // Rule the failing keyword ("required", "maximum", "type",
-// "additionalProperties", ...) and a short English Message. params is what
+// "additionalProperties", ...) and a short English Message. Params whose
+// validation would cost more than MaxValidationCost (cost.go) are one
+// problem at "/params", rule "cost", and are not validated. params is what
 // job.DecodeStrict returns; Apply never modifies it (objects that get
 // defaults are copies).
 func (s *Schema) Apply(params any) (any, []job.FieldError) {
@@ -41,6 +43,10 @@ func (s *Schema) Apply(params any) (any, []job.FieldError) {
 	}
 	if fe := checkNumbers(out, nil); len(fe) > 0 {
 		return nil, fe
+	}
+	if s.cost != nil && !s.cost.estimate(out, 0, MaxValidationCost) {
+		return nil, []job.FieldError{{Field: "/params", Rule: "cost", Message: fmt.Sprintf(
+			"cost more than %d subschema visits to validate against the type's schema; send fewer or smaller values", MaxValidationCost)}}
 	}
 	if err := s.compiled.Validate(out); err != nil {
 		return nil, fieldErrors(err, "/params")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/big"
 	"net/url"
 	"slices"
 	"strconv"
@@ -46,6 +47,7 @@ type Schema struct {
 	compiled  *jsonschema.Schema
 	defaults  *plan
 	fast      *fastSchema // nil unless the schema is in its subset
+	cost      *costGraph
 }
 
 var _ job.ParamsSchema = (*Schema)(nil)
@@ -64,9 +66,21 @@ func (s *Schema) JSON() json.RawMessage { return s.canonical }
 //     properties without maxProperties (enum and const are bounded). A
 //     subschema without "type" is not checked: it accepts any value, which
 //     only the gateway's 64 KiB body limit bounds;
-//   - a default that does not validate against its own schema;
+//   - a default that does not validate against its own schema, or whose
+//     validation costs more than MaxValidationCost;
+//   - schemas whose validation can cost more than a small budget (see
+//     MaxNodesPerPosition, MaxInPlaceDepth and the $ref cycles in cost.go),
+//     or whose values are absurd: a document over job.MaxSchemaBytes, a
+//     maxLength, maxItems, maxProperties (or min..., maxContains,
+//     minContains) that is not an integer from 0 to MaxCount, a minimum or
+//     maximum no double reaches, a minimum above its maximum, enum and
+//     const values over MaxEnumBytes in all, a pattern (or a
+//     patternProperties name) over MaxPatternBytes;
 //   - what the JSON Schema library itself refuses (metaschema, regexps).
 func Compile(raw []byte) (*Schema, error) {
+	if len(raw) > job.MaxSchemaBytes {
+		return nil, &Error{Reason: fmt.Sprintf("the schema is %d bytes, at most %d", len(raw), job.MaxSchemaBytes)}
+	}
 	doc, err := job.DecodeStrict(raw)
 	if err != nil {
 		return nil, fmt.Errorf("params schema: %w", err)
@@ -82,6 +96,10 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	cost, err := buildCostGraph(doc, locations)
+	if err != nil {
+		return nil, err
+	}
 	c := newCompiler()
 	if err := c.AddResource(location, doc); err != nil {
 		return nil, &Error{Reason: err.Error()}
@@ -90,7 +108,7 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, &Error{Reason: libraryMessage(err)}
 	}
-	if err := checkDefaults(c, doc, locations); err != nil {
+	if err := checkDefaults(c, doc, locations, cost); err != nil {
 		return nil, err
 	}
 	canonical, err := job.AppendCanonical(nil, doc)
@@ -98,7 +116,7 @@ func Compile(raw []byte) (*Schema, error) {
 		return nil, &Error{Reason: err.Error()}
 	}
 	b := planBuilder{doc: doc, memo: map[string]*plan{}}
-	return &Schema{canonical: canonical, compiled: compiled, defaults: b.build([]string{""}), fast: buildFast(root)}, nil
+	return &Schema{canonical: canonical, compiled: compiled, defaults: b.build([]string{""}), fast: buildFast(root), cost: cost}, nil
 }
 
 // MustCompile is Compile for schemas known to be valid (a program's own
@@ -148,9 +166,10 @@ var (
 // point anywhere in the document, also outside the keywords the walk
 // follows, so each target is walked too.
 type checker struct {
-	doc     any
-	visited map[string]bool
-	refs    []string // JSON pointers of $ref targets
+	doc       any
+	visited   map[string]bool
+	refs      []string // JSON pointers of $ref targets
+	enumBytes int      // enum and const values so far, canonical
 }
 
 // checkAll checks the schema and returns the locations of all its
@@ -209,6 +228,12 @@ func (c *checker) check(v any, at string) error {
 		if _, ok := s["$schema"]; ok {
 			return &Error{Pointer: at + "/$schema", Keyword: "$schema", Reason: "$schema is allowed only at the top level"}
 		}
+	}
+	if err := checkValues(s, at); err != nil {
+		return err
+	}
+	if err := c.checkEnums(s, at); err != nil {
+		return err
 	}
 	if err := checkBounds(s, at); err != nil {
 		return err
@@ -286,8 +311,120 @@ func checkBounds(s map[string]any, at string) error {
 	return nil
 }
 
-// checkDefaults validates every default against the schema it sits in.
-func checkDefaults(c *jsonschema.Compiler, doc any, locations []string) error {
+// Bounds of a schema's values.
+const (
+	// MaxCount is the largest maxLength, maxItems, maxProperties (and
+	// minLength, ..., maxContains, minContains) a schema may give: the
+	// gateway takes request bodies of at most 64 KiB, so no request has a
+	// longer string or more items or members, and a larger bound says
+	// nothing.
+	MaxCount = 64 << 10
+	// MaxEnumBytes bounds the enum and const values of one schema, in
+	// all (canonical JSON): every visit compares a value with each.
+	MaxEnumBytes = 16 << 10
+	// MaxPatternBytes bounds a pattern and a patternProperties name.
+	MaxPatternBytes = 512
+)
+
+// The keywords whose values are counts, by their pairs (min, max).
+var countPairs = [][2]string{{"minLength", "maxLength"}, {"minItems", "maxItems"}, {"minProperties", "maxProperties"}, {"minContains", "maxContains"}}
+
+// The keywords whose values are numbers an instance is compared with.
+var numberKeywords = []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+
+// checkValues refuses counts and numbers no request can meet or need, and
+// patterns over MaxPatternBytes.
+func checkValues(s map[string]any, at string) error {
+	for _, pair := range countPairs {
+		var vals [2]int64
+		for i, kw := range pair {
+			raw, ok := s[kw]
+			vals[i] = -1
+			if !ok {
+				continue
+			}
+			n, isNum := raw.(json.Number)
+			if !isNum {
+				continue // the metaschema refuses it
+			}
+			v, exact := exactSmallInt(string(n))
+			if !exact || v < 0 || v > MaxCount {
+				return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: fmt.Sprintf("%s must be an integer from 0 to %d (a request body holds at most 64 KiB), got %v", kw, MaxCount, raw)}
+			}
+			vals[i] = v
+		}
+		if vals[0] >= 0 && vals[1] >= 0 && vals[0] > vals[1] {
+			return &Error{Pointer: at + "/" + pair[0], Keyword: pair[0], Reason: fmt.Sprintf("%s %d is above %s %d: no value meets both", pair[0], vals[0], pair[1], vals[1])}
+		}
+	}
+	var lo, hi *big.Rat
+	for _, kw := range numberKeywords {
+		raw, ok := s[kw]
+		if !ok {
+			continue
+		}
+		n, isNum := raw.(json.Number)
+		if !isNum {
+			continue // the metaschema refuses it
+		}
+		if !numberInRange(string(n)) {
+			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: fmt.Sprintf("%s %v is outside the range of a double-precision number, which every number in params is", kw, raw)}
+		}
+		r, ok := new(big.Rat).SetString(string(n))
+		if !ok {
+			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: fmt.Sprintf("%s %v is not a number", kw, raw)}
+		}
+		switch kw {
+		case "minimum":
+			lo = r
+		case "maximum":
+			hi = r
+		}
+	}
+	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
+		return &Error{Pointer: at + "/minimum", Keyword: "minimum", Reason: "minimum is above maximum: no number meets both"}
+	}
+	if s["format"] == "regex" {
+		n, ok := s["maxLength"].(json.Number)
+		if v, exact := exactSmallInt(string(n)); !ok || !exact || v > MaxPatternBytes {
+			return &Error{Pointer: at + "/format", Keyword: "format", Reason: fmt.Sprintf(`"format": "regex" needs a maxLength of at most %d beside it: the gateway compiles the value as a regular expression`, MaxPatternBytes)}
+		}
+	}
+	if p, ok := s["pattern"].(string); ok && len(p) > MaxPatternBytes {
+		return &Error{Pointer: at + "/pattern", Keyword: "pattern", Reason: fmt.Sprintf("a pattern may have at most %d bytes, this one has %d", MaxPatternBytes, len(p))}
+	}
+	if m, ok := s["patternProperties"].(map[string]any); ok {
+		for _, p := range slices.Sorted(maps.Keys(m)) {
+			if len(p) > MaxPatternBytes {
+				return &Error{Pointer: at + "/patternProperties", Keyword: "patternProperties", Reason: fmt.Sprintf("a pattern may have at most %d bytes, one has %d", MaxPatternBytes, len(p))}
+			}
+		}
+	}
+	return nil
+}
+
+// checkEnums adds up the enum and const values of the schema.
+func (c *checker) checkEnums(s map[string]any, at string) error {
+	for _, kw := range []string{"enum", "const"} {
+		v, ok := s[kw]
+		if !ok {
+			continue
+		}
+		b, err := job.AppendCanonical(nil, v)
+		if err != nil {
+			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: err.Error()}
+		}
+		c.enumBytes += len(b)
+		if c.enumBytes > MaxEnumBytes {
+			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: fmt.Sprintf("the enum and const values of a schema may have at most %d bytes in all (canonical JSON)", MaxEnumBytes)}
+		}
+	}
+	return nil
+}
+
+// checkDefaults validates every default against the schema it sits in,
+// within the cost budget of a submission.
+func checkDefaults(c *jsonschema.Compiler, doc any, locations []string, cost *costGraph) error {
 	for _, at := range locations {
 		s, ok := resolve(doc, at).(map[string]any)
 		if !ok {
@@ -296,6 +433,9 @@ func checkDefaults(c *jsonschema.Compiler, doc any, locations []string) error {
 		def, ok := s["default"]
 		if !ok {
 			continue
+		}
+		if i := cost.ref(at); i >= 0 && !cost.estimate(def, i, MaxValidationCost) {
+			return &Error{Pointer: at + "/default", Keyword: "default", Reason: fmt.Sprintf("validating the default costs more than %d subschema visits", MaxValidationCost)}
 		}
 		sub, err := c.Compile(location + "#" + fragment(at))
 		if err != nil {
