@@ -18,7 +18,11 @@ import (
 )
 
 // admitTimeout bounds the JetStream calls of one admission; past it the
-// client gets 503 and retries with the same key.
+// client gets 503 and retries with the same key. It starts after the
+// params are validated: validation is bounded on its own (a submission
+// whose validation would cost more than schema.MaxValidationCost answers
+// 422, without being validated), and a slow validation must never turn
+// into a 503 whose retry pays for it again.
 const admitTimeout = 5 * time.Second
 
 // submit is POST /v1/jobs: admit a request exactly once per idempotency key.
@@ -43,8 +47,6 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 			return writeProblem(c, fmt.Errorf("%w: got %q", errUnsupportedMedia, ct))
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
-	defer cancel()
 	jobID := g.ids.Derive(id.Tenant, id.Requester, key)
 	storeKey := job.StoreKey(id.Tenant, id.Requester, jobID)
 	// Read before the decode; see bodyProof.
@@ -54,7 +56,10 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	var existing *job.Record
 	if proof, ok := g.seen.lookup(storeKey); ok && proof != (bodyProof{}) {
 		start := time.Now()
-		if rec, err := g.jobs.Get(ctx, storeKey); err == nil {
+		rctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
+		rec, err := g.jobs.Get(rctx, storeKey)
+		cancel()
+		if err == nil {
 			if makeProof(gen, rec.Fingerprint, body) == proof {
 				return g.replied(c, rec, start)
 			}
@@ -63,12 +68,15 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		// Not found (expired) or unavailable: the full path decides.
 	}
 	// Validation comes before any store write: a rejected request leaves
-	// the key unused, so the corrected request can reuse it.
+	// the key unused, so the corrected request can reuse it. It also comes
+	// before the admission's timeout starts (see admitTimeout).
 	req, err := job.DecodeSubmission(body, g.types.schemas)
 	if err != nil {
 		g.cfg.Metrics.Admission("invalid", 0)
 		return writeProblem(c, err)
 	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
+	defer cancel()
 	start := time.Now()
 	rec, created, err := g.admit(ctx, admission{
 		tenant: id.Tenant, requester: id.Requester, key: key, jobID: jobID, storeKey: storeKey,
