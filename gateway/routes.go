@@ -32,6 +32,7 @@ func (g *Gateway) routes() {
 	v1.Get("/jobs/:id/result", g.readLimit, g.resultRedirect)
 	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
 	v1.Get("/types", g.readLimit, g.listTypes)
+	v1.Get("/types/:name", g.readLimit, g.getType)
 	g.pageRoutes()
 	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })
 }

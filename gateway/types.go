@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,8 +27,28 @@ type typeSource interface {
 	WatchWorkers(ctx context.Context, fn func(key string, p *natsjs.Presence)) error
 }
 
+// storedTypeSource is a typeSource that also tells when the server stored
+// each declaration (natsjs.TypeStore); the first load orders the
+// declarations by it.
+type storedTypeSource interface {
+	WatchTypesStored(ctx context.Context, fn func(*natsjs.StoredTypeChange)) error
+}
+
 // typesLoadTimeout bounds the first load of the declarations at start.
 const typesLoadTimeout = 30 * time.Second
+
+// maxTypeBytes is the byte budget of the type table: the declared bytes
+// (schema and description) of all the types a gateway keeps, beside the
+// count job.MaxTypes. A declaration past either is refused (logged as a
+// warning, not listed, its submissions answer 422 as for an unknown type),
+// except a built-in type (job.Builtin), which is never refused. The first
+// load takes the built-in types first, then the others in the order they
+// were declared (the time the server stored the declaration, then the
+// name), so declarations made after a table is full can never crowd out
+// the ones before them, and a restart keeps the same types. A refused
+// type is taken when it is declared again with room in the table, or at
+// the next start.
+const maxTypeBytes = 4 << 20
 
 // typeRegistry is the gateway's live view of the declared job types: one
 // watch of the declarations feeds the compiled schemas every submission is
@@ -40,6 +62,9 @@ type typeRegistry struct {
 
 	mu      sync.RWMutex
 	decls   map[string]*job.TypeDecl
+	bytes   int  // declared bytes of decls (declBytes)
+	loading bool // the first load: declarations wait in pending until the watch caught up
+	pending map[string]pendingDecl
 	workers map[string]natsjs.Presence // by presence key
 	cancel  context.CancelFunc
 
@@ -68,24 +93,42 @@ func (t *typeRegistry) start(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
+	t.loading, t.pending = true, map[string]pendingDecl{}
 	t.mu.Unlock()
 	loaded := make(chan struct{})
 	var once sync.Once
+	change := func(c *natsjs.TypeChange, stored time.Time) {
+		switch {
+		case c == nil:
+			t.caughtUp()
+			once.Do(func() { close(loaded) })
+		case c.Decl != nil:
+			t.declareStored(c.Decl, stored)
+		default:
+			t.remove(c.Removed)
+		}
+	}
 	// Bounded: a gateway that cannot load the declarations says so
 	// instead of waiting for ever; within the bound, a watch that could
 	// not start (a cluster electing a leader answers "JetStream system
 	// temporarily unavailable") is tried again, with jitter.
 	deadline := time.Now().Add(typesLoadTimeout)
 	err := retryUntil(ctx, deadline, func() error {
+		if ss, ok := t.src.(storedTypeSource); ok {
+			return ss.WatchTypesStored(wctx, func(c *natsjs.StoredTypeChange) {
+				if c == nil {
+					change(nil, time.Time{})
+				} else {
+					change(&c.TypeChange, c.Stored)
+				}
+			})
+		}
 		return t.src.WatchTypes(wctx, func(c *natsjs.TypeChange) {
-			switch {
-			case c == nil:
-				once.Do(func() { close(loaded) })
-			case c.Decl != nil:
-				t.declare(c.Decl)
-			default:
-				t.remove(c.Removed)
+			var stored time.Time
+			if c != nil && c.Decl != nil {
+				stored = c.Decl.DeclaredAt
 			}
+			change(c, stored)
 		})
 	})
 	if err == nil {
@@ -126,11 +169,94 @@ func (t *typeRegistry) stop() {
 	}
 }
 
-// declare compiles a declaration's schema and makes the type acceptable. A
-// schema this gateway cannot compile keeps the type's previous version (the
-// worker package compiles schemas before declaring, so this means a worker
-// of another version).
+// pendingDecl is a declaration of the first load, with the time it was
+// stored.
+type pendingDecl struct {
+	decl   *job.TypeDecl
+	stored time.Time
+}
+
+// declBytes is what a declaration costs the type table's byte budget.
+func declBytes(d *job.TypeDecl) int { return len(d.Schema) + len(d.Description) }
+
+// declareStored takes a declaration from the watch: during the first load
+// it waits for the others (caughtUp orders them), after it is declared at
+// once.
+func (t *typeRegistry) declareStored(d *job.TypeDecl, stored time.Time) {
+	t.mu.Lock()
+	if t.loading {
+		t.pending[d.Name] = pendingDecl{decl: d, stored: stored}
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	t.declare(d)
+}
+
+// caughtUp ends the first load: the built-in types first, then the others
+// by the time they were stored, then by name (see maxTypeBytes).
+func (t *typeRegistry) caughtUp() {
+	t.mu.Lock()
+	if !t.loading {
+		t.mu.Unlock()
+		return
+	}
+	pending := make([]pendingDecl, 0, len(t.pending))
+	for _, p := range t.pending {
+		pending = append(pending, p)
+	}
+	t.loading, t.pending = false, nil
+	t.mu.Unlock()
+	sort.Slice(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if ab, bb := job.Builtin(a.decl.Name), job.Builtin(b.decl.Name); ab != bb {
+			return ab
+		}
+		if !a.stored.Equal(b.stored) {
+			return a.stored.Before(b.stored)
+		}
+		return a.decl.Name < b.decl.Name
+	})
+	for _, p := range pending {
+		t.declare(p.decl)
+	}
+}
+
+// room reports why the table has no room for d (the count or the byte
+// budget), or "" if it has. Built-in types always have room. Called with
+// t.mu held.
+func (t *typeRegistry) room(d *job.TypeDecl) string {
+	if job.Builtin(d.Name) {
+		return ""
+	}
+	old, known := t.decls[d.Name]
+	if !known && len(t.decls) >= job.MaxTypes {
+		return "count"
+	}
+	bytes := t.bytes + declBytes(d)
+	if known {
+		bytes -= declBytes(old)
+	}
+	if bytes > maxTypeBytes {
+		return "bytes"
+	}
+	return ""
+}
+
+// declare compiles a declaration's schema and makes the type acceptable,
+// if the type table has room for it (see maxTypeBytes). A schema this
+// gateway cannot compile, or a new version the table has no room for,
+// keeps the type's previous version (the worker package compiles schemas
+// before declaring, so the first means a worker of another version, or one
+// not written with it).
 func (t *typeRegistry) declare(d *job.TypeDecl) {
+	t.mu.RLock()
+	full := t.room(d)
+	t.mu.RUnlock()
+	if full != "" { // before compiling: a refused declaration costs no more
+		t.refused(d, full)
+		return
+	}
 	s, err := schema.Compile(d.Schema)
 	if err != nil {
 		t.log.Error("job type declared with a schema this gateway cannot use; keeping its previous version",
@@ -138,25 +264,58 @@ func (t *typeRegistry) declare(d *job.TypeDecl) {
 		return
 	}
 	t.mu.Lock()
-	if _, known := t.decls[d.Name]; !known && len(t.decls) >= job.MaxTypes {
+	if full = t.room(d); full != "" {
 		t.mu.Unlock()
-		t.log.Error("job type refused: the deployment holds the most types a gateway keeps", "type", d.Name, "max", job.MaxTypes)
+		t.refused(d, full)
 		return
 	}
+	if old, known := t.decls[d.Name]; known {
+		t.bytes -= declBytes(old)
+	}
 	t.decls[d.Name] = d
+	t.bytes += declBytes(d)
 	t.mu.Unlock()
 	t.schemas.Set(d.Name, s)
 	t.gen.Add(1)
 	t.log.Info("job type accepted", "type", d.Name, "attempts", d.Attempts, "timeout_seconds", d.TimeoutSeconds)
 }
 
+func (t *typeRegistry) refused(d *job.TypeDecl, full string) {
+	_, known := t.decl(d.Name)
+	msg := "job type refused: the type table is full"
+	if known {
+		msg = "new version of a job type refused: the type table is full; keeping its previous version"
+	}
+	switch full {
+	case "count":
+		t.log.Warn(msg, "type", d.Name, "max_types", job.MaxTypes)
+	default:
+		t.log.Warn(msg, "type", d.Name, "declared_bytes", declBytes(d), "max_bytes", maxTypeBytes)
+	}
+}
+
 func (t *typeRegistry) remove(name string) {
+	t.mu.Lock()
+	if t.loading {
+		delete(t.pending, name)
+		t.mu.Unlock()
+		return
+	}
+	_, known := t.decls[name]
+	t.mu.Unlock()
+	// The schema goes first: no submission validated against it finds
+	// the declaration gone.
 	t.schemas.Delete(name)
 	t.gen.Add(1)
 	t.mu.Lock()
-	delete(t.decls, name)
+	if old, ok := t.decls[name]; ok {
+		t.bytes -= declBytes(old)
+		delete(t.decls, name)
+	}
 	t.mu.Unlock()
-	t.log.Info("job type removed", "type", name)
+	if known {
+		t.log.Info("job type removed", "type", name)
+	}
 }
 
 func (t *typeRegistry) presence(key string, p *natsjs.Presence) {
@@ -180,7 +339,7 @@ func (t *typeRegistry) decl(name string) (*job.TypeDecl, bool) {
 	return d, ok
 }
 
-// typeInfo is one entry of GET /v1/types.
+// typeInfo is GET /v1/types/{name}: a declaration with its schema.
 type typeInfo struct {
 	*job.TypeDecl
 	// Workers counts the worker processes that announced the type within
@@ -188,10 +347,39 @@ type typeInfo struct {
 	Workers int `json:"workers"`
 }
 
-// list returns every declared type with its live worker count, by name.
-func (t *typeRegistry) list(now time.Time) []typeInfo {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+// typeSummary is one entry of GET /v1/types: a declaration without its
+// schema, which GET /v1/types/{name} gives.
+type typeSummary struct {
+	Name           string    `json:"name"`
+	Description    string    `json:"description,omitempty"`
+	TimeoutSeconds int       `json:"timeout_seconds"`
+	Attempts       int       `json:"attempts"`
+	MaxResultBytes int64     `json:"max_result_bytes"`
+	ContentType    string    `json:"content_type"`
+	DeclaredAt     time.Time `json:"declared_at"`
+	SchemaBytes    int       `json:"schema_bytes"`
+	Workers        int       `json:"workers"`
+	Links          typeLinks `json:"links"`
+}
+
+type typeLinks struct {
+	Self string `json:"self"`
+}
+
+// typePage is the body of GET /v1/types.
+type typePage struct {
+	Types      []typeSummary `json:"types"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// Pages of GET /v1/types.
+const (
+	typePageDefault = 50
+	typePageMax     = 200
+)
+
+// liveWorkers counts the live workers of each type. Called with t.mu held.
+func (t *typeRegistry) liveWorkers(now time.Time) map[string]int {
 	live := map[string]int{}
 	for key, p := range t.workers {
 		// An expired presence whose removal the watch has not delivered
@@ -200,6 +388,14 @@ func (t *typeRegistry) list(now time.Time) []typeInfo {
 			live[strings.SplitN(key, ".", 2)[0]]++
 		}
 	}
+	return live
+}
+
+// list returns every declared type with its live worker count, by name.
+func (t *typeRegistry) list(now time.Time) []typeInfo {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	live := t.liveWorkers(now)
 	out := make([]typeInfo, 0, len(t.decls))
 	for _, d := range t.decls {
 		out = append(out, typeInfo{TypeDecl: d, Workers: live[d.Name]})
@@ -208,11 +404,100 @@ func (t *typeRegistry) list(now time.Time) []typeInfo {
 	return out
 }
 
-// listTypes is GET /v1/types: the declared job types with their params
-// schemas (a web app can build its form from one) and how many workers run
-// each right now. A type with no live worker still accepts jobs; they wait,
+// info returns one declared type with its live worker count.
+func (t *typeRegistry) info(name string, now time.Time) (typeInfo, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	d, ok := t.decls[name]
+	if !ok {
+		return typeInfo{}, false
+	}
+	return typeInfo{TypeDecl: d, Workers: t.liveWorkers(now)[name]}, true
+}
+
+// page returns up to limit types whose names sort after after, by name,
+// and whether more follow.
+func (t *typeRegistry) page(now time.Time, after string, limit int) ([]typeSummary, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	names := make([]string, 0, len(t.decls))
+	for name := range t.decls {
+		if name > after {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	more := len(names) > limit
+	if more {
+		names = names[:limit]
+	}
+	live := t.liveWorkers(now)
+	out := make([]typeSummary, len(names))
+	for i, name := range names {
+		d := t.decls[name]
+		out[i] = typeSummary{
+			Name: d.Name, Description: d.Description, TimeoutSeconds: d.TimeoutSeconds, Attempts: d.Attempts,
+			MaxResultBytes: d.MaxResultBytes, ContentType: d.ContentType, DeclaredAt: d.DeclaredAt,
+			SchemaBytes: len(d.Schema), Workers: live[name], Links: typeLinks{Self: "/v1/types/" + name},
+		}
+	}
+	return out, more
+}
+
+// A cursor of GET /v1/types is the last name of the page, encoded.
+const typeCursorPrefix = "t1."
+
+func typeCursor(name string) string {
+	return typeCursorPrefix + base64.RawURLEncoding.EncodeToString([]byte(name))
+}
+
+func decodeTypeCursor(s string) (string, error) {
+	raw, ok := strings.CutPrefix(s, typeCursorPrefix)
+	name, err := base64.RawURLEncoding.DecodeString(raw)
+	if !ok || err != nil || !job.ValidTypeName(string(name)) {
+		return "", fmt.Errorf("%w: cursor is not a next_cursor this API gave", errBadQuery)
+	}
+	return string(name), nil
+}
+
+// listTypes is GET /v1/types: a page of the declared job types, by name,
+// with how many workers run each right now, without their params schemas
+// (GET /v1/types/{name} has a type's schema, from which a web app can build
+// its form). A type with no live worker still accepts jobs; they wait,
 // queued, until a worker of the type starts.
 func (g *Gateway) listTypes(c *fiber.Ctx) error {
+	limit := typePageDefault
+	if s := c.Query("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > typePageMax {
+			return writeProblem(c, fmt.Errorf("%w: limit must be 1 to %d", errBadQuery, typePageMax))
+		}
+		limit = n
+	}
+	var after string
+	if s := c.Query("cursor"); s != "" {
+		var err error
+		if after, err = decodeTypeCursor(s); err != nil {
+			return writeProblem(c, err)
+		}
+	}
+	items, more := g.types.page(g.cfg.Now(), after, limit)
+	page := typePage{Types: items}
+	if more {
+		page.NextCursor = typeCursor(items[len(items)-1].Name)
+	}
 	c.Set(fiber.HeaderCacheControl, "private, no-cache")
-	return c.JSON(fiber.Map{"types": g.types.list(g.cfg.Now())})
+	return c.JSON(page)
+}
+
+// getType is GET /v1/types/{name}: one declared type with its params
+// schema; 404 for a type this gateway does not accept (never declared,
+// removed, or refused for want of room in the type table).
+func (g *Gateway) getType(c *fiber.Ctx) error {
+	info, ok := g.types.info(c.Params("name"), g.cfg.Now())
+	if !ok {
+		return writeProblem(c, job.ErrNotFound)
+	}
+	c.Set(fiber.HeaderCacheControl, "private, no-cache")
+	return c.JSON(info)
 }
