@@ -64,6 +64,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 20s ./pkg/job
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime 20s ./pkg/job
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./pkg/job
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 20s ./internal/schema
 
 clean:

@@ -73,13 +73,37 @@ func TestUnmarshalRecordFastPathMatchesEncodingJSON(t *testing.T) {
 }
 
 // FuzzUnmarshalRecord: the fast path never decodes differently from
-// encoding/json.
+// encoding/json, and whatever UnmarshalRecord reads, Marshal writes back
+// in a form that reads back as the same record and encodes to the same
+// bytes again (one pass normalizes white space, escapes and invalid UTF-8).
 func FuzzUnmarshalRecord(f *testing.F) {
 	for _, r := range sampleRecords() {
 		data, _ := r.Marshal()
 		f.Add(data)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkFastUnmarshal(t, data) })
+	data, _ := fullRecord(f).Marshal()
+	f.Add(data)
+	f.Add([]byte(`{"id":"job_\u0061","params":{"a" : [1, 2.5e3]},"error":{"message":"<\u2028>"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFastUnmarshal(t, data)
+		r1, err := UnmarshalRecord(data, 1)
+		if err != nil {
+			return
+		}
+		d2, err := r1.Marshal()
+		if err != nil {
+			// Only a time encoding/json cannot write either (a year past 9999).
+			_, jerr := json.Marshal(r1)
+			require.Error(t, jerr, "Marshal refused what encoding/json writes: %v", err)
+			return
+		}
+		r2, err := UnmarshalRecord(d2, 1)
+		require.NoError(t, err, "%q read back from %q", d2, data)
+		checkFastUnmarshal(t, d2)
+		d3, err := r2.Marshal()
+		require.NoError(t, err)
+		require.Equal(t, string(d2), string(d3), "Marshal is stable after one pass")
+	})
 }
 
 func BenchmarkUnmarshalRecord(b *testing.B) {
