@@ -25,9 +25,46 @@ const (
 	// the jobs admitted before the call.
 	indexWait = time.Second
 	// maxListScan bounds the index entries one page looks at when a state
-	// filter skips most of them; the page then ends early with a cursor.
+	// or type filter skips most of them; the page then ends early with a
+	// cursor.
 	maxListScan = 250
 )
+
+// listParams are the query parameters GET /v1/jobs takes; any other, or
+// one given twice, answers 400 rather than being silently ignored (a
+// client that filters by a parameter this server does not know would
+// otherwise take the unfiltered page for the filtered one).
+var listParams = map[string]bool{"state": true, "type": true, "limit": true, "cursor": true}
+
+// listFilter is what a page keeps of the requester's jobs.
+type listFilter struct {
+	state job.State // "" for any
+	typ   string    // "" for any
+}
+
+func (f listFilter) keeps(r *job.Record) bool {
+	return (f.state == "" || r.State == f.state) && (f.typ == "" || r.Type == f.typ)
+}
+
+// checkListParams refuses unknown and repeated query parameters.
+func checkListParams(c *fiber.Ctx) error {
+	var bad error
+	seen := make(map[string]bool, 4)
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+		if bad != nil {
+			return
+		}
+		name := string(k)
+		switch {
+		case !listParams[name]:
+			bad = job.Userf(errBadQuery, "unknown query parameter %q: GET /v1/jobs takes state, type, limit and cursor", truncate(k, 32))
+		case seen[name]:
+			bad = job.Userf(errBadQuery, "query parameter %q given more than once", name)
+		}
+		seen[name] = true
+	})
+	return bad
+}
 
 // listPage is the body of GET /v1/jobs.
 type listPage struct {
@@ -46,6 +83,9 @@ type listPage struct {
 // the records themselves are read instead: correct, at the old cost.
 func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	id := identity(c)
+	if err := checkListParams(c); err != nil {
+		return writeProblem(c, err)
+	}
 	limit := 20
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -54,12 +94,18 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	var state job.State
+	var filter listFilter
 	if s := c.Query("state"); s != "" {
-		state = job.State(s)
-		if !state.Valid() {
+		filter.state = job.State(strings.Clone(s))
+		if !filter.state.Valid() {
 			return writeProblem(c, job.Userf(errBadQuery, "state must be queued, running, succeeded, failed or canceled"))
 		}
+	}
+	if s := c.Query("type"); s != "" {
+		if !job.ValidTypeName(s) {
+			return writeProblem(c, job.Userf(errBadQuery, "type must be a job type name ([a-z][a-z0-9_]{0,63})"))
+		}
+		filter.typ = strings.Clone(s)
 	}
 	var cur cursor
 	if s := c.Query("cursor"); s != "" {
@@ -76,9 +122,9 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	)
 	switch {
 	case cur.ordinal > 0:
-		page, err = g.indexPage(ctx, id.Tenant, id.Requester, state, limit, cur.ordinal)
+		page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, cur.ordinal)
 	case !cur.created.IsZero():
-		page, err = g.scanPage(ctx, id.Tenant, id.Requester, state, limit, &cur)
+		page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, &cur)
 	default:
 		var progress natsjs.IndexProgress
 		progress, err = g.jobs.WaitForIndex(ctx, indexWait)
@@ -87,9 +133,9 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 		case progress != natsjs.IndexCaughtUp || g.index == nil:
 			// No indexer ever ran, or it is far behind: the index may miss
 			// jobs admitted before this call, the records do not.
-			page, err = g.scanPage(ctx, id.Tenant, id.Requester, state, limit, nil)
+			page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, nil)
 		default:
-			page, err = g.indexPage(ctx, id.Tenant, id.Requester, state, limit, 0)
+			page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, 0)
 		}
 	}
 	if err != nil {
@@ -110,9 +156,9 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 // indexPage reads a page from the requester's index: entries with ordinals
 // below before (0: from the newest), each record by key. Entries whose
 // record expired, or that belong to an earlier job under the same id, are
-// skipped. With a state filter at most maxListScan entries are looked at;
-// a page that ends there has a cursor and may hold fewer than limit jobs.
-func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, state job.State, limit int, before uint64) (listPage, error) {
+// skipped. With a filter at most maxListScan entries are looked at; a page
+// that ends there has a cursor and may hold fewer than limit jobs.
+func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, filter listFilter, limit int, before uint64) (listPage, error) {
 	var page listPage
 	scanned := 0
 	for {
@@ -136,7 +182,7 @@ func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, state
 			if err != nil {
 				return page, err
 			}
-			if rec.CreatedAt.UnixNano() != e.Created || (state != "" && rec.State != state) {
+			if rec.CreatedAt.UnixNano() != e.Created || !filter.keeps(rec) {
 				continue
 			}
 			page.Jobs = append(page.Jobs, g.resource(rec))
@@ -154,7 +200,7 @@ func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, state
 // scanPage is the page read from the records themselves, for deployments
 // whose relay never ran (and cursors issued by such a read): it reads every
 // record of the requester.
-func (g *Gateway) scanPage(ctx context.Context, tenant, requester string, state job.State, limit int, after *cursor) (listPage, error) {
+func (g *Gateway) scanPage(ctx context.Context, tenant, requester string, filter listFilter, limit int, after *cursor) (listPage, error) {
 	var page listPage
 	recs, err := g.jobs.List(ctx, tenant, requester)
 	if err != nil {
@@ -162,7 +208,7 @@ func (g *Gateway) scanPage(ctx context.Context, tenant, requester string, state 
 	}
 	sort.Slice(recs, func(i, j int) bool { return newer(recs[i], recs[j]) })
 	for _, r := range recs {
-		if state != "" && r.State != state {
+		if !filter.keeps(r) {
 			continue
 		}
 		if after != nil && !after.before(r) {
