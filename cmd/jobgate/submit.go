@@ -70,7 +70,7 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "your own idempotency key (1-255 printable ASCII); default: from the journal or new")
 	fresh := fs.Bool("new", false, "a deliberate new job even if an identical submission is unfinished")
 	wait := fs.Bool("wait", false, "follow the job with a progress bar and download its result")
-	out := fs.String("out", "", "where --wait saves the result (default <job id>.pdf); implies --wait")
+	out := fs.String("out", "", "file or directory where --wait saves the result (default <job id> and the extension of the result's content type, e.g. .pdf or .csv); implies --wait")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments (use --type and --param)"); err != nil {
 		return err
 	}
@@ -120,11 +120,8 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	if err != nil {
 		return classify("submit", err)
 	}
-	path := *out
-	if path == "" {
-		path = res.ID + ".pdf"
-	}
-	if err := m.fetchTo(ctx, c, res.ID, path, cf.quiet); err != nil {
+	path, err := m.fetchTo(ctx, c, res.ID, *out, cf.quiet)
+	if err != nil {
 		return classify("submit", err)
 	}
 	fmt.Fprintln(m.Stdout, path)
