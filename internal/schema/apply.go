@@ -44,7 +44,7 @@ func (s *Schema) Apply(params any) (any, []job.FieldError) {
 	if fe := checkNumbers(out, nil); len(fe) > 0 {
 		return nil, fe
 	}
-	if s.cost != nil && !s.cost.estimate(out, 0, MaxValidationCost) {
+	if _, ok := s.cost.estimate(out, 0, MaxValidationCost); !ok {
 		return nil, []job.FieldError{{Field: "/params", Rule: "cost", Message: fmt.Sprintf(
 			"cost more than %d subschema visits to validate against the type's schema; send fewer or smaller values", MaxValidationCost)}}
 	}

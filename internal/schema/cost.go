@@ -379,11 +379,12 @@ type estimator struct {
 	all    [][]int32 // per depth: the nodes that apply in place
 }
 
-// estimate reports whether validating v against node root costs at most
-// budget.
-func (g *costGraph) estimate(v any, root int32, budget int) bool {
+// estimate returns the cost of validating v against node root, and
+// whether it is at most budget (past it, the count stops).
+func (g *costGraph) estimate(v any, root int32, budget int) (int, bool) {
 	e := &estimator{g: g, budget: budget}
-	return e.visit(v, []int32{root}, 0)
+	ok := e.visit(v, []int32{root}, 0)
+	return e.cost, ok
 }
 
 // expand appends the nodes that apply to v in place, starting with nodes,

@@ -198,6 +198,19 @@ func TestApplyRefusesCostlyParams(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "/properties/xs/default", se.Pointer)
 	require.Contains(t, se.Reason, "costs more than")
+	// In all: many defaults, each within it, are not (compiling them
+	// would take the validator seconds).
+	defaults := func(n int) string {
+		return `{"type":"object","additionalProperties":false,"properties":{` +
+			repeat(`"p@":{"$ref":"#/$defs/l","default":[1,2]}`, n) +
+			`},"$defs":{"l":{"type":"array","maxItems":9,"items":{"allOf":[` + repeat("true", 1000) + `]}}}}`
+	}
+	_, err = Compile([]byte(defaults(2)))
+	require.NoError(t, err)
+	_, err = Compile([]byte(defaults(30)))
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "default", se.Keyword)
+	require.Contains(t, se.Reason, "in all")
 }
 
 // The count is an upper bound of the visits the validator makes: a

@@ -423,8 +423,9 @@ func (c *checker) checkEnums(s map[string]any, at string) error {
 }
 
 // checkDefaults validates every default against the schema it sits in,
-// within the cost budget of a submission.
+// all of them within the cost budget of one submission.
 func checkDefaults(c *jsonschema.Compiler, doc any, locations []string, cost *costGraph) error {
+	spent := 0
 	for _, at := range locations {
 		s, ok := resolve(doc, at).(map[string]any)
 		if !ok {
@@ -434,8 +435,12 @@ func checkDefaults(c *jsonschema.Compiler, doc any, locations []string, cost *co
 		if !ok {
 			continue
 		}
-		if i := cost.ref(at); i >= 0 && !cost.estimate(def, i, MaxValidationCost) {
-			return &Error{Pointer: at + "/default", Keyword: "default", Reason: fmt.Sprintf("validating the default costs more than %d subschema visits", MaxValidationCost)}
+		if i := cost.ref(at); i >= 0 {
+			n, ok := cost.estimate(def, i, MaxValidationCost-spent)
+			if !ok {
+				return &Error{Pointer: at + "/default", Keyword: "default", Reason: fmt.Sprintf("validating the defaults costs more than %d subschema visits in all", MaxValidationCost)}
+			}
+			spent += n
 		}
 		sub, err := c.Compile(location + "#" + fragment(at))
 		if err != nil {
