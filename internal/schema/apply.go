@@ -179,6 +179,13 @@ type planBuilder struct {
 	memo map[string]*plan
 }
 
+// maxDefaultPlans bounds the plans of one schema: one per set of
+// subschemas that apply together to an object somewhere. The sets are
+// found as a subset construction finds a DFA's states, and a schema of
+// 1.5 KB whose properties lead to two subschemas at once had 2^16 of them
+// (4 s to compile, doubling with every two more subschemas).
+const maxDefaultPlans = 1024
+
 // build returns the plan for an object that the schemas at locs (JSON
 // pointers into the document) all apply to; nil if none has properties.
 func (b *planBuilder) build(locs []string) *plan {
@@ -190,6 +197,9 @@ func (b *planBuilder) build(locs []string) *plan {
 	key := strings.Join(nodes, "\x00")
 	if p, ok := b.memo[key]; ok {
 		return p
+	}
+	if len(b.memo) >= maxDefaultPlans {
+		return nil // Compile refuses the schema
 	}
 	p := &plan{}
 	b.memo[key] = p // before recursing: recursive schemas share plans

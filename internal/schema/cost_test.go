@@ -24,6 +24,19 @@ func allOfBomb(depth int) string {
 	return `{"type":"object","additionalProperties":false,"properties":{"x":{"$ref":"#/$defs/d0"}},"$defs":{` + strings.Join(defs, ",") + `}}`
 }
 
+// defaultsBomb is a schema whose property "a" leads from q0 to q0 and q1,
+// "b" to q0, and q1..qn-1 lead on to the next: the sets of subschemas that
+// apply to an object n levels down are every subset with q0 (a DFA's
+// states, from an NFA's), and the default planner used to visit them all.
+func defaultsBomb(n int) string {
+	defs := []string{`"q0":{"type":"object","maxProperties":2,"properties":{"a":{"allOf":[{"$ref":"#/$defs/q0"},{"$ref":"#/$defs/q1"}]},"b":{"$ref":"#/$defs/q0"},"d":{"type":"integer","default":1}}}`}
+	for i := 1; i < n; i++ {
+		defs = append(defs, fmt.Sprintf(`"q%d":{"properties":{"a":{"$ref":"#/$defs/q%d"},"b":{"$ref":"#/$defs/q%d"}}}`, i, i+1, i+1))
+	}
+	defs = append(defs, fmt.Sprintf(`"q%d":{"properties":{"e":{"type":"integer","default":2}}}`, n))
+	return `{"type":"object","additionalProperties":false,"properties":{"r":{"$ref":"#/$defs/q0"}},"$defs":{` + strings.Join(defs, ",") + `}}`
+}
+
 // enumBomb is a params schema of about size bytes, nearly all one enum.
 func enumBomb(size int, numbers bool) (string, string) {
 	var vals []string
@@ -49,7 +62,8 @@ func repeat(s string, n int) string {
 }
 
 // Both declarations of issue 22 are refused by Compile, at once: the
-// 1.6 KB allOf/$ref bomb (34 s per submission before) and a 32 KB enum.
+// 1.6 KB allOf/$ref bomb (34 s per submission before) and a 32 KB enum;
+// so is a schema that made Compile itself take seconds.
 func TestCompileRefusesTheSchemaBombs(t *testing.T) {
 	t.Parallel()
 	bomb := allOfBomb(24)
@@ -80,6 +94,17 @@ func TestCompileRefusesTheSchemaBombs(t *testing.T) {
 		require.Equal(t, "enum", se.Keyword, "%v", err)
 		require.Contains(t, se.Reason, "16384 bytes")
 	}
+	// A third, found on the way: defaults under properties that lead to
+	// two subschemas at once, level after level, made Compile find 2^n
+	// sets of subschemas to plan the defaults of (4 s for 1.5 KB at n=16).
+	start = time.Now()
+	_, err = Compile([]byte(defaultsBomb(16)))
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "default", se.Keyword)
+	require.Less(t, time.Since(start), time.Second)
+	_, err = Compile([]byte(defaultsBomb(8)))
+	require.NoError(t, err)
+
 	_, err = Compile([]byte(`{"type":"object","additionalProperties":false,"description":"` + strings.Repeat("x", job.MaxSchemaBytes) + `"}`))
 	require.ErrorAs(t, err, &se)
 	require.Contains(t, se.Reason, "at most 32768")

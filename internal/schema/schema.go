@@ -115,8 +115,15 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, &Error{Reason: err.Error()}
 	}
-	b := planBuilder{doc: doc, memo: map[string]*plan{}}
-	return &Schema{canonical: canonical, compiled: compiled, defaults: b.build([]string{""}), fast: buildFast(root), cost: cost}, nil
+	var defaults *plan
+	if hasDefault(doc, locations) {
+		b := planBuilder{doc: doc, memo: map[string]*plan{}}
+		defaults = b.build([]string{""})
+		if len(b.memo) >= maxDefaultPlans {
+			return nil, &Error{Keyword: "default", Reason: fmt.Sprintf("applying the defaults takes more than %d combinations of subschemas (properties whose $ref and allOf lead to several subschemas at once, level after level)", maxDefaultPlans)}
+		}
+	}
+	return &Schema{canonical: canonical, compiled: compiled, defaults: defaults, fast: buildFast(root), cost: cost}, nil
 }
 
 // MustCompile is Compile for schemas known to be valid (a program's own
@@ -420,6 +427,18 @@ func (c *checker) checkEnums(s map[string]any, at string) error {
 		}
 	}
 	return nil
+}
+
+// hasDefault reports whether any subschema has a default.
+func hasDefault(doc any, locations []string) bool {
+	for _, at := range locations {
+		if s, ok := resolve(doc, at).(map[string]any); ok {
+			if _, ok := s["default"]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkDefaults validates every default against the schema it sits in,
