@@ -81,10 +81,15 @@ type patternEdge struct {
 // costGraph is the document's subschemas by index; node 0 is the root.
 type costGraph struct {
 	nodes []costNode
+	pc    []int // visits of a value the node applies to, in place (≤ MaxNodesPerPosition+1)
+	// Until Compile is done (compact):
 	at    []string // JSON pointer of each node
 	index map[string]int32
-	pc    []int // visits of a value the node applies to, in place (≤ MaxNodesPerPosition+1)
 }
+
+// compact drops what only Compile needs: a compiled schema keeps the graph
+// for Apply's counts.
+func (g *costGraph) compact() { g.at, g.index = nil, nil }
 
 // buildCostGraph indexes the subschemas at locations (checkAll's, which
 // include every $ref target) and checks the bounds above.

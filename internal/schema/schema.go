@@ -123,6 +123,7 @@ func Compile(raw []byte) (*Schema, error) {
 			return nil, &Error{Keyword: "default", Reason: fmt.Sprintf("applying the defaults takes more than %d combinations of subschemas (properties whose $ref and allOf lead to several subschemas at once, level after level)", maxDefaultPlans)}
 		}
 	}
+	cost.compact()
 	return &Schema{canonical: canonical, compiled: compiled, defaults: defaults, fast: buildFast(root), cost: cost}, nil
 }
 
