@@ -25,6 +25,19 @@ type testBundle struct {
 	conn    *jobtest.Conn
 	mu      sync.Mutex
 	renders map[string][]string // job id → "attempt@worker" of every render started
+	// brokerOnce starts jobgate's side of the worker protocol with the
+	// first worker, whose heartbeat sets its timings (a dispatcher runs
+	// one more).
+	brokerOnce sync.Once
+}
+
+// ensureBroker starts the test's broker: a claim silent for five beats is
+// taken over, retries back off from ten.
+func (b *testBundle) ensureBroker(t *testing.T, beat time.Duration) {
+	b.brokerOnce.Do(func() {
+		b.env.Broker(t, broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, AckWait: 10 * beat,
+			RetryBase: max(10*beat, time.Second), MaxAttempts: maxAttempts})
+	})
 }
 
 func setup(t *testing.T) *testBundle {
@@ -68,6 +81,7 @@ func (b *testBundle) renderer(t *testing.T, name string, opts ...func(*renderer.
 	for _, o := range opts {
 		o(&cfg)
 	}
+	b.ensureBroker(t, cfg.HeartbeatInterval)
 	r, err := renderer.New(cfg, worker.Config{Conn: conn.NC})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))

@@ -90,6 +90,7 @@ func (b *testBundle) startWorkers(t *testing.T, name string, register func(*work
 		DrainTimeout: time.Second})
 	require.NoError(t, err)
 	register(w)
+	b.ensureBroker(t, 100*time.Millisecond)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
 }
