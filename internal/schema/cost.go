@@ -422,9 +422,11 @@ func (e *estimator) visit(v any, apply []int32, depth int) bool {
 	obj, _ := v.(map[string]any)
 	all := scratch(&e.all, depth)
 	defer func() { e.all[depth] = all[:0] }()
+	pending := 0
 	for _, i := range apply {
-		if e.g.pc[i] > e.budget-e.cost { // the static count bounds the expansion
-			e.cost += e.g.pc[i]
+		// The static count bounds the expansion: none past the budget.
+		if pending += e.g.pc[i]; pending > e.budget-e.cost {
+			e.cost += pending
 			return false
 		}
 		all = e.expand(all, i, obj)
