@@ -3,6 +3,7 @@ package renderer
 import (
 	"context"
 	"github.com/jobgate/jobgate/internal/broker"
+	"github.com/jobgate/jobgate/internal/brokertest"
 	"log/slog"
 	"os"
 	"sync"
@@ -101,7 +102,7 @@ func (b *testBundle) startOn(t *testing.T, name string, opts ...func(*Config)) (
 	for _, o := range opts {
 		o(&cfg)
 	}
-	b.brokerOnce.Do(func() { b.env.Broker(t, brokerFor(cfg)) })
+	b.brokerOnce.Do(func() { brokertest.Start(t, b.env, brokerFor(cfg)) })
 	r, err := New(cfg, worker.Config{Conn: conn.NC, Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))

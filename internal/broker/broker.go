@@ -51,6 +51,10 @@ type Broker struct {
 	uploads map[string]*upload
 
 	stopOnce sync.Once
+
+	// beforeClaimWrite, set by tests, runs between a claim's read of the
+	// record and its compare-and-set.
+	beforeClaimWrite func(key string)
 }
 
 type cachedDecl struct {

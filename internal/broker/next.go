@@ -165,6 +165,9 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 		if err := next.Claim(worker, now); err != nil {
 			return claimResult{verdict: verdictAck, why: err.Error()}
 		}
+		if b.beforeClaimWrite != nil {
+			b.beforeClaimWrite(key)
+		}
 		err = b.res.Jobs.Update(ctx, next)
 		if errors.Is(err, natsjs.ErrStale) {
 			continue

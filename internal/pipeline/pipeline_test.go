@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/jobgate/jobgate/internal/broker"
+	"github.com/jobgate/jobgate/internal/brokertest"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -35,7 +36,7 @@ type testBundle struct {
 // taken over, retries back off from ten.
 func (b *testBundle) ensureBroker(t *testing.T, beat time.Duration) {
 	b.brokerOnce.Do(func() {
-		b.env.Broker(t, broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, AckWait: 10 * beat,
+		brokertest.Start(t, b.env, broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, AckWait: 10 * beat,
 			RetryBase: max(10*beat, time.Second), MaxAttempts: maxAttempts})
 	})
 }

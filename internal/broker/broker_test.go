@@ -1,0 +1,248 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/stretchr/testify/require"
+)
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+const credA, credB = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+
+// Two brokers race for one job between their read of the record and their
+// write: exactly one claim is stored and answered. Without the claim's
+// compare-and-set both would win.
+func TestOfTwoRacingClaimsExactlyOneWins(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	b1, b2 := tb.broker(t, false), tb.broker(t, false)
+	decl := jobtest.PermitReport()
+	rec := env.Commit(t, tb.conn.Res, jobtest.Request{Key: "race"})
+	ctx := context.Background()
+	var second claimResult
+	var once sync.Once
+	b1.beforeClaimWrite = func(key string) {
+		// b1 has read the queued record; b2 claims the job in between.
+		once.Do(func() { second = b2.claim(ctx, decl, key, 1, "worker-b") })
+	}
+	first := b1.claim(ctx, decl, rec.Key(), 1, "worker-a")
+	wins := 0
+	for _, c := range []claimResult{first, second} {
+		if c.verdict == verdictRun {
+			wins++
+		}
+	}
+	require.Equal(t, 1, wins, "exactly one claim wins (first %v, second %v)", first.verdict, second.verdict)
+	stored := tb.record(t, rec.Key())
+	require.Equal(t, job.StateRunning, stored.State)
+	require.Equal(t, 1, stored.Attempt, "one attempt used")
+	require.Equal(t, "worker-b", stored.Worker, "the claim written first stands")
+	require.Equal(t, verdictNak, first.verdict, "the loser comes back to check on the claim")
+}
+
+// A type belongs to the credential that declared it first; a built-in type
+// only to jobgate's own.
+func TestTypesCannotBeSquatted(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	r := tb.ask(t, credA, "permit_report", wire.OpDeclare, wire.DeclareRequest{Worker: "w", Type: wire.Declaration{
+		Name: "permit_report", Schema: jobtest.PermitReport().Schema, TimeoutSeconds: 60, Attempts: 3,
+		MaxResultBytes: 1 << 20, ContentType: "application/pdf"}})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeForbidden, r.Error.Code)
+
+	require.Nil(t, tb.declare(t, credA, "export_a", "text/csv").Error)
+	require.Nil(t, tb.declare(t, credA, "export_a", "text/csv").Error, "its owner may declare it again")
+	r = tb.declare(t, credB, "export_a", "text/html")
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeForbidden, r.Error.Code)
+	d, err := tb.conn.Res.Types.Get(context.Background(), "export_a")
+	require.NoError(t, err)
+	require.Equal(t, "text/csv", d.ContentType, "the owner's declaration stands")
+	require.Equal(t, credA, d.Owner)
+
+	r = tb.ask(t, credB, "export_a", wire.OpNext, wire.NextRequest{Worker: "w", WaitMS: 500})
+	require.NotNil(t, r.Error, "another credential takes none of its jobs")
+	require.Equal(t, wire.CodeForbidden, r.Error.Code)
+}
+
+// A declaration's schema is compiled with jobgate's bounds, whatever the
+// worker checked.
+func TestAnUnboundedSchemaIsRefusedAtDeclaration(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	r := tb.ask(t, credA, "open_ended", wire.OpDeclare, wire.DeclareRequest{Worker: "w", Type: wire.Declaration{
+		Name: "open_ended", Schema: []byte(`{"type":"object","properties":{"s":{"type":"string"}}}`),
+		TimeoutSeconds: 60, Attempts: 2, MaxResultBytes: 1 << 20, ContentType: "text/plain"}})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeInvalid, r.Error.Code)
+	_, err := tb.conn.Res.Types.Get(context.Background(), "open_ended")
+	require.ErrorIs(t, err, job.ErrNotFound)
+}
+
+// A claim that was taken over changes nothing: its token is refused for
+// every step, and the job stays the new holder's.
+func TestALostClaimChangesNothing(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "fenced", "text/plain").Error)
+	rec := tb.admit(t, "fenced", "fence-1")
+	first := tb.next(t, credA, "fenced", "worker-a")
+	require.Equal(t, rec.Key(), first.Key)
+	// worker-a goes silent; its claim is taken over after StaleAfter.
+	second := tb.next(t, credA, "fenced", "worker-b")
+	require.Equal(t, 2, second.Attempt)
+	require.NotEqual(t, first.Token, second.Token)
+	before := tb.record(t, rec.Key())
+
+	old := wire.Held{Key: first.Key, Token: first.Token}
+	for op, req := range map[string]any{
+		wire.OpBeat:     wire.BeatRequest{Held: old, Progress: &wire.Progress{Done: 9, Total: 10, Unit: "x"}},
+		wire.OpDone:     wire.DoneRequest{Held: old},
+		wire.OpFail:     wire.FailRequest{Held: old, Kind: wire.KindPermanent, UserMessage: "evil"},
+		wire.OpGiveBack: wire.GiveBackRequest{Held: old, Reason: "shutdown"},
+		wire.OpOpen:     old,
+	} {
+		r := tb.ask(t, credA, "fenced", op, req)
+		require.NotNil(t, r.Error, op)
+		require.Equal(t, wire.CodeLost, r.Error.Code, op)
+	}
+	forged := wire.Held{Key: first.Key, Token: "AAAAAAAAAAAAAAAAAAAAAAAA"}
+	r := tb.ask(t, credA, "fenced", wire.OpDone, wire.DoneRequest{Held: forged})
+	require.Equal(t, wire.CodeLost, r.Error.Code, "a forged token")
+	after := tb.record(t, rec.Key())
+	require.Equal(t, before.Revision, after.Revision, "no write")
+	require.Equal(t, "worker-b", after.Worker)
+
+	// The holder's token works.
+	r = tb.ask(t, credA, "fenced", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: second.Key, Token: second.Token}})
+	require.Nil(t, r.Error)
+	require.Equal(t, job.StateSucceeded, tb.record(t, rec.Key()).State)
+}
+
+// A token is for one job: presented with another job's key (of its own
+// type, or of a type it does not own) it is refused.
+func TestATokenReachesOnlyItsJob(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "mine", "text/plain").Error)
+	require.Nil(t, tb.declare(t, credB, "theirs", "text/plain").Error)
+	tb.admit(t, "mine", "m-1")
+	other := tb.admit(t, "theirs", "t-1")
+	a := tb.next(t, credA, "mine", "worker-a")
+	r := tb.ask(t, credA, "mine", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: other.Key(), Token: a.Token}})
+	require.Equal(t, wire.CodeLost, r.Error.Code)
+	r = tb.ask(t, credA, "theirs", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: other.Key(), Token: a.Token}})
+	require.Equal(t, wire.CodeForbidden, r.Error.Code)
+	require.Equal(t, job.StateQueued, tb.record(t, other.Key()).State)
+}
+
+// A result is stored under the type's declared content type and checked
+// against the store on done; past the type's limit the upload is refused.
+func TestResultsAreStoredAsDeclaredAndWithinTheLimit(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "report", "text/csv").Error)
+	rec := tb.admit(t, "report", "r-1")
+	a := tb.next(t, credA, "report", "worker-a")
+	held := wire.Held{Key: a.Key, Token: a.Token}
+	open := tb.ask(t, credA, "report", wire.OpOpen, held)
+	require.Nil(t, open.Error)
+	body := bytes.Repeat([]byte("a,b\n"), 100_000) // 400 KB: two chunks
+	require.Nil(t, tb.chunk(t, credA, "report", open.Upload, 0, body[:wire.ChunkSize], false).Error)
+	last := tb.chunk(t, credA, "report", open.Upload, 1, body[wire.ChunkSize:], true)
+	require.Nil(t, last.Error)
+	sum := sha256.Sum256(body)
+	require.Equal(t, &wire.StoredResult{Object: open.Upload.Object, Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}, last.Stored)
+
+	lie := *last.Stored
+	lie.Size++
+	r := tb.ask(t, credA, "report", wire.OpDone, wire.DoneRequest{Held: held, Result: &lie})
+	require.Equal(t, wire.CodeBadRequest, r.Error.Code, "a size the store does not hold")
+	r = tb.ask(t, credA, "report", wire.OpDone, wire.DoneRequest{Held: held, Result: last.Stored})
+	require.Nil(t, r.Error)
+	done := tb.record(t, rec.Key())
+	require.Equal(t, job.StateSucceeded, done.State)
+	require.Equal(t, "text/csv", done.Output.ContentType)
+	require.EqualValues(t, len(body), done.Output.Size)
+
+	// Past the limit (1 MiB): refused mid-upload.
+	big := tb.admit(t, "report", "r-2")
+	b := tb.next(t, credA, "report", "worker-a")
+	require.Equal(t, big.Key(), b.Key)
+	open = tb.ask(t, credA, "report", wire.OpOpen, wire.Held{Key: b.Key, Token: b.Token})
+	require.Nil(t, open.Error)
+	chunk := make([]byte, wire.ChunkSize)
+	var refused *wire.Reply
+	for seq := 0; seq < 6 && refused == nil; seq++ {
+		if r := tb.chunk(t, credA, "report", open.Upload, seq, chunk, false); r.Error != nil {
+			refused = r
+		}
+	}
+	require.NotNil(t, refused)
+	require.Equal(t, wire.CodeTooLarge, refused.Error.Code)
+}
+
+// What the job's owner reads of a failure is jobgate's message unless the
+// worker wrote one for users; its own text goes to the operator only.
+func TestFailureMessagesForTheOwner(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "flaky", "text/plain").Error)
+	rec := tb.admit(t, "flaky", "f-1")
+	a := tb.next(t, credA, "flaky", "worker-a")
+	r := tb.ask(t, credA, "flaky", wire.OpFail, wire.FailRequest{Held: wire.Held{Key: a.Key, Token: a.Token},
+		Kind: wire.KindError, Message: "dial tcp 10.1.2.3:5432: connection refused"})
+	require.Nil(t, r.Error)
+	retry := tb.record(t, rec.Key())
+	require.Equal(t, job.StateRunning, retry.State)
+	require.NotNil(t, retry.RetryAt, "retried while attempts remain")
+	require.Equal(t, job.CategoryRenderError, retry.Error.Category)
+	require.NotContains(t, retry.Error.Message, "10.1.2.3")
+
+	b := tb.next(t, credA, "flaky", "worker-a")
+	require.Equal(t, 2, b.Attempt)
+	r = tb.ask(t, credA, "flaky", wire.OpFail, wire.FailRequest{Held: wire.Held{Key: b.Key, Token: b.Token},
+		Kind: wire.KindPermanent, Message: "internal detail", UserMessage: "case 47 has no revision 29"})
+	require.Nil(t, r.Error)
+	failed := tb.record(t, rec.Key())
+	require.Equal(t, job.StateFailed, failed.State)
+	require.Equal(t, "case 47 has no revision 29", failed.Error.Message)
+}
+
+// Requests of one credential past its rate are answered throttled.
+func TestACredentialsRequestsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	cfg := testConfig()
+	cfg.Rate, cfg.Burst = 1, 3
+	conn := env.Connect(t, "broker")
+	b, err := New(cfg, conn.Res, conn.NC, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(b.Stop)
+	throttled := 0
+	for range 6 {
+		r := tb.ask(t, credA, "nothing", wire.OpHello, wire.HelloRequest{Worker: "w", Concurrency: 1})
+		if r.Error != nil && r.Error.Code == wire.CodeThrottled {
+			throttled++
+		}
+	}
+	require.GreaterOrEqual(t, throttled, 2)
+	r := tb.ask(t, credB, "nothing", wire.OpHello, wire.HelloRequest{Worker: "w", Concurrency: 1})
+	require.NotEqual(t, wire.CodeThrottled, r.Error.Code, "another credential is not slowed")
+	_ = time.Second
+}

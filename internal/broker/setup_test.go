@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+type testBundle struct {
+	env  *jobtest.Env
+	conn *jobtest.Conn
+}
+
+func testConfig() Config {
+	return Config{BeatInterval: 200 * time.Millisecond, StaleAfter: time.Second, AckWait: 2 * time.Second,
+		RetryBase: time.Second}
+}
+
+// setup starts an embedded JetStream and one started broker on a
+// connection of its own.
+func setup(t *testing.T) (*Broker, *testBundle) {
+	t.Helper()
+	env := jobtest.Start(t)
+	b := &testBundle{env: env, conn: env.Connect(t, "test")}
+	return b.broker(t, true), b
+}
+
+func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
+	t.Helper()
+	conn := tb.env.Connect(t, "broker")
+	b, err := New(testConfig(), conn.Res, conn.NC, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if start {
+		require.NoError(t, b.Start(ctx))
+	} else {
+		b.secret, err = conn.Res.Secrets.Get(ctx, SecretClaims)
+		require.NoError(t, err)
+		b.ctx, b.cancel = context.WithCancel(context.Background())
+	}
+	t.Cleanup(b.Stop)
+	return b
+}
+
+// ask sends one request as credential cred and returns the reply.
+func (tb *testBundle) ask(t *testing.T, cred, typ, op string, req any) *wire.Reply {
+	t.Helper()
+	data, err := json.Marshal(req)
+	require.NoError(t, err)
+	msg, err := tb.conn.NC.Request(wire.Subject(cred, typ, op), data, 15*time.Second)
+	require.NoError(t, err)
+	var reply wire.Reply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	return &reply
+}
+
+// declare declares a small closed type as cred.
+func (tb *testBundle) declare(t *testing.T, cred, name, contentType string) *wire.Reply {
+	t.Helper()
+	return tb.ask(t, cred, name, wire.OpDeclare, wire.DeclareRequest{Worker: "w", Type: wire.Declaration{
+		Name: name, Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+		TimeoutSeconds: 60, Attempts: 2, MaxResultBytes: 1 << 20, ContentType: contentType,
+	}})
+}
+
+// admit admits a job of typ with no params, as the gateway does.
+func (tb *testBundle) admit(t *testing.T, typ, key string) *job.Record {
+	t.Helper()
+	now := time.Now().UTC()
+	rec := &job.Record{ID: job.DeriveID(tb.env.Secret, "4", "reviewer-47", key), Tenant: "4", Requester: "reviewer-47",
+		KeyHash: job.HashKey(key), Fingerprint: "f-" + key, Type: typ, Params: json.RawMessage(`{}`),
+		State: job.StateQueued, CreatedAt: now, UpdatedAt: now, MaxAttempts: 2, TimeoutSeconds: 60}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, tb.conn.Res.Jobs.Create(ctx, rec))
+	require.NoError(t, tb.conn.Res.Work.Publish(ctx, rec, 0))
+	return rec
+}
+
+// next asks for the next job until one comes, within 10s.
+func (tb *testBundle) next(t *testing.T, cred, typ, worker string) *wire.Assignment {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r := tb.ask(t, cred, typ, wire.OpNext, wire.NextRequest{Worker: worker, WaitMS: 2000})
+		require.Nil(t, r.Error)
+		if r.Job != nil {
+			return r.Job
+		}
+	}
+	t.Fatal("no job within 10s")
+	return nil
+}
+
+func (tb *testBundle) record(t *testing.T, key string) *job.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, err := tb.conn.Res.Jobs.Get(ctx, key)
+	require.NoError(t, err)
+	return rec
+}
+
+// chunk sends one upload chunk.
+func (tb *testBundle) chunk(t *testing.T, cred, typ string, u *wire.UploadTarget, seq int, data []byte, last bool) *wire.Reply {
+	t.Helper()
+	m := nats.NewMsg(wire.UploadSubject(cred, typ, u.Host, u.ID))
+	m.Data = data
+	m.Header.Set(wire.HeaderSeq, itoa(seq))
+	if last {
+		m.Header.Set(wire.HeaderLast, "1")
+	}
+	resp, err := tb.conn.NC.RequestMsg(m, 15*time.Second)
+	require.NoError(t, err)
+	var reply wire.Reply
+	require.NoError(t, json.Unmarshal(resp.Data, &reply))
+	return &reply
+}

@@ -1,0 +1,29 @@
+// Package brokertest starts jobgate's side of the worker protocol for the
+// tests of packages that run workers without a dispatcher. It is imported
+// by tests only.
+package brokertest
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/broker"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/stretchr/testify/require"
+)
+
+// Start runs a broker on a connection of its own to env, as a dispatcher
+// runs it, until the test ends.
+func Start(t testing.TB, env *jobtest.Env, cfg broker.Config) *broker.Broker {
+	t.Helper()
+	conn := env.Connect(t, "broker")
+	b, err := broker.New(cfg, conn.Res, conn.NC, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.Start(ctx))
+	t.Cleanup(b.Stop)
+	return b
+}
