@@ -155,3 +155,19 @@ func TestClientStaysLight(t *testing.T) {
 		}
 	}
 }
+
+// A user's worker binary carries the worker protocol and a NATS client,
+// never the NATS server nor jobgate's services.
+func TestWorkerPackageLinksNoServer(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	p := pkgs[module+"/pkg/worker"]
+	require.NotNil(t, p)
+	for _, dep := range p.Deps {
+		require.False(t, strings.HasPrefix(dep, "github.com/nats-io/nats-server"), "pkg/worker depends on %s", dep)
+		require.False(t, strings.HasPrefix(dep, "github.com/nats-io/nats.go/jetstream"), "pkg/worker depends on %s: workers reach no stream", dep)
+		for _, inner := range []string{"/internal/natsjs", "/internal/broker", "/gateway", "/dispatcher", "/notifier", "/renderer"} {
+			require.False(t, dep == module+inner, "pkg/worker depends on %s", dep)
+		}
+	}
+}
