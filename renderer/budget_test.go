@@ -125,7 +125,7 @@ func TestDeliveriesWithoutAClaimCostNoAttempt(t *testing.T) {
 	rec := b.admit(t, "outage", 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q, err := natsjs.OpenFairQueue(ctx, b.conn.Res.JS, natsjs.FairConfig{Type: TypeName, AckWait: brokerFor(testConfig()).AckWait})
+	q, err := natsjs.OpenFairQueue(ctx, b.conn.Res.JS, natsjs.FairConfig{Type: TypeName, AckWait: 5 * time.Second})
 	require.NoError(t, err)
 	for i := range 5 {
 		var m *natsjs.WorkMsg

@@ -60,7 +60,7 @@ func (c *renderCount) total() int {
 // taken over, retries back off from ten.
 func brokerFor(cfg Config) broker.Config {
 	beat := cfg.HeartbeatInterval
-	return broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, AckWait: 10 * beat, RetryBase: 10 * beat,
+	return broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, RetryBase: 10 * beat,
 		MaxAttempts: cfg.MaxAttempts}
 }
 

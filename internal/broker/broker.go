@@ -44,7 +44,8 @@ type Broker struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	queues  map[string]*natsjs.FairQueue
+	scheds  map[string]*sched
+	schedMu sync.Mutex // one scheduler started at a time
 	decls   map[string]cachedDecl
 	limits  map[string]*bucket
 	waiting map[string]int
@@ -76,7 +77,7 @@ func New(cfg Config, res *natsjs.Resources, nc *nats.Conn, log *slog.Logger) (*B
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Broker{cfg: cfg, res: res, nc: nc, log: log.With("component", "broker", "host", cfg.Host),
-		queues: map[string]*natsjs.FairQueue{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
+		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
 		waiting: map[string]int{}, uploads: map[string]*upload{}}, nil
 }
 
@@ -127,15 +128,15 @@ func (b *Broker) Stop() {
 		for _, u := range b.uploads {
 			uploads = append(uploads, u)
 		}
-		queues := b.queues
-		b.queues = map[string]*natsjs.FairQueue{}
+		scheds := b.scheds
+		b.scheds = map[string]*sched{}
 		b.mu.Unlock()
 		for _, u := range uploads {
 			u.abort(errors.New("broker stopping"))
 		}
 		b.wg.Wait()
-		for _, q := range queues {
-			q.Close()
+		for _, s := range scheds {
+			s.close()
 		}
 	})
 }
@@ -244,37 +245,6 @@ func (b *Broker) forgetDecl(typ string) {
 	b.mu.Lock()
 	delete(b.decls, typ)
 	b.mu.Unlock()
-}
-
-// queue returns the type's fair work queue, opening it on first use.
-func (b *Broker) queue(ctx context.Context, typ string) (*natsjs.FairQueue, error) {
-	b.mu.Lock()
-	q := b.queues[typ]
-	b.mu.Unlock()
-	if q != nil {
-		return q, nil
-	}
-	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	q, err := natsjs.OpenFairQueue(octx, b.res.JS, natsjs.FairConfig{
-		Type: typ, AckWait: b.cfg.AckWait, MaxRunning: b.cfg.TenantMaxRunning,
-		MaxRunningFor: b.cfg.TenantMaxRunningFor, Weights: b.cfg.TenantWeights, Scan: b.cfg.WorkScan,
-	})
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if have := b.queues[typ]; have != nil {
-		q.Close()
-		return have, nil
-	}
-	if b.ctx.Err() != nil {
-		q.Close()
-		return nil, errors.New("broker stopping")
-	}
-	b.queues[typ] = q
-	return q, nil
 }
 
 // event publishes the event of a change the broker wrote (the relay fills

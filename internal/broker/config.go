@@ -13,14 +13,12 @@ type Config struct {
 	// Host names this broker in upload subjects; unique per process.
 	// Default random.
 	Host string
-	// AckWait is the work consumers' ack wait. Default 30s.
-	AckWait time.Duration
 	// BeatInterval is the longest time a worker may go between two beats
 	// of a held job. Default 5s.
 	BeatInterval time.Duration
-	// StaleAfter: a claim with no beat for this long is taken over by the
-	// next delivery of its work. At least twice BeatInterval, below
-	// AckWait. Default 3 × BeatInterval.
+	// StaleAfter: a claim with no beat for this long is taken over when its
+	// broker next looks at it. At least twice BeatInterval. Default 3 ×
+	// BeatInterval.
 	StaleAfter time.Duration
 	// RetryBase is the delay before a failed job's second attempt; it
 	// doubles per attempt, at most 10 minutes, ±20% jitter. Default 30s.
@@ -60,9 +58,6 @@ func (c Config) withDefaults() Config {
 		_, _ = rand.Read(b[:])
 		c.Host = "b" + hex.EncodeToString(b[:])
 	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
 	if c.BeatInterval == 0 {
 		c.BeatInterval = 5 * time.Second
 	}
@@ -101,9 +96,8 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	if c.StaleAfter < 2*c.BeatInterval || c.StaleAfter >= c.AckWait {
-		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s) and below ack wait (%s)",
-			c.StaleAfter, c.BeatInterval, c.AckWait))
+	if c.BeatInterval <= 0 || c.StaleAfter < 2*c.BeatInterval {
+		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s)", c.StaleAfter, c.BeatInterval))
 	}
 	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.WorkScan <= 0 || c.MaxUploads < 1 || c.UploadIdle <= 0 ||
 		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 {
@@ -118,4 +112,21 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("tenant max running must be 0 to 10000, got %d", c.TenantMaxRunning))
 	}
 	return errors.Join(errs...)
+}
+
+// weight is a tenant's share of a type's workers.
+func (c Config) weight(tenant string) int {
+	if w, ok := c.TenantWeights[tenant]; ok && w > 0 {
+		return w
+	}
+	return 1
+}
+
+// capOf is how many of a tenant's jobs of a type may be held at once (0:
+// no cap).
+func (c Config) capOf(tenant string) int {
+	if n, ok := c.TenantMaxRunningFor[tenant]; ok {
+		return n
+	}
+	return c.TenantMaxRunning
 }

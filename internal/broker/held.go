@@ -211,6 +211,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		}
 		return bad
 	}
+	b.released(r.typ, rec.Key())
 	b.observe(r.typ, "succeeded")
 	b.log.Info("job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
 	b.event(rec)
@@ -255,6 +256,9 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(objectName(h.rec))
+	if outcome == "failed" {
+		b.released(r.typ, rec.Key())
+	}
 	b.observe(r.typ, outcome)
 	b.log.Info("attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
@@ -314,6 +318,7 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(objectName(h.rec))
+	b.released(r.typ, rec.Key())
 	b.observe(r.typ, "given_back")
 	b.log.Info("job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "reason", clip(req.Reason, 64))
 	b.event(rec)
@@ -348,4 +353,15 @@ func clip(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// released ends this broker's hold of a job that needs its slot no more
+// (a tenant's cap counts it no longer).
+func (b *Broker) released(typ, key string) {
+	b.mu.Lock()
+	s := b.scheds[typ]
+	b.mu.Unlock()
+	if s != nil {
+		s.release(key)
+	}
 }

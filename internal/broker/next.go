@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -17,13 +16,12 @@ import (
 // retrySlack: a retry that is due within this long is started now.
 const retrySlack = 250 * time.Millisecond
 
-// next holds a worker's request until the scheduler hands it the work of
-// the tenant (and requester) whose turn it is, claims that job for the
-// worker by compare-and-set and answers the claim. The work message stays
-// in the queue, due again after StaleAfter: its next delivery checks on the
-// claim (and takes the job over if the claim went silent), so a worker that
-// vanishes with a job costs a bounded wait, and a tenant's cap counts the
-// job while it runs.
+// next holds a worker's request until the type's scheduler hands it the
+// work of the tenant (and requester) whose turn it is, claims that job for
+// the worker by compare-and-set and answers the claim. The work message
+// stays in the stream: this broker looks at it again once the claim could
+// have gone stale (and takes the job over if it did), and removes it once
+// the job has ended.
 func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 	var req wire.NextRequest
 	if bad := r.decode(&req); bad != nil {
@@ -41,9 +39,13 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 		return refuse(wire.CodeThrottled, "too many next requests of this credential held at once")
 	}
 	defer release()
-	q, err := b.queue(ctx, r.typ)
+	s, err := b.sched(ctx, r.typ)
 	if err != nil {
-		return refuse(wire.CodeUnavailable, "the work queue could not be opened")
+		return refuse(wire.CodeUnavailable, "the work of %s could not be read", r.typ)
+	}
+	var allow func(string) bool
+	if req.Newcomer {
+		allow = func(tenant string) bool { return !slices.Contains(req.Running, tenant) }
 	}
 	// The reply must reach the worker before its request times out: keep
 	// a second of the wait back.
@@ -51,64 +53,126 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 	wctx, cancel := context.WithTimeout(ctx, max(wait-time.Second, 100*time.Millisecond))
 	defer cancel()
 	for wctx.Err() == nil {
-		var msg *natsjs.WorkMsg
-		if req.Newcomer {
-			msg, err = q.NextNewcomer(wctx, func(tenant string) bool { return !slices.Contains(req.Running, tenant) })
-		} else {
-			msg, err = q.Next(wctx)
+		if err := s.list(wctx, false); err != nil && wctx.Err() == nil {
+			b.log.Warn("work not listed", "type", r.typ, "err", err)
 		}
+		now := b.cfg.Now()
+		t, l, seq := s.pick(now, allow)
+		if t == nil {
+			s.wait(wctx, now)
+			continue
+		}
+		// A picked message is settled whatever the wait has left: a
+		// deferred one dropped here would never be looked at again.
+		rctx, rcancel := context.WithTimeout(ctx, opTimeout)
+		msg, err := s.read(rctx, t, l, seq)
+		rcancel()
 		if err != nil {
-			if wctx.Err() != nil {
+			if seq != 0 {
+				s.later(&natsjs.LaneMsg{Seq: seq, Tenant: t.name, Requester: l.requester}, now.Add(outageDelay(1)))
+			}
+			if ctx.Err() != nil {
 				break
 			}
-			b.log.Warn("pull failed", "type", r.typ, "err", err)
-			return refuse(wire.CodeUnavailable, "the work queue could not be read")
+			b.log.Warn("work not read", "type", r.typ, "err", err)
+			return refuse(wire.CodeUnavailable, "the work of %s could not be read", r.typ)
 		}
 		if msg == nil {
 			continue
 		}
-		if a := b.handle(ctx, d, msg, req.Worker); a != nil {
+		if a := b.handle(ctx, s, d, msg, req.Worker); a != nil {
 			return &wire.Reply{Job: a}
 		}
 	}
 	return ok
 }
 
-// handle settles one delivery: a claim (its assignment), or what the
-// delivery means otherwise (nil).
-func (b *Broker) handle(ctx context.Context, d *job.TypeDecl, msg *natsjs.WorkMsg, worker string) *wire.Assignment {
-	if msg.Key == "" {
-		b.log.Warn("work message names no job", "type", d.Name)
-		_ = msg.Term("not a job")
-		return nil
+// sched returns the type's scheduler, starting it on first use.
+func (b *Broker) sched(ctx context.Context, typ string) (*sched, error) {
+	b.mu.Lock()
+	s := b.scheds[typ]
+	b.mu.Unlock()
+	if s != nil {
+		return s, nil
 	}
+	b.schedMu.Lock()
+	defer b.schedMu.Unlock()
+	b.mu.Lock()
+	s = b.scheds[typ]
+	b.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s = newSched(b, typ)
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := s.start(octx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx.Err() != nil {
+		s.close()
+		return nil, errors.New("broker stopping")
+	}
+	b.scheds[typ] = s
+	return s, nil
+}
+
+// handle settles one work message: a claim (its assignment), or what the
+// message means otherwise (nil): looked at again later, or removed.
+func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *natsjs.LaneMsg, worker string) *wire.Assignment {
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
-	c := b.claim(octx, d, msg.Key, msg.Delivered, worker)
+	if msg.Key == "" {
+		b.log.Warn("work message names no job", "type", d.Name, "seq", msg.Seq)
+		b.remove(octx, s, msg)
+		return nil
+	}
+	c := b.claim(octx, d, msg.Key, 1, worker)
+	now := b.cfg.Now()
 	switch c.verdict {
 	case verdictAck:
-		_ = msg.Ack()
+		b.remove(octx, s, msg)
 		return nil
 	case verdictNak:
-		_ = msg.Nak(c.delay)
+		s.later(msg, now.Add(c.delay))
 		return nil
 	case verdictTerm:
 		b.log.Warn("work dropped", "key", msg.Key, "why", c.why)
-		_ = msg.Term(c.why)
+		b.remove(octx, s, msg)
 		return nil
 	case verdictExhaust:
-		b.exhaust(octx, d, msg)
+		if b.exhaust(octx, d, msg.Key) {
+			b.remove(octx, s, msg)
+		} else {
+			s.later(msg, now.Add(outageDelay(1)))
+		}
 		return nil
 	}
-	_ = msg.Nak(b.cfg.StaleAfter + jitter(retrySlack))
+	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
+	s.hold(msg.Key, msg.Tenant)
 	rec := c.rec
 	b.event(rec)
-	b.log.Info("job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker, "delivery", msg.Delivered)
+	b.log.Info("job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
 	return &wire.Assignment{
 		Key: rec.Key(), ID: rec.ID, Type: rec.Type, Tenant: rec.Tenant, Requester: rec.Requester,
 		Attempt: rec.Attempt, Attempts: rec.AttemptsOr(d.Attempts), CreatedAt: rec.CreatedAt, Params: rec.Params,
 		Token: b.token(rec.Key(), rec.Attempt), TimeoutMS: rec.TimeoutOr(d.Timeout()).Milliseconds(),
 		BeatMS: b.cfg.BeatInterval.Milliseconds(), MaxResultBytes: d.MaxResultBytes,
+	}
+}
+
+// remove deletes a work message its job needs no more, and ends this
+// broker's hold of the job (a tenant's cap counts it no longer).
+func (b *Broker) remove(ctx context.Context, s *sched, msg *natsjs.LaneMsg) {
+	if err := s.lanes.Remove(ctx, msg.Seq); err != nil {
+		b.log.Debug("work message not removed, looked at again later", "seq", msg.Seq, "err", err)
+		s.later(msg, b.cfg.Now().Add(outageDelay(1)))
+		return
+	}
+	if msg.Key != "" {
+		s.release(msg.Key)
 	}
 }
 
@@ -183,11 +247,14 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 }
 
 // exhaust fails a job whose attempts ran out without a verdict on the last
-// one (its worker vanished, or it was given back).
-func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, msg *natsjs.WorkMsg) {
+// one (its worker vanished, or it was given back). It reports whether the
+// job needs its work message no more.
+func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool {
 	now := b.cfg.Now().UTC()
-	rec, err := b.res.Jobs.Mutate(ctx, msg.Key, func(n *job.Record) error {
+	terminal := false
+	rec, err := b.res.Jobs.Mutate(ctx, key, func(n *job.Record) error {
 		maxAttempts := n.AttemptsOr(d.Attempts)
+		terminal = n.State.Terminal()
 		if n.State.Terminal() || n.AttemptsUsed() < maxAttempts {
 			return errSkip
 		}
@@ -197,16 +264,17 @@ func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, msg *natsjs.WorkM
 		return n.Fail(job.FinalFailure(n, maxAttempts), now)
 	})
 	switch {
-	case errors.Is(err, errSkip) || errors.Is(err, job.ErrNotFound):
-		_ = msg.Ack()
+	case errors.Is(err, job.ErrNotFound):
+		return true
+	case errors.Is(err, errSkip):
+		return terminal
 	case err != nil:
-		_ = msg.Nak(outageDelay(msg.Delivered))
-	default:
-		b.log.Info("job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
-		b.observe(d.Name, "failed")
-		b.event(rec)
-		_ = msg.Ack()
+		return false
 	}
+	b.log.Info("job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
+	b.observe(d.Name, "failed")
+	b.event(rec)
+	return true
 }
 
 var errSkip = errors.New("nothing to do")
@@ -221,10 +289,4 @@ func outageDelay(delivered uint64) time.Duration {
 // jitter spreads d by ±20%.
 func jitter(d time.Duration) time.Duration {
 	return max(retry.Spread(d, 0.2, rand.Float64), 0)
-}
-
-// tenantOf is the tenant of a record key.
-func tenantOf(key string) string {
-	t, _, _ := strings.Cut(key, ".")
-	return t
 }

@@ -20,7 +20,7 @@ type testBundle struct {
 }
 
 func testConfig() Config {
-	return Config{BeatInterval: 200 * time.Millisecond, StaleAfter: time.Second, AckWait: 2 * time.Second,
+	return Config{BeatInterval: 200 * time.Millisecond, StaleAfter: time.Second,
 		RetryBase: time.Second}
 }
 

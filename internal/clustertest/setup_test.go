@@ -98,7 +98,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		require.NoError(t, r.Start(ctx))
 		t.Cleanup(r.Stop)
 	}
-	disp, err := dispatcher.New(dispatcher.Config{Broker: broker.Config{AckWait: 5 * time.Second,
+	disp, err := dispatcher.New(dispatcher.Config{Broker: broker.Config{
 		BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond}}, connect("dispatcher", 1), log.With("component", "dispatcher"))
 	require.NoError(t, err)
 	require.NoError(t, disp.Start(ctx))

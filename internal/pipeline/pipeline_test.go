@@ -36,7 +36,7 @@ type testBundle struct {
 // taken over, retries back off from ten.
 func (b *testBundle) ensureBroker(t *testing.T, beat time.Duration) {
 	b.brokerOnce.Do(func() {
-		brokertest.Start(t, b.env, broker.Config{BeatInterval: beat, StaleAfter: 5 * beat, AckWait: 10 * beat,
+		brokertest.Start(t, b.env, broker.Config{BeatInterval: beat, StaleAfter: 5 * beat,
 			RetryBase: max(10*beat, time.Second), MaxAttempts: maxAttempts})
 	})
 }
@@ -95,7 +95,7 @@ func (b *testBundle) dispatcher(t *testing.T, name string, opts ...func(*dispatc
 	cfg := dispatcher.Config{
 		MaxAttempts: maxAttempts, RenderTimeout: renderTimeout, Grace: time.Second,
 		SweepInterval: 100 * time.Millisecond,
-		Broker: broker.Config{AckWait: time.Second, BeatInterval: 100 * time.Millisecond, StaleAfter: 500 * time.Millisecond,
+		Broker: broker.Config{BeatInterval: 100 * time.Millisecond, StaleAfter: 500 * time.Millisecond,
 			RetryBase: time.Second},
 	}
 	for _, o := range opts {
@@ -169,7 +169,7 @@ func TestAFleetRendersEveryJobOnce(t *testing.T) {
 		c.HeartbeatInterval = 500 * time.Millisecond
 	}
 	patientBroker := func(c *dispatcher.Config) {
-		c.Broker = broker.Config{AckWait: 5 * time.Second, BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond,
+		c.Broker = broker.Config{BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond,
 			RetryBase: time.Second}
 	}
 	b.renderer(t, "renderer-a", patient)

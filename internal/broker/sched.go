@@ -1,0 +1,382 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+)
+
+// A type's scheduler hands out its work fairly, on jobgate's side, with no
+// JetStream consumer: it keeps in memory the lanes (one a requester of a
+// tenant) that have work, learnt from a listing of the work stream and the
+// notices of new work, and reads a lane's oldest message by a direct get.
+// A free slot takes the tenant whose turn it is by smooth weighted
+// round-robin (a tenant of weight 3 gets three picks for one of weight 1;
+// a tenant whose work comes back after none joins level with the richest
+// and wins the tie), then of that tenant the requester least recently
+// picked. A job's work message stays in the stream until the job is
+// terminal: the broker that read it checks on it again when its claim
+// could have gone stale or its retry is due (deferred), takes it over or
+// starts it then, and removes it once the job has ended. Any number of
+// brokers may schedule one type: each keeps its own lanes, and the claim's
+// compare-and-set on the record decides which runs a job.
+
+// Scheduling limits.
+const (
+	// listEvery: a listing of the stream (one subject a queued job) runs
+	// at most this often while notices keep the lanes current, and at most
+	// a quarter of the time (listShare) however long it takes.
+	listEvery = 30 * time.Second
+	listShare = 4
+	// noticeGrace: a lane noticed this recently whose read found nothing is
+	// read again shortly (the notice may have come before the store).
+	noticeGrace = time.Second
+	recheckSoon = 50 * time.Millisecond
+	// idleWake bounds how long a waiting request sleeps without news.
+	idleWake = time.Second
+)
+
+type sched struct {
+	b     *Broker
+	typ   string
+	lanes *natsjs.WorkLanes
+	stop  func()
+
+	listMu sync.Mutex // one listing at a time
+
+	mu       sync.Mutex
+	tenants  map[string]*tenantQ
+	picks    uint64
+	wake     chan struct{}
+	listedAt time.Time
+	listTook time.Duration
+	lastSeq  uint64
+	held     map[string]string // job key → tenant, of the claims this broker made
+}
+
+type tenantQ struct {
+	name     string
+	weight   int
+	current  int
+	fresh    bool
+	lastPick uint64
+	held     int
+	lanes    map[string]*laneQ
+}
+
+type laneQ struct {
+	requester string
+	cursor    uint64 // next sequence to read from
+	work      bool   // may have messages at or after cursor
+	noticed   time.Time
+	recheck   time.Time // when a lane that looked empty is read again
+	lastPick  uint64
+	deferred  map[uint64]time.Time // sequence → when to look at it again
+}
+
+func newSched(b *Broker, typ string) *sched {
+	return &sched{b: b, typ: typ, lanes: b.res.Work.Lanes(typ), tenants: map[string]*tenantQ{},
+		wake: make(chan struct{}), held: map[string]string{}}
+}
+
+// start removes the consumers of earlier versions, subscribes to notices
+// and lists the lanes with work.
+func (s *sched) start(ctx context.Context) error {
+	if n, err := s.lanes.RemoveConsumers(ctx); err != nil {
+		s.b.log.Warn("work consumers of earlier versions not removed", "type", s.typ, "err", err)
+	} else if n > 0 {
+		s.b.log.Info("work consumers of earlier versions removed", "type", s.typ, "consumers", n)
+	}
+	stop, err := s.lanes.Notices(s.notice)
+	if err != nil {
+		return err
+	}
+	s.stop = stop
+	if err := s.list(ctx, true); err != nil {
+		stop()
+		return err
+	}
+	return nil
+}
+
+func (s *sched) close() {
+	if s.stop != nil {
+		s.stop()
+	}
+}
+
+func (s *sched) notice(tenant, requester string) {
+	s.mu.Lock()
+	l := s.laneLocked(tenant, requester)
+	l.work, l.noticed = true, s.b.cfg.Now()
+	s.wakeLocked()
+	s.mu.Unlock()
+}
+
+func (s *sched) wakeLocked() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+func (s *sched) tenantLocked(name string) *tenantQ {
+	t := s.tenants[name]
+	if t == nil {
+		t = &tenantQ{name: name, weight: s.b.cfg.weight(name), fresh: true, lanes: map[string]*laneQ{}}
+		s.tenants[name] = t
+	}
+	return t
+}
+
+func (s *sched) laneLocked(tenant, requester string) *laneQ {
+	t := s.tenantLocked(tenant)
+	l := t.lanes[requester]
+	if l == nil {
+		l = &laneQ{requester: requester, deferred: map[uint64]time.Time{}}
+		t.lanes[requester] = l
+	}
+	return l
+}
+
+// list reads which lanes have work, when due (force: now). A lane found
+// with work is read from its start again: what this broker skipped there
+// is deferred, and a message it never saw may sit behind its cursor only
+// when a listing of another broker raced it, which the read settles.
+func (s *sched) list(ctx context.Context, force bool) error {
+	if !s.listMu.TryLock() {
+		return nil
+	}
+	defer s.listMu.Unlock()
+	now := s.b.cfg.Now()
+	s.mu.Lock()
+	due := force || now.Sub(s.listedAt) >= max(listEvery, listShare*s.listTook)
+	last := s.lastSeq
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	if !force {
+		seq, err := s.lanes.LastSeq(ctx)
+		if err != nil {
+			return err
+		}
+		if seq == last {
+			s.mu.Lock()
+			s.listedAt = now
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	with, seq, err := s.lanes.List(ctx)
+	took := s.b.cfg.Now().Sub(now)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listedAt, s.listTook, s.lastSeq = now, took, seq
+	for tenant, requesters := range with {
+		for requester := range requesters {
+			l := s.laneLocked(tenant, requester)
+			if !l.work {
+				l.work, l.cursor = true, 0
+			}
+		}
+	}
+	s.wakeLocked()
+	return nil
+}
+
+// pick chooses the lane whose turn it is among those with work or a
+// deferred message due (of the tenants allow accepts, when set), or nil.
+// With a deferred message due it returns its sequence.
+func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ready := func(t *tenantQ) bool {
+		if allow != nil && !allow(t.name) {
+			return false
+		}
+		if limit := s.b.cfg.capOf(t.name); limit > 0 && t.held >= limit {
+			return false
+		}
+		for _, l := range t.lanes {
+			if laneReady(l, now) {
+				return true
+			}
+		}
+		return false
+	}
+	var best *tenantQ
+	if allow != nil {
+		// A newcomer slot: the least recently picked tenant it may serve;
+		// the round-robin stays as it is.
+		for _, t := range s.tenants {
+			if ready(t) && (best == nil || t.lastPick < best.lastPick || (t.lastPick == best.lastPick && t.name < best.name)) {
+				best = t
+			}
+		}
+	} else {
+		top, any := 0, false
+		for _, t := range s.tenants {
+			if !t.fresh && ready(t) && (!any || t.current > top) {
+				top, any = t.current, true
+			}
+		}
+		total := 0
+		for _, t := range s.tenants {
+			if !ready(t) {
+				continue
+			}
+			if t.fresh {
+				t.current, t.fresh = top, false
+			}
+			t.current += t.weight
+			total += t.weight
+			if best == nil || t.current > best.current ||
+				(t.current == best.current && (t.lastPick < best.lastPick || (t.lastPick == best.lastPick && t.name < best.name))) {
+				best = t
+			}
+		}
+		if best != nil {
+			best.current -= total
+		}
+	}
+	if best == nil {
+		s.forgetIdleLocked(now)
+		return nil, nil, 0
+	}
+	s.picks++
+	best.lastPick = s.picks
+	var lane *laneQ
+	for _, l := range best.lanes {
+		if laneReady(l, now) && (lane == nil || l.lastPick < lane.lastPick || (l.lastPick == lane.lastPick && l.requester < lane.requester)) {
+			lane = l
+		}
+	}
+	lane.lastPick = s.picks
+	for seq, due := range lane.deferred {
+		if !due.After(now) {
+			delete(lane.deferred, seq)
+			return best, lane, seq
+		}
+	}
+	return best, lane, 0
+}
+
+func laneReady(l *laneQ, now time.Time) bool {
+	if l.work || (!l.recheck.IsZero() && !l.recheck.After(now)) {
+		return true
+	}
+	for _, due := range l.deferred {
+		if !due.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetIdleLocked drops lanes with nothing to do and tenants without
+// lanes, so memory follows the work, not every requester ever seen.
+func (s *sched) forgetIdleLocked(now time.Time) {
+	for name, t := range s.tenants {
+		for r, l := range t.lanes {
+			if !l.work && len(l.deferred) == 0 && (l.recheck.IsZero() || l.recheck.Before(now)) {
+				delete(t.lanes, r)
+			}
+		}
+		if len(t.lanes) == 0 && t.held == 0 {
+			delete(s.tenants, name)
+		}
+	}
+}
+
+// read returns the next message of a picked lane: the deferred one at seq,
+// else the oldest from the lane's cursor; nil when the lane has none now.
+func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*natsjs.LaneMsg, error) {
+	if seq != 0 {
+		return s.lanes.At(ctx, seq)
+	}
+	s.mu.Lock()
+	from := l.cursor
+	s.mu.Unlock()
+	msg, err := s.lanes.Oldest(ctx, t.name, l.requester, from)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg == nil {
+		l.work = false
+		if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
+			l.recheck = now.Add(recheckSoon)
+		} else {
+			l.recheck = time.Time{}
+		}
+		return nil, nil
+	}
+	l.cursor = max(l.cursor, msg.Seq+1)
+	return msg, nil
+}
+
+// later looks at a message again at due.
+func (s *sched) later(msg *natsjs.LaneMsg, due time.Time) {
+	s.mu.Lock()
+	s.laneLocked(msg.Tenant, msg.Requester).deferred[msg.Seq] = due
+	s.mu.Unlock()
+}
+
+// hold counts a claim this broker made against its tenant's cap until
+// release.
+func (s *sched) hold(key, tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.held[key]; ok {
+		return
+	}
+	s.held[key] = tenant
+	s.tenantLocked(tenant).held++
+}
+
+func (s *sched) release(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tenant, ok := s.held[key]
+	if !ok {
+		return
+	}
+	delete(s.held, key)
+	if t := s.tenants[tenant]; t != nil && t.held > 0 {
+		t.held--
+	}
+	s.wakeLocked()
+}
+
+// wait blocks until news of work, a deferred message's due time (at most
+// idleWake) or ctx's end.
+func (s *sched) wait(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	wake := s.wake
+	next := now.Add(idleWake)
+	for _, t := range s.tenants {
+		for _, l := range t.lanes {
+			for _, due := range l.deferred {
+				if due.Before(next) {
+					next = due
+				}
+			}
+			if !l.recheck.IsZero() && l.recheck.Before(next) {
+				next = l.recheck
+			}
+		}
+	}
+	s.mu.Unlock()
+	timer := time.NewTimer(max(next.Sub(now), time.Millisecond))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-timer.C:
+	}
+}
