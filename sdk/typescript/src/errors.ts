@@ -1,0 +1,85 @@
+// What a handler throws, and why its signal aborts.
+
+import type { Kind } from "./wire.js";
+
+/**
+ * Permanent fails the job now, without further attempts (category
+ * render_error), and its message is shown to the job's owner: say what is
+ * wrong with the request, nothing internal. Any other error a handler
+ * throws is retried while attempts remain, and its text reaches only the
+ * operator; the owner reads a generic message.
+ */
+export class Permanent extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "Permanent";
+  }
+}
+
+/** Categories a handler may choose with Failure. */
+export type FailureCategory = "render_error" | "budget_exceeded" | "internal";
+
+/**
+ * Failure is a failure of a chosen category that is retried or not as
+ * retryable says; its message is shown to the job's owner (pkg/worker's
+ * worker.Fail).
+ */
+export class Failure extends Error {
+  readonly category: FailureCategory;
+  readonly retryable: boolean;
+  constructor(category: FailureCategory, retryable: boolean, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "Failure";
+    this.category = category;
+    this.retryable = retryable;
+  }
+
+  /** The protocol's kind of this failure. */
+  get kind(): Kind {
+    switch (this.category) {
+      case "budget_exceeded":
+        return "budget";
+      case "internal":
+        return "internal";
+      default:
+        return this.retryable ? "error" : "permanent";
+    }
+  }
+}
+
+/** Thrown by a job's output once the result would exceed the type's maxResultBytes. */
+export class ResultTooLargeError extends Error {
+  constructor(limit: number) {
+    super(`result exceeds the type's size limit of ${limit} bytes`);
+    this.name = "ResultTooLargeError";
+  }
+}
+
+/** Why an attempt's signal aborted. */
+export type AbortReason =
+  /** the job's owner canceled it */
+  | "canceled"
+  /** the claim is gone (taken over, finished elsewhere) */
+  | "lost"
+  /** the attempt's time budget ran out */
+  | "timeout"
+  /** the worker is stopping and its drain time is over */
+  | "shutdown";
+
+/** The reason of an aborted attempt signal (signal.reason). */
+export class AbortedError extends Error {
+  readonly reason: AbortReason;
+  constructor(reason: AbortReason) {
+    super(`job attempt aborted: ${reason}`);
+    this.name = "AbortedError";
+    this.reason = reason;
+  }
+}
+
+/** The result store was unavailable: the attempt reached no verdict. */
+export class StoreOutageError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(`result store unavailable: ${message}`, options);
+    this.name = "StoreOutageError";
+  }
+}
