@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/bench"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
@@ -129,6 +130,14 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 	// "noop" is the bench's own worker (bench_noop), not a component of serve.
 	noop := slices.Contains(names, "noop")
 	names = slices.DeleteFunc(names, func(n string) bool { return n == "noop" })
+	comps := make([]system.Component, 0, len(names))
+	for _, n := range names {
+		c, err := system.ParseComponent(n)
+		if err != nil {
+			return &usageError{"bench --target: " + err.Error()}
+		}
+		comps = append(comps, c)
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -140,63 +149,40 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		return err
 	}
 	defer logFile.Close()
-	rt, err := openRuntime(ctx, &cfg, "serve", logFile)
-	if err != nil {
-		return err
-	}
-	defer rt.close()
+	var env bench.TargetEnv
+	var workers []system.WorkerFunc
 	if !slices.Contains(names, "renderer") {
 		// Types are declared by their workers: a target without the
 		// renderer declares permit_report as a renderer elsewhere in the
 		// deployment would, so the gateway admits it.
-		d := &job.TypeDecl{Name: "permit_report", Description: "permit report (declared by jobgate bench)", Schema: renderer.Schema,
-			TimeoutSeconds: int(cfg.RenderTimeout / time.Second), Attempts: cfg.MaxAttempts, MaxResultBytes: cfg.Renderer.MaxOutputBytes,
-			ContentType: "application/pdf", DeclaredAt: time.Now().UTC()}
-		if err := rt.res.Types.Declare(ctx, d); err != nil {
-			return err
-		}
+		workers = append(workers, system.Declare(&job.TypeDecl{Name: "permit_report", Description: "permit report (declared by jobgate bench)",
+			Schema: renderer.Schema, TimeoutSeconds: int(cfg.RenderTimeout / time.Second), Attempts: cfg.MaxAttempts,
+			MaxResultBytes: cfg.Renderer.MaxOutputBytes, ContentType: "application/pdf"}))
 	}
-	env := bench.TargetEnv{Res: rt.res, Log: rt.log, Conns: rt.conns}
-	var svcs services
-	defer svcs.stop()
 	if noop {
 		// Started before the gateway, so the type is declared when the
-		// bench submits; stopped after it, like serve's renderer.
+		// bench submits; stopped after it, like serve's renderer; on a
+		// connection of its own, as a user's worker process would be.
 		env.Noop = &bench.Noop{}
-		// On a connection of its own, as a user's worker process would be.
-		nc, err := rt.ownConn("bench_noop")
-		if err != nil {
-			return err
-		}
-		w, err := worker.New(worker.Config{Conn: nc, Logger: rt.log.With("service", "bench_noop"), OnAttempt: env.Noop.OnAttempt})
-		if err != nil {
-			return err
-		}
-		if err := env.Noop.Register(w, bench.NoopWorkers); err != nil {
-			return err
-		}
-		if err := w.Start(ctx); err != nil {
-			return err
-		}
-		svcs.started = append(svcs.started, w)
+		workers = append(workers, func(s *system.System, nc *nats.Conn) (system.Service, error) {
+			w, err := worker.New(worker.Config{Conn: nc, Logger: s.Logger().With("service", "bench_noop"), OnAttempt: env.Noop.OnAttempt})
+			if err != nil {
+				return nil, err
+			}
+			if err := env.Noop.Register(w, bench.NoopWorkers); err != nil {
+				return nil, err
+			}
+			return w, nil
+		})
 	}
-	err = svcs.start(ctx, rt, names, false, func(svc service) {
-		if gw, ok := svc.(interface {
-			Addr() string
-			SSEStreams() int64
-		}); ok {
-			env.URL, env.SSEStreams = "http://"+gw.Addr(), gw.SSEStreams
-		}
-	})
+	sys, err := system.Start(ctx, system.Config{Settings: &cfg, Components: comps, LogOutput: logFile, Workers: workers})
 	if err != nil {
 		return err
 	}
+	defer func() { _ = sys.Stop(context.Background()) }()
+	env.Res, env.Log, env.Conns = sys.Resources(), sys.Logger(), sys.Conns
+	if gw := sys.Gateway(); gw != nil {
+		env.URL, env.SSEStreams = sys.URL(), gw.SSEStreams
+	}
 	return bench.ServeTarget(ctx, env, m.Stdin, m.Stdout)
-}
-
-// conns lists every connection of the process (bench counters).
-func (rt *process) conns() []*nats.Conn {
-	rt.ownMu.Lock()
-	defer rt.ownMu.Unlock()
-	return append([]*nats.Conn{rt.nc}, rt.own...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/failpoint"
 )
 
 // settingFlags are the flags every service command accepts. They override
@@ -98,6 +99,9 @@ func (sf *settingFlags) load(fs *flag.FlagSet, getenv func(string) string) (*con
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid settings: %w", err)
+	}
+	if _, err := failpoint.Parse(cfg.Failpoints); err != nil {
+		return nil, &usageError{err.Error()}
 	}
 	return &cfg, nil
 }

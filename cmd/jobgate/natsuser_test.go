@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
@@ -33,12 +34,12 @@ func TestNATSUserCredentialsOnListeningServer(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.DataDir, cfg.NATS.Listen = dir, "127.0.0.1:-1"
-	rt, err := openRuntime(ctx, &cfg, "test", io.Discard, serveEmbeddedHooks(&cfg)...)
+	sys, err := system.Start(ctx, system.Config{Settings: &cfg, Components: []system.Component{system.Dispatcher}, LogOutput: io.Discard})
 	require.NoError(t, err, "in-process connections provision everything under tenant auth")
-	defer rt.close()
+	defer func() { require.NoError(t, sys.Stop(context.Background())) }()
 
 	errs := make(chan error, 4)
-	nc, err := nats.Connect(rt.embedded.ClientURL(), nats.UserInfo(creds.User, creds.Password),
+	nc, err := nats.Connect(sys.NATSURL(), nats.UserInfo(creds.User, creds.Password),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 	require.NoError(t, err)
 	defer nc.Close()
@@ -56,7 +57,7 @@ func TestNATSUserCredentialsOnListeningServer(t *testing.T) {
 	for _, tenant := range []string{"4", "5"} {
 		r := &job.Record{ID: "job_t" + tenant, Tenant: tenant, Requester: "r", Type: "permit_report", Params: []byte(`{}`),
 			State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
-		require.NoError(t, natsjs.PublishEvent(ctx, rt.res.JS, r))
+		require.NoError(t, natsjs.PublishEvent(ctx, sys.Resources().JS, r))
 	}
 	msg, err := own.NextMsg(10 * time.Second)
 	require.NoError(t, err)

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 
-	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/system"
 )
 
 // runServe runs gateway, dispatcher, renderer and notifier in one process on
@@ -22,64 +20,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := gateway.CheckDev(cfg.HTTPAddr, cfg.Dev); err != nil {
-		return err // before anything is created
-	}
-	claim, err := claimProcessResources(cfg, true)
-	if err != nil {
-		return err
-	}
-	defer claim.release()
-	if _, err := auth.LoadSecret(cfg.AuthSecret, cfg.DataDir, cfg.Embedded()); err != nil {
-		return err
-	}
-	rt, err := openRuntime(ctx, cfg, "serve", m.Stderr, serveEmbeddedHooks(cfg)...)
-	if err != nil {
-		return err
-	}
-	defer rt.close()
-	rt.httpListener = claim.http
-	return m.runServices(ctx, rt, []string{"dispatcher", "renderer", "notifier", "gateway"}, true)
-}
-
-// processClaim is what a process takes before it starts anything: the
-// data dir's lock (embedded server only) and the gateway's listen address.
-type processClaim struct {
-	http   net.Listener // nil without a gateway
-	unlock func()
-}
-
-// claimProcessResources takes the data dir lock, then binds the HTTP
-// address, so a second server on the same data dir or a port that is taken
-// fails at once, naming the lock or the address, before the embedded NATS
-// server, the secrets or any stream is touched.
-func claimProcessResources(cfg *config.Config, gateway bool) (*processClaim, error) {
-	c := &processClaim{unlock: func() {}}
-	if cfg.Embedded() {
-		unlock, err := lockDataDir(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		c.unlock = unlock
-	}
-	if gateway {
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			c.unlock()
-			return nil, fmt.Errorf("gateway listen %s: %w", cfg.HTTPAddr, err)
-		}
-		c.http = ln
-	}
-	return c, nil
-}
-
-// release closes the listener (a no-op once the gateway has shut it down)
-// and drops the lock, last, after the embedded server has stopped.
-func (c *processClaim) release() {
-	if c.http != nil {
-		_ = c.http.Close()
-	}
-	c.unlock()
+	return m.runSystem(ctx, cfg, nil)
 }
 
 // runComponent runs one component against an external NATS (or, without
@@ -94,77 +35,56 @@ func (m *Main) runComponent(ctx context.Context, name string, args []string) err
 	if err != nil {
 		return err
 	}
-	claim, err := claimProcessResources(cfg, name == "gateway")
+	c, err := system.ParseComponent(name)
 	if err != nil {
-		return err
+		return &usageError{err.Error()}
 	}
-	defer claim.release()
-	if name == "gateway" {
-		if _, err := auth.LoadSecret(cfg.AuthSecret, cfg.DataDir, cfg.Embedded()); err != nil {
-			return err
-		}
-	}
-	rt, err := openRuntime(ctx, cfg, name, m.Stderr, serveEmbeddedHooks(cfg)...)
-	if err != nil {
-		return err
-	}
-	defer rt.close()
-	rt.httpListener = claim.http
-	return m.runServices(ctx, rt, []string{name}, false)
+	// Only serve honours --dev (the page's /dev/token sign-in); a
+	// standalone gateway never offers it.
+	cfg.Dev = false
+	return m.runSystem(ctx, cfg, []system.Component{c})
 }
 
-// runServices starts the named components, waits for ctx, then stops them
-// in reverse order so the gateway drains before the workers go.
-func (m *Main) runServices(ctx context.Context, rt *process, names []string, serve bool) error {
-	var svcs services
-	defer svcs.stop()
-	if err := svcs.start(ctx, rt, names, serve, nil); err != nil {
+// runSystem starts the components (all of them for serve: nil) through
+// internal/system, waits for ctx (SIGTERM, Ctrl-C), then stops them: the
+// gateway drains first, then the workers, the dispatcher and the notifier.
+func (m *Main) runSystem(ctx context.Context, cfg *config.Config, components []system.Component) error {
+	sys, err := system.Start(ctx, system.Config{Settings: cfg, Components: components, LogOutput: m.Stderr})
+	if err != nil {
 		return err
 	}
-	if serve {
-		m.printBanner(rt)
+	if components == nil {
+		m.printBanner(sys)
 	}
-	rt.log.Info("running", "components", names)
+	names := components
+	if names == nil {
+		names = []system.Component{system.Notifier, system.Dispatcher, system.Renderer, system.Gateway}
+	}
+	sys.Logger().Info("running", "components", names)
 	<-ctx.Done()
-	rt.log.Info("shutting down")
-	return nil
+	sys.Logger().Info("shutting down")
+	return sys.Stop(context.Background())
 }
 
-func newService(rt *process, name string, serve bool) (service, error) {
-	switch name {
-	case "gateway":
-		return newGateway(rt, serve)
-	case "dispatcher":
-		return newDispatcher(rt)
-	case "renderer":
-		return newRenderer(rt)
-	case "notifier":
-		return newNotifier(rt)
-	}
-	return nil, fmt.Errorf("unknown component %q", name)
-}
-
-func (m *Main) printBanner(rt *process) {
+func (m *Main) printBanner(sys *system.System) {
+	cfg := sys.Settings()
 	fmt.Fprintf(m.Stdout, `jobgate is serving
-  API:       http://%s  (OpenAPI at /openapi.yaml, page at /)
+  API:       %s  (OpenAPI at /openapi.yaml, page at /)
 %s  data dir:  %s
   token:     bin/jobgate token --data-dir %s --tenant 4 --subject reviewer-47
   try:       curl -H "Authorization: Bearer $TOKEN" -H "Idempotency-Key: r-63" \
                -H "Content-Type: application/json" \
                -d '{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":63}}' \
-               http://%s/v1/jobs
-`, rt.cfg.HTTPAddr, natsBannerLine(rt), rt.cfg.DataDir, rt.cfg.DataDir, rt.cfg.HTTPAddr)
+               %s/v1/jobs
+`, sys.URL(), natsBannerLine(sys), cfg.DataDir, cfg.DataDir, sys.URL())
 }
 
 // natsBannerLine names the embedded server's NATS address when it accepts
 // clients (JOBGATE_NATS_LISTEN): where event subscribers connect.
-func natsBannerLine(rt *process) string {
-	if rt.embedded == nil {
+func natsBannerLine(sys *system.System) string {
+	cfg := sys.Settings()
+	if !cfg.Embedded() || sys.NATSURL() == "" {
 		return ""
 	}
-	u := rt.embedded.ClientURL()
-	if u == "" {
-		return ""
-	}
-	return fmt.Sprintf("  NATS:      %s  (events: jobgate.events.<tenant>.>; credentials: jobgate nats-user --tenant T)\n", u)
+	return fmt.Sprintf("  NATS:      %s  (events: jobgate.events.<tenant>.>; credentials: jobgate nats-user --tenant T)\n", sys.NATSURL())
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package system
 
 // lockDataDir does not lock on systems without flock; one process per data
 // dir is then the operator's duty.

@@ -1,0 +1,115 @@
+package system
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/jobgate/jobgate/dispatcher"
+	"github.com/jobgate/jobgate/gateway"
+	"github.com/jobgate/jobgate/internal/broker"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/notifier"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/renderer"
+	"github.com/nats-io/nats.go"
+)
+
+// Each component is built from the settings here, and only here; the finer
+// knobs a setting does not name keep the component's own defaults.
+
+// newDispatcher builds the dispatcher: relay, indexer, sweeper and the
+// broker that answers the workers.
+func (s *System) newDispatcher(res *natsjs.Resources) (*dispatcher.Dispatcher, error) {
+	c := &s.settings
+	return dispatcher.New(dispatcher.Config{
+		MaxAttempts:   c.MaxAttempts,
+		RenderTimeout: c.RenderTimeout,
+		Metrics:       s.metrics,
+		Broker: broker.Config{
+			MaxAttempts:         c.MaxAttempts,
+			TenantWeights:       c.Renderer.TenantWeights,
+			TenantMaxRunning:    c.Renderer.TenantMaxRunning,
+			TenantMaxRunningFor: c.Renderer.TenantMaxRunningFor,
+		},
+	}, res, s.log.With("service", "dispatcher"))
+}
+
+// newRenderer builds the renderer (the permit_report worker) on nc, with
+// jobgate's own credential.
+func (s *System) newRenderer(nc *nats.Conn, adjust func(*renderer.Config)) (*renderer.Renderer, error) {
+	c := &s.settings
+	rc := renderer.Config{
+		Concurrency:    c.Renderer.Concurrency,
+		MaxAttempts:    c.MaxAttempts,
+		RenderTimeout:  c.RenderTimeout,
+		MaxOutputBytes: c.Renderer.MaxOutputBytes,
+		Failpoints:     s.fp,
+		Metrics:        s.metrics,
+	}
+	if adjust != nil {
+		adjust(&rc)
+	}
+	return renderer.New(rc, worker.Config{Conn: nc, Logger: s.log.With("service", "renderer")})
+}
+
+// newNotifier builds the notifier. Without an SMTP host, mails land as .eml
+// files in <data dir>/outbox.
+func (s *System) newNotifier(res *natsjs.Resources) (*notifier.Notifier, error) {
+	c := s.settings.Notifier
+	host, _ := os.Hostname()
+	base := "http://" + s.settings.HTTPAddr
+	if s.listener != nil {
+		base = s.URL() // the port bound, also when HTTPAddr asked for any
+	}
+	cfg := notifier.Config{
+		Webhooks:     map[string][]notifier.Webhook{},
+		AllowPrivate: c.AllowPrivateWebhooks,
+		Retries:      c.WebhookRetries,
+		Mail: notifier.Mail{
+			Host: c.Mail.SMTPHost, Port: c.Mail.SMTPPort, Username: c.Mail.Username, Password: c.Mail.Password,
+			From: c.Mail.From, Addresses: c.Mail.Addresses, Outbox: s.settings.Path("outbox"),
+		},
+		MaxPendingPerDestination: c.MaxPendingPerDestination,
+		DestinationConcurrency:   c.DestinationConcurrency,
+		Instance:                 fmt.Sprintf("%s-%d", host, os.Getpid()),
+		BaseURL:                  base,
+		ResultTTL:                s.settings.ResultTTL,
+		Metrics:                  s.metrics,
+	}
+	for tenant, hooks := range c.Webhooks {
+		for _, h := range hooks {
+			w := notifier.Webhook{URL: h.URL, Secret: h.Secret}
+			for _, st := range h.States {
+				w.States = append(w.States, job.State(st))
+			}
+			cfg.Webhooks[tenant] = append(cfg.Webhooks[tenant], w)
+		}
+	}
+	return notifier.New(cfg, res, s.log.With("service", "notifier"))
+}
+
+// newGateway builds the HTTP gateway on the listener claimed first.
+func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
+	c := &s.settings
+	return gateway.New(gateway.Config{
+		Addr:                     c.HTTPAddr,
+		Listener:                 s.listener,
+		AuthSecret:               s.secret,
+		AuthAudience:             c.AuthAudience,
+		AuthIssuer:               c.AuthIssuer,
+		LinkTTL:                  c.ResultLinkTTL,
+		ReadRate:                 c.Gateway.ReadRate,
+		ReadBurst:                c.Gateway.ReadBurst,
+		SubmitRate:               c.Gateway.SubmitRate,
+		SubmitBurst:              c.Gateway.SubmitBurst,
+		LeaveWorkToRelay:         c.Gateway.LeaveWorkToRelay,
+		MaxStreamsPerRequester:   c.Gateway.MaxStreamsPerRequester,
+		MaxLongPollsPerRequester: c.Gateway.MaxLongPollsPerRequester,
+		StreamWriteTimeout:       c.Gateway.StreamWriteTimeout,
+		Dev:                      c.Dev,
+		Failpoints:               s.fp,
+		Metrics:                  s.metrics,
+		MetricsToken:             c.MetricsToken,
+	}, res, s.log.With("component", "gateway"))
+}

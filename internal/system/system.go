@@ -1,0 +1,578 @@
+package system
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobgate/jobgate/gateway"
+	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/renderer"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Component names a part of the system a process may run.
+type Component string
+
+// The components, in their start order (see the package doc).
+const (
+	Notifier   Component = "notifier"
+	Dispatcher Component = "dispatcher"
+	Renderer   Component = "renderer"
+	Gateway    Component = "gateway"
+)
+
+// order is the start order; Stop goes backwards. Config.Workers start
+// right after the renderer.
+var order = []Component{Notifier, Dispatcher, Renderer, Gateway}
+
+// ParseComponent returns the component of that name.
+func ParseComponent(name string) (Component, error) {
+	c := Component(name)
+	if !slices.Contains(order, c) {
+		return "", fmt.Errorf("unknown component %q (gateway, dispatcher, renderer or notifier)", name)
+	}
+	return c, nil
+}
+
+// Service is what every running part is: started once, stopped once.
+type Service interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// WorkerFunc builds a worker of the process's own beside the renderer (a
+// test's type, the bench's no-op type) on nc, a NATS connection of its own
+// with jobgate's permissions, closed by Stop. It is started after the
+// renderer, before the gateway, and stopped with the workers.
+type WorkerFunc func(s *System, nc *nats.Conn) (Service, error)
+
+// Config says what to run. The zero value is `jobgate serve` with no
+// settings: every component, internal/config's defaults, logs on stderr.
+type Config struct {
+	// Settings are the deployment's settings; nil is config.Default().
+	// Start validates them. Settings.Dev is honoured (the page's
+	// /dev/token sign-in, loopback addresses only): a component command
+	// clears it, since only serve offers it.
+	Settings *config.Config
+	// Components are the parts this process runs, started in the package
+	// doc's order whatever the order here; nil runs all four.
+	Components []Component
+	// LogOutput receives the logs, in Settings.LogFormat at
+	// Settings.LogLevel; nil is os.Stderr.
+	LogOutput io.Writer
+	// Renderer, if set, adjusts the renderer's settings after they were
+	// taken from Settings (tests: OnRender, DrainTimeout, MaxPages).
+	Renderer func(*renderer.Config)
+	// Workers are more workers of the process's own (see WorkerFunc).
+	Workers []WorkerFunc
+}
+
+// System is a started jobgate process: its NATS (embedded or external),
+// the provisioned resources and the running components.
+type System struct {
+	settings config.Config
+	name     string // "serve", or the one component's name
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	fp       *failpoint.Set
+	run      map[Component]bool
+
+	unlock   func()
+	listener net.Listener // the gateway's, bound first; nil without one
+	secret   []byte       // of bearer tokens; nil without a gateway
+
+	embedded *natsjs.Embedded // nil against an external NATS
+	nc       *nats.Conn
+	res      *natsjs.Resources
+	connect  func(name string) (*nats.Conn, error)
+
+	gw       *gateway.Gateway
+	mu       sync.Mutex
+	own      []*nats.Conn
+	started  []namedService
+	stopping string // the component Stop waits for
+
+	runCancel context.CancelFunc
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+type namedService struct {
+	name string
+	svc  Service
+}
+
+// provisionPatience bounds the wait for a cluster that is still electing
+// leaders when a process starts.
+const provisionPatience = 60 * time.Second
+
+// Start builds the system and starts its components (see the package doc
+// for the order). ctx bounds the start: the components run until Stop,
+// whatever becomes of ctx. On an error, what was started is stopped again.
+func Start(ctx context.Context, cfg Config) (*System, error) {
+	settings := config.Default()
+	if cfg.Settings != nil {
+		settings = *cfg.Settings
+	}
+	if err := settings.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid settings: %w", err)
+	}
+	fp, err := failpoint.Parse(settings.Failpoints)
+	if err != nil {
+		return nil, err
+	}
+	s := &System{settings: settings, fp: fp, metrics: metrics.New(), run: map[Component]bool{}, unlock: func() {}}
+	if cfg.Components == nil {
+		cfg.Components = order
+	}
+	for _, c := range cfg.Components {
+		if _, err := ParseComponent(string(c)); err != nil {
+			return nil, err
+		}
+		s.run[c] = true
+	}
+	s.name = "serve"
+	if len(s.run) == 1 && len(cfg.Workers) == 0 {
+		s.name = string(cfg.Components[0])
+	}
+	if s.run[Gateway] {
+		if err := gateway.CheckDev(settings.HTTPAddr, settings.Dev); err != nil {
+			return nil, err // before anything is created
+		}
+	}
+	logw := cfg.LogOutput
+	if logw == nil {
+		logw = os.Stderr
+	}
+	s.log = NewLogger(&settings, logw)
+	if s.name != "serve" {
+		s.log = s.log.With("process", s.name)
+	}
+
+	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.runCancel = runCancel
+	if err := s.claim(); err != nil {
+		_ = s.Stop(context.Background())
+		return nil, err
+	}
+	if err := s.open(ctx); err != nil {
+		_ = s.Stop(context.Background())
+		return nil, err
+	}
+	// The components run on runCtx; only their start is bounded by ctx.
+	startCtx, cancelStart := context.WithCancel(runCtx)
+	unbind := context.AfterFunc(ctx, cancelStart)
+	err = s.startComponents(startCtx, cfg)
+	unbind()
+	if err != nil {
+		_ = s.Stop(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// claim takes the data dir's lock (embedded server only), then binds the
+// gateway's address and loads the token secret, so a second server on the
+// same data dir or a taken port fails at once, naming the lock or the
+// address, before the embedded server, the secrets or any stream is
+// touched.
+func (s *System) claim() error {
+	if s.settings.Embedded() {
+		unlock, err := lockDataDir(s.settings.DataDir)
+		if err != nil {
+			return err
+		}
+		s.unlock = unlock
+	}
+	if !s.run[Gateway] {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.settings.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("gateway listen %s: %w", s.settings.HTTPAddr, err)
+	}
+	s.listener = ln
+	s.secret, err = auth.LoadSecret(s.settings.AuthSecret, s.settings.DataDir, s.settings.Embedded())
+	return err
+}
+
+// workersOnly says the process runs nothing but workers: on an external
+// NATS it may hold a credential limited to the worker protocol.
+func (s *System) workersOnly() bool {
+	return len(s.run) == 1 && s.run[Renderer]
+}
+
+// open connects (starting the embedded server when no URL is set) and
+// provisions the deployment's streams and buckets.
+func (s *System) open(ctx context.Context) error {
+	var err error
+	if s.settings.Embedded() {
+		ec := natsjs.EmbeddedConfig{StoreDir: s.settings.Path("nats"), Listen: s.settings.NATS.Listen, SyncAlways: s.settings.NATS.SyncAlways}
+		if s.settings.NATS.Listen != "" {
+			// Every client of the listener logs in with tenant subscriber
+			// or worker credentials (`jobgate nats-user`), which confine
+			// it; the in-process connections keep full access.
+			secret, err := natsjs.SubscriberSecret(s.settings.DataDir)
+			if err != nil {
+				return err
+			}
+			ta, err := natsjs.NewTenantAuth(secret)
+			if err != nil {
+				return err
+			}
+			ta.Log = s.log.With("component", "nats")
+			ec.Configure = ta.Configure
+		}
+		if s.embedded, err = natsjs.StartEmbedded(ec); err != nil {
+			return err
+		}
+		s.connect = func(n string) (*nats.Conn, error) { return s.embedded.Connect("jobgate-" + n) }
+	} else {
+		n := s.settings.NATS
+		cc := natsjs.ConnectConfig{
+			URL: n.URL, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, User: n.User, Password: n.Password,
+			TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey,
+		}
+		if s.workersOnly() {
+			// jobgate's own workers may run with a credential limited to
+			// their protocol subjects, whose replies come under jobgate's
+			// worker inbox (docs/protocol.md).
+			cc.InboxPrefix = wire.InboxPrefix(wire.JobgateCredential)
+		}
+		s.connect = func(name string) (*nats.Conn, error) {
+			c := cc
+			c.Name = "jobgate-" + name
+			return natsjs.Connect(c)
+		}
+	}
+	if s.nc, err = s.connect(s.name); err != nil {
+		return err
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	layout := natsjs.DefaultLayout()
+	layout.Replicas = s.settings.NATS.Replicas
+	layout.JobTTL = s.settings.JobTTL
+	layout.ResultTTL = s.settings.ResultTTL
+	// Provision retries what a forming cluster outgrows (no leader yet,
+	// too few peers) by itself; this bounds how long it may.
+	pctx, cancel := context.WithTimeout(ctx, provisionPatience)
+	defer cancel()
+	if s.workersOnly() && !s.settings.Embedded() {
+		// Workers create nothing (worker credentials may not): they bind
+		// to what the deployment's services provisioned, waiting for it.
+		s.res, err = natsjs.Bind(pctx, js)
+	} else {
+		s.res, err = natsjs.Provision(pctx, js, layout)
+	}
+	return err
+}
+
+// startComponents starts what the process runs in the package doc's order.
+func (s *System) startComponents(ctx context.Context, cfg Config) error {
+	shared := len(s.run)+len(cfg.Workers) == 1
+	// res is the resources a component uses: the process's when it runs
+	// alone, else on a connection of its own, so one component's traffic
+	// (a worker's requests, the relay's publishes) does not queue the
+	// gateway's admissions behind it in one connection's read loop, write
+	// lock and response mux (docs/performance.md, the bench's pipeline
+	// section).
+	res := func(name string) (*natsjs.Resources, *nats.Conn, error) {
+		if shared {
+			return s.res, s.nc, nil
+		}
+		nc, err := s.OwnConn(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("jetstream: %w", err)
+		}
+		bctx, cancel := context.WithTimeout(ctx, provisionPatience)
+		defer cancel()
+		r, err := natsjs.Rebind(bctx, js, s.res)
+		return r, nc, err
+	}
+	start := func(name string, build func(*natsjs.Resources, *nats.Conn) (Service, error)) error {
+		r, nc, err := res(name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		svc, err := build(r, nc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := svc.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		s.mu.Lock()
+		s.started = append(s.started, namedService{name, svc})
+		s.mu.Unlock()
+		return nil
+	}
+	for _, c := range order {
+		if c == Gateway {
+			// Config.Workers follow the renderer, ahead of the gateway.
+			if err := s.startWorkers(ctx, cfg.Workers); err != nil {
+				return err
+			}
+		}
+		if !s.run[c] {
+			continue
+		}
+		var err error
+		switch c {
+		case Notifier:
+			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) { return s.newNotifier(r) })
+		case Dispatcher:
+			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) { return s.newDispatcher(r) })
+		case Renderer:
+			err = start(string(c), func(_ *natsjs.Resources, nc *nats.Conn) (Service, error) {
+				return s.newRenderer(nc, cfg.Renderer)
+			})
+		case Gateway:
+			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) {
+				gw, err := s.newGateway(r)
+				s.gw = gw
+				return gw, err
+			})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startWorkers starts Config.Workers, each on a connection of its own.
+func (s *System) startWorkers(ctx context.Context, workers []WorkerFunc) error {
+	for i, build := range workers {
+		name := fmt.Sprintf("worker-%d", i+1)
+		nc, err := s.OwnConn(name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		svc, err := build(s, nc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := svc.Start(ctx); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		s.mu.Lock()
+		s.started = append(s.started, namedService{name, svc})
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Stop stops the components in the reverse of their start order (the
+// gateway drains first; see the package doc), then closes the NATS
+// connections, shuts the embedded server down and drops the data dir's
+// lock. If ctx ends first, Stop closes everything at once, cutting off
+// the components still stopping, and says which one it waited for. It is
+// safe to call more than once; later calls return the first's result.
+func (s *System) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		started := s.started
+		s.started = nil
+		s.mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := len(started) - 1; i >= 0; i-- {
+				s.mu.Lock()
+				s.stopping = started[i].name
+				s.mu.Unlock()
+				started[i].svc.Stop()
+			}
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.stopErr = fmt.Errorf("system: stop: %s still stopping: %w", s.stopping, ctx.Err())
+			s.mu.Unlock()
+		}
+		if s.runCancel != nil {
+			s.runCancel()
+		}
+		s.closeConns()
+		if s.embedded != nil {
+			s.embedded.Shutdown()
+		}
+		// The listener is closed by the gateway when it stops; closing it
+		// again is a no-op. The lock goes last, after the server stopped.
+		if s.listener != nil {
+			_ = s.listener.Close()
+		}
+		s.unlock()
+	})
+	return s.stopErr
+}
+
+func (s *System) closeConns() {
+	s.mu.Lock()
+	own := s.own
+	s.own = nil
+	s.mu.Unlock()
+	for i := len(own) - 1; i >= 0; i-- {
+		_ = own[i].Drain()
+		own[i].Close()
+	}
+	if s.nc != nil {
+		_ = s.nc.Drain()
+		s.nc.Close()
+	}
+}
+
+// OwnConn opens another NATS connection like the process's (jobgate's
+// permissions), closed by Stop.
+func (s *System) OwnConn(name string) (*nats.Conn, error) {
+	nc, err := s.connect(name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.own = append(s.own, nc)
+	s.mu.Unlock()
+	return nc, nil
+}
+
+// URL is the gateway's base URL (http://host:port, the port it bound), or
+// "" when the process runs no gateway.
+func (s *System) URL() string {
+	if s.listener == nil {
+		return ""
+	}
+	return "http://" + s.listener.Addr().String()
+}
+
+// NATSURL is where NATS clients outside the process connect: the embedded
+// server's listen URL (Settings.NATS.Listen; "" when it listens for none)
+// or the external NATS's URLs.
+func (s *System) NATSURL() string {
+	if s.embedded != nil {
+		return s.embedded.ClientURL()
+	}
+	return s.settings.NATS.URL
+}
+
+// Settings are the settings the system runs with.
+func (s *System) Settings() config.Config { return s.settings }
+
+// Logger is the process's logger.
+func (s *System) Logger() *slog.Logger { return s.log }
+
+// Resources are the provisioned streams and buckets on the process's own
+// connection (tests look behind the API with them).
+func (s *System) Resources() *natsjs.Resources { return s.res }
+
+// Conns lists the process's NATS connections (the bench sums their
+// counters).
+func (s *System) Conns() []*nats.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*nats.Conn{s.nc}, s.own...)
+}
+
+// Gateway is the running gateway, nil when the process runs none.
+func (s *System) Gateway() *gateway.Gateway { return s.gw }
+
+// Secret is the secret bearer tokens are signed with; nil when the
+// process runs no gateway.
+func (s *System) Secret() []byte { return s.secret }
+
+// Token mints a bearer token for id, valid for ttl, the way `jobgate
+// token` does (with the configured audience and issuer).
+func (s *System) Token(id auth.Identity, ttl time.Duration) (string, error) {
+	if s.secret == nil {
+		return "", errors.New("system: no gateway runs here, so no token secret is loaded")
+	}
+	return auth.Mint(s.secret, id, ttl, time.Now(), auth.WithAudience(s.settings.AuthAudience), auth.WithIssuer(s.settings.AuthIssuer))
+}
+
+// WorkerCredentials are what a worker process outside jobgate's process
+// logs in with.
+type WorkerCredentials struct {
+	URL      string // the embedded server's listen URL
+	User     string
+	Password string
+}
+
+// WorkerCredentials are the credentials `jobgate nats-user --worker --type
+// T ...` prints for types: they let a worker process declare and run
+// those types and nothing else. Only an embedded server that listens for
+// NATS clients (Settings.NATS.Listen) accepts them.
+func (s *System) WorkerCredentials(types ...string) (WorkerCredentials, error) {
+	if s.embedded == nil || s.embedded.ClientURL() == "" {
+		return WorkerCredentials{}, errors.New("system: worker credentials are for an embedded server that listens for NATS clients (Settings.NATS.Listen)")
+	}
+	user, err := natsjs.WorkerUser(types)
+	if err != nil {
+		return WorkerCredentials{}, err
+	}
+	secret, err := natsjs.SubscriberSecret(s.settings.DataDir)
+	if err != nil {
+		return WorkerCredentials{}, err
+	}
+	return WorkerCredentials{URL: s.embedded.ClientURL(), User: user, Password: natsjs.WorkerPassword(secret, user)}, nil
+}
+
+// NewLogger is the logger of settings' format and level, writing to w.
+func NewLogger(settings *config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(strings.ToUpper(settings.LogLevel)))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if settings.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Declare is a worker that only declares decls, as their workers would on
+// start, and runs none of their jobs: for a process whose gateway must
+// admit a type no worker of it runs (the bench's target without the
+// renderer, tests that drive jobs by hand). The declarations are stored
+// before the gateway starts, so it admits them from its first request.
+func Declare(decls ...*job.TypeDecl) WorkerFunc {
+	return func(s *System, _ *nats.Conn) (Service, error) { return declaration{s.res, decls}, nil }
+}
+
+type declaration struct {
+	res   *natsjs.Resources
+	decls []*job.TypeDecl
+}
+
+func (d declaration) Start(ctx context.Context) error {
+	for _, decl := range d.decls {
+		c := *decl
+		c.DeclaredAt = time.Now().UTC()
+		if err := d.res.Types.Declare(ctx, &c); err != nil {
+			return fmt.Errorf("declare %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+func (declaration) Stop() {}
