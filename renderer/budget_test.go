@@ -113,33 +113,3 @@ func TestVanishedWorkersJobIsTakenOverWhileAttemptsRemain(t *testing.T) {
 	require.Equal(t, []int{2}, b.renders.of(rec.ID))
 }
 
-// Deliveries that end without a claim (here: a worker that cannot reach the
-// record store hands the message back, again and again) cost the job
-// nothing: attempts are counted by claims, so after more such deliveries
-// than the job has attempts it still runs, as attempt 1. (With deliveries
-// capped at the attempts, as before, the job failed exhausted.)
-func TestDeliveriesWithoutAClaimCostNoAttempt(t *testing.T) {
-	t.Parallel()
-	env := jobtest.Start(t)
-	b := &testBundle{env: env, conn: env.Connect(t, "test"), renders: &renderCount{byID: map[string][]int{}}}
-	rec := b.admit(t, "outage", 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := natsjs.OpenFairQueue(ctx, b.conn.Res.JS, natsjs.FairConfig{Type: TypeName, AckWait: 5 * time.Second})
-	require.NoError(t, err)
-	for i := range 5 {
-		var m *natsjs.WorkMsg
-		for m == nil {
-			fctx, fcancel := context.WithTimeout(ctx, time.Second)
-			m, err = q.Next(fctx)
-			fcancel()
-			require.NoError(t, err)
-		}
-		require.Equal(t, uint64(i+1), m.Delivered)
-		require.NoError(t, m.Nak(0))
-	}
-	b.start(t, "renderer-a")
-	done := b.terminal(t, rec, 60*time.Second)
-	require.Equal(t, job.StateSucceeded, done.State)
-	require.Equal(t, 1, done.Attempt)
-}

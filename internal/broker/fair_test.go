@@ -386,8 +386,10 @@ func TestWorkHeldByTheConsumersOfEarlierVersionsIsDone(t *testing.T) {
 	msg, err := old.Next(jetstream.FetchMaxWait(5 * time.Second))
 	require.NoError(t, err)
 	require.Contains(t, msg.Subject(), held.ID)
-	_, err = conn.Res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork,
-		natsjs.FairConfig{Type: "permit_report", AckWait: time.Hour, Inactive: time.Hour}.RequesterWorkConsumer("B", "b1"))
+	_, err = conn.Res.JS.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, jetstream.ConsumerConfig{
+		Durable: natsjs.RequesterWorkConsumerName("permit_report", "B", "b1"), FilterSubject: "jobgate.work.permit_report.B.b1.>",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour, MaxDeliver: -1,
+	})
 	require.NoError(t, err)
 
 	brokertest.Start(t, env, broker.Config{BeatInterval: 200 * time.Millisecond, StaleAfter: time.Second})

@@ -55,19 +55,21 @@ func TestAdaptersMapErrors(t *testing.T) {
 }
 
 // The sweeper learns whether a job's work was delivered from the consumer
-// that holds it: its requester's, or its tenant's when the tenant is capped.
+// that holds it (those of earlier versions: a requester's, or a capped
+// tenant's).
 func TestPendingWorkAsksTheConsumerThatHoldsIt(t *testing.T) {
 	t.Parallel()
 	js := setupProvision(t)
 	res, err := provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err)
 	ctx := storeCtx(t)
-	cfg := natsjs.FairConfig{Type: "permit_report", AckWait: time.Minute, MaxRunningFor: map[string]int{"capped": 1}, Inactive: time.Hour}
 	for _, r := range []*job.Record{newRecord("open", "r1", "job_open"), newRecord("capped", "r1", "job_capped")} {
 		require.NoError(t, res.Work.Publish(ctx, r, 0))
-		cc := cfg.RequesterWorkConsumer(r.Tenant, r.Requester)
-		if cfg.Capped(r.Tenant) {
-			cc = cfg.TenantWorkConsumer(r.Tenant)
+		cc := jetstream.ConsumerConfig{Durable: natsjs.RequesterWorkConsumerName("permit_report", r.Tenant, r.Requester),
+			FilterSubject: natsjs.RequesterWork("permit_report", r.Tenant, r.Requester), AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: time.Minute, MaxDeliver: -1}
+		if r.Tenant == "capped" {
+			cc.Durable, cc.FilterSubject = natsjs.TenantWorkConsumerName("permit_report", r.Tenant), natsjs.TenantWork("permit_report", r.Tenant)
 		}
 		c, err := js.CreateOrUpdateConsumer(ctx, natsjs.StreamWork, cc)
 		require.NoError(t, err)

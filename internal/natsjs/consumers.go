@@ -59,7 +59,7 @@ type WorkState struct {
 
 // pendingWork looks up the work message of a job and whether the type's
 // consumer that holds it (its requester's, or its tenant's when the tenant
-// has a cap; see FairQueue) has delivered it yet.
+// has a cap, in earlier versions) has delivered it yet.
 func pendingWork(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, r *job.Record) (WorkState, error) {
 	m, err := s.GetLastMsgForSubject(ctx, WorkSubject(r.Type, r.Tenant, r.Requester, r.ID))
 	if err != nil {

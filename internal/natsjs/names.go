@@ -42,7 +42,7 @@ func WorkSubject(typ, tenant, requester, id string) string {
 func TypeWork(typ string) string { return workPrefix + typ + ".>" }
 
 // WorkConsumerName is the single consumer per type of earlier versions,
-// which workers now remove (see OpenFairQueue).
+// which workers now remove (see WorkLanes.RemoveConsumers).
 func WorkConsumerName(typ string) string { return workConsumerPre + typ }
 
 // TenantWork matches the work of one tenant of a job type.
