@@ -40,9 +40,10 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 
 # The pinned packages, installed exactly from the lockfile; again only when
-# the lockfile changed since the last install.
+# the lockfile changed since the last install. sdk/typescript: the TypeScript
+# worker library the conformance suite (internal/conformance) builds and runs.
 if command -v npm >/dev/null; then
-  dir=internal/interop/node
+  for dir in internal/interop/node sdk/typescript; do
   stamp="$dir/node_modules/.jobgate-lock.sha256"
   want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
@@ -50,6 +51,7 @@ if command -v npm >/dev/null; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$want" >"$stamp"
   fi
+  done
 fi
 
 # promtool: from Debian's prometheus package. Only the binary is taken (into

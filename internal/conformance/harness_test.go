@@ -1,0 +1,530 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// repoRoot is the module's root directory (this package is internal/conformance).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err, "the repository root")
+	return dir
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// childEnv is the environment of a child process: this one's without any
+// JOBGATE_ setting (a developer's shell must not change the deployment),
+// plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOBGATE_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// goBuild builds a package of the module into dir.
+func goBuild(root, out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = childEnv()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// typescript says whether the TypeScript half can run: node 18.17 or later
+// and the pinned packages installed in sdk/typescript. Missing, it fails
+// the test, or skips it when JOBGATE_SKIP_INTEROP=1 (never under CI=true).
+func typescript(t *testing.T, root string) (dir, why string) {
+	t.Helper()
+	dir = filepath.Join(root, "sdk", "typescript")
+	missing := func(format string, args ...any) (string, string) {
+		msg := fmt.Sprintf(format, args...)
+		switch {
+		case os.Getenv("CI") == "true":
+			t.Fatalf("CI=true and %s; scripts/ensure-interop.sh installs it", msg)
+		case os.Getenv("JOBGATE_SKIP_INTEROP") == "1":
+			return "", msg
+		default:
+			t.Fatalf("%s: run scripts/ensure-interop.sh (or `npm ci` in %s), or set JOBGATE_SKIP_INTEROP=1 to skip the TypeScript half", msg, dir)
+		}
+		return "", msg
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return missing("node is not installed (Debian: apt-get install nodejs npm)")
+	}
+	out, err := exec.Command(node, "--version").Output()
+	require.NoError(t, err)
+	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+	parts := append(strings.Split(v, "."), "0")
+	major, _ := strconv.Atoi(parts[0])
+	minor, _ := strconv.Atoi(parts[1])
+	if major < 18 || major == 18 && minor < 17 {
+		return missing("node %s is too old (18.17 or later needed; the suite is run on 20)", v)
+	}
+	for _, p := range []string{"typescript", "@nats-io/transport-node", "@nats-io/nats-core", "@types/node"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", p, "package.json")); err != nil {
+			return missing("the npm package %s is not installed in %s", p, dir)
+		}
+	}
+	return dir, ""
+}
+
+// buildTypeScript compiles the library and its conformance worker with
+// the pinned tsc into sdk/typescript/dist (kept out of git).
+func buildTypeScript(dir string) error {
+	cmd := exec.Command("node", filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".")
+	cmd.Dir = dir
+	cmd.Env = childEnv()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("tsc: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for a child's writes and the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// event is one JSON line a worker printed.
+type event map[string]any
+
+func (e event) str(k string) string { s, _ := e[k].(string); return s }
+func (e event) num(k string) int    { f, _ := e[k].(float64); return int(f) }
+
+// proc is a child process: a worker printing events, or jobgate.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{}
+	err    error
+
+	mu     sync.Mutex
+	events []event
+	raw    []string
+}
+
+func start(t *testing.T, name, dir string, env []string, prog string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(prog, args...)
+	p.cmd.Dir = dir
+	p.cmd.Env = env
+	p.cmd.Stderr = p.stderr
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start(), name)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			var e event
+			p.mu.Lock()
+			p.raw = append(p.raw, line)
+			if json.Unmarshal([]byte(line), &e) == nil {
+				p.events = append(p.events, e)
+			}
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-read
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.stop(10 * time.Second)
+		if t.Failed() {
+			p.mu.Lock()
+			out := strings.Join(p.raw, "\n")
+			p.mu.Unlock()
+			t.Logf("%s (pid %d) stdout:\n%s\nstderr:\n%s", p.name, p.cmd.Process.Pid, out, tail(p.stderr.String(), 20000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after grace.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// find returns the events that match.
+func (p *proc) find(match func(event) bool) []event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []event
+	for _, e := range p.events {
+		if match(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// wait waits for an event that matches.
+func (p *proc) wait(t *testing.T, timeout time.Duration, what string, match func(event) bool) event {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if got := p.find(match); len(got) > 0 {
+			return got[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %s within %s", p.name, what, timeout)
+		}
+		if !p.alive() {
+			if got := p.find(match); len(got) > 0 {
+				return got[0]
+			}
+			t.Fatalf("%s exited (%v) before %s\nstderr:\n%s", p.name, p.err, what, tail(p.stderr.String(), 4000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func eventOf(kind, id string) func(event) bool {
+	return func(e event) bool { return e.str("event") == kind && (id == "" || e.str("id") == id) }
+}
+
+// deployment is a running `jobgate serve` with the conformance suite's
+// worker credentials.
+type deployment struct {
+	bin     string // the jobgate binary
+	dataDir string
+	base    string // http://addr
+	natsURL string
+	serve   *proc
+}
+
+func startDeployment(t *testing.T, bin string) *deployment {
+	t.Helper()
+	d := &deployment{bin: bin, dataDir: filepath.Join(t.TempDir(), "data")}
+	addr, natsAddr := freeAddr(t), freeAddr(t)
+	d.base, d.natsURL = "http://"+addr, "nats://"+natsAddr
+	d.serve = start(t, "jobgate serve", filepath.Dir(bin), childEnv(), bin,
+		"serve", "--data-dir", d.dataDir, "--http-addr", addr, "--nats-listen", natsAddr)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(d.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		if time.Now().After(deadline) || !d.serve.alive() {
+			t.Fatalf("jobgate serve not ready (%v)\n%s", err, tail(d.serve.stderr.String(), 8000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// jobgate runs a client subcommand of the binary against the data dir.
+func (d *deployment) jobgate(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(d.bin, append(args[:1:1], append([]string{"--data-dir", d.dataDir}, args[1:]...)...)...)
+	cmd.Env = childEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "jobgate %v: %s", args, stderr.String())
+	return out
+}
+
+// workerCredential mints the credential of worker processes running types.
+type credential struct {
+	User       string `json:"user"`
+	Password   string `json:"password"`
+	Credential string `json:"credential"`
+}
+
+func (d *deployment) workerCredential(t *testing.T, types ...string) credential {
+	t.Helper()
+	args := []string{"nats-user", "--worker", "--json"}
+	for _, typ := range types {
+		args = append(args, "--type", typ)
+	}
+	var c credential
+	require.NoError(t, json.Unmarshal(d.jobgate(t, args...), &c))
+	require.NotEmpty(t, c.User)
+	require.NotEmpty(t, c.Password)
+	return c
+}
+
+// client is a user of the HTTP API: one tenant's requester.
+type client struct {
+	d     *deployment
+	token string
+}
+
+func (d *deployment) client(t *testing.T, tenant, subject string) *client {
+	t.Helper()
+	tok := strings.TrimSpace(string(d.jobgate(t, "token", "--tenant", tenant, "--subject", subject)))
+	require.NotEmpty(t, tok)
+	return &client{d: d, token: tok}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+var noRedirect = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func (c *client) do(t *testing.T, method, path, body string, header ...string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	for try := 0; ; try++ {
+		req, err := http.NewRequest(method, c.d.base+path, rd)
+		require.NoError(t, err)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for _, h := range header {
+			k, v, _ := strings.Cut(h, ": ")
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		if resp.StatusCode == http.StatusTooManyRequests && try < 20 {
+			// A user's client waits as told.
+			time.Sleep(250 * time.Millisecond)
+			if body != "" {
+				rd = strings.NewReader(body)
+			}
+			continue
+		}
+		return response{status: resp.StatusCode, header: resp.Header, body: data}
+	}
+}
+
+// jobView is the job resource as the suite reads it.
+type jobView struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	State    string `json:"state"`
+	Attempt  int    `json:"attempt"`
+	RetryAt  string `json:"retry_at"`
+	Progress *struct {
+		Done  int    `json:"done"`
+		Total int    `json:"total"`
+		Unit  string `json:"unit"`
+	} `json:"progress"`
+	Error *struct {
+		Category  string `json:"category"`
+		Message   string `json:"message"`
+		Retryable bool   `json:"retryable"`
+	} `json:"error"`
+	Result *struct {
+		Href        string `json:"href"`
+		ContentType string `json:"content_type"`
+		Size        int64  `json:"size"`
+		SHA256      string `json:"sha256"`
+	} `json:"result"`
+	etag string
+}
+
+func (j jobView) terminal() bool {
+	return j.State == "succeeded" || j.State == "failed" || j.State == "canceled"
+}
+
+// submit admits a job of typ, waiting (as a deployment's new user would)
+// until the gateway knows the type its worker just declared.
+func (c *client) submit(t *testing.T, typ string, params any) jobView {
+	t.Helper()
+	p, err := json.Marshal(params)
+	require.NoError(t, err)
+	body := fmt.Sprintf(`{"type":%q,"params":%s}`, typ, p)
+	key := fmt.Sprintf("conf-%s-%d", typ, time.Now().UnixNano())
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := c.do(t, http.MethodPost, "/v1/jobs", body, "Idempotency-Key: "+key)
+		if r.status == http.StatusAccepted {
+			var j jobView
+			require.NoError(t, json.Unmarshal(r.body, &j))
+			require.Equal(t, "/v1/jobs/"+j.ID, r.header.Get("Location"))
+			return j
+		}
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
+		require.True(t, time.Now().Before(deadline), "type %s never accepted: %s", typ, r.body)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *client) job(t *testing.T, id string) jobView {
+	t.Helper()
+	r := c.do(t, http.MethodGet, "/v1/jobs/"+id, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var j jobView
+	require.NoError(t, json.Unmarshal(r.body, &j))
+	j.etag = r.header.Get("ETag")
+	return j
+}
+
+// until polls the job until cond holds.
+func (c *client) until(t *testing.T, id string, timeout time.Duration, what string, cond func(jobView) bool) jobView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j := c.job(t, id)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: not %s within %s; now %+v", id, what, timeout, j)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *client) terminal(t *testing.T, id string, timeout time.Duration) jobView {
+	t.Helper()
+	return c.until(t, id, timeout, "terminal", jobView.terminal)
+}
+
+// download fetches a succeeded job's result as a user does: the 303 to the
+// signed link, then the file.
+func (c *client) download(t *testing.T, id string) response {
+	t.Helper()
+	r := c.do(t, http.MethodGet, "/v1/jobs/"+id+"/result", "")
+	require.Equal(t, http.StatusSeeOther, r.status, "%s", r.body)
+	loc := r.header.Get("Location")
+	require.NotEmpty(t, loc)
+	resp, err := noRedirect.Get(c.d.base + loc)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", data)
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// typeInfo reads GET /v1/types/{name}.
+type typeInfo struct {
+	Name           string          `json:"name"`
+	Schema         json.RawMessage `json:"schema"`
+	TimeoutSeconds int             `json:"timeout_seconds"`
+	Attempts       int             `json:"attempts"`
+	MaxResultBytes int64           `json:"max_result_bytes"`
+	ContentType    string          `json:"content_type"`
+	Workers        int             `json:"workers"`
+}
+
+func (c *client) typeInfo(t *testing.T, name string) (typeInfo, bool) {
+	t.Helper()
+	r := c.do(t, http.MethodGet, "/v1/types/"+name, "")
+	if r.status == http.StatusNotFound {
+		return typeInfo{}, false
+	}
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var ti typeInfo
+	require.NoError(t, json.Unmarshal(r.body, &ti))
+	return ti, true
+}
+
+func (c *client) untilWorkers(t *testing.T, typ string, timeout time.Duration, cond func(int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ti, _ := c.typeInfo(t, typ)
+		if cond(ti.Workers) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("type %s: workers %d within %s", typ, ti.Workers, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
