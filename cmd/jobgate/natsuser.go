@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -41,8 +44,7 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 		return err
 	}
 	if !cfg.Embedded() && *worker {
-		return &usageError{"nats-user: credentials are for jobgate's embedded server; with an external NATS, give worker " +
-			"processes a user with the permissions listed in docs/workers.md in that server's own configuration"}
+		return m.printClusterWorkerUser(types)
 	}
 	if !cfg.Embedded() {
 		return &usageError{fmt.Sprintf("nats-user: credentials are for jobgate's embedded server; with an external NATS, "+
@@ -109,5 +111,37 @@ func (l *typeList) String() string { return strings.Join(*l, ",") }
 
 func (l *typeList) Set(s string) error {
 	*l = append(*l, s)
+	return nil
+}
+
+// printClusterWorkerUser prints, for an operator-run NATS, the user block
+// that gives a worker credential exactly its types' protocol subjects, with
+// a fresh random password: the operator adds it to every node's
+// configuration (docs/protocol.md).
+func (m *Main) printClusterWorkerUser(types []string) error {
+	user, err := natsjs.WorkerUser(types)
+	if err != nil {
+		return &usageError{"nats-user: " + err.Error()}
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return err
+	}
+	pass := base64.RawURLEncoding.EncodeToString(raw[:])
+	perms := natsjs.WorkerPermissions(user, types)
+	quote := func(list []string) string {
+		q := make([]string, len(list))
+		for i, s := range list {
+			q[i] = strconv.Quote(s)
+		}
+		return strings.Join(q, ", ")
+	}
+	fmt.Fprintf(m.Stdout, "# Add this user to the authorization block of every NATS node's configuration and reload it\n"+
+		"# (nats-server --signal reload). jobgate's own components need a user that may use jobgate's\n"+
+		"# streams and subjects; this one may only send the worker protocol's requests of its types.\n"+
+		"authorization {\n  users: [\n    {\n      user: %q\n      password: %q\n      permissions: {\n"+
+		"        publish: { allow: [%s] }\n        subscribe: { allow: [%s] }\n      }\n    }\n  ]\n}\n\n"+
+		"# The worker connects with:\nJOBGATE_WORKER_USER=%s\nJOBGATE_WORKER_PASSWORD=%s\n# credential id: %s\n",
+		user, pass, quote(perms.Publish.Allow), quote(perms.Subscribe.Allow), user, pass, wire.CredentialID(user))
 	return nil
 }

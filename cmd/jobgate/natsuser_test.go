@@ -1,9 +1,15 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
+
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/nats-io/nats-server/v2/server"
 	"io"
 	"testing"
 	"time"
@@ -80,4 +86,53 @@ func TestNATSUserRefusesExternalNATSAndBadTenant(t *testing.T) {
 	err = m.Run(context.Background(), []string{"nats-user", "--data-dir", t.TempDir(), "--tenant", "a.b"})
 	require.Error(t, err)
 	require.Equal(t, 2, ExitCode(err))
+}
+
+// For an operator-run NATS, `nats-user --worker --type T` prints a user
+// block that a real nats-server loads; logged in with it, a worker may send
+// its type's requests and nothing else.
+func TestNATSUserWorkerBlockForAnOperatorRunNATS(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	require.NoError(t, m.Run(context.Background(), []string{"nats-user", "--worker", "--type", "export_sales",
+		"--nats", "nats://127.0.0.1:1"}))
+	text := out.String()
+	block := text[:strings.Index(text, "# The worker connects with:")]
+	var user, pass string
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "JOBGATE_WORKER_USER="); ok {
+			user = v
+		}
+		if v, ok := strings.CutPrefix(line, "JOBGATE_WORKER_PASSWORD="); ok {
+			pass = v
+		}
+	}
+	require.Equal(t, "jgw.export_sales", user)
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("listen: 127.0.0.1:-1\n"+block), 0o600))
+	opts, err := server.ProcessConfigFile(conf)
+	require.NoError(t, err, "the printed block is valid nats-server configuration:\n%s", block)
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	require.NoError(t, err)
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	cred := wire.CredentialID(user)
+	errs := make(chan error, 8)
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pass), nats.CustomInboxPrefix(wire.InboxPrefix(cred)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.Publish("$JS.API.INFO", nil))
+	require.NoError(t, nc.Flush())
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, nats.ErrPermissionViolation)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the JetStream API was not refused")
+	}
+	_, err = nc.Request(wire.Subject(cred, "export_sales", wire.OpNext), []byte(`{}`), 300*time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrNoResponders, "its own requests go out")
 }
