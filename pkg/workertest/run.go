@@ -1,0 +1,221 @@
+package workertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/internal/workerhook"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
+)
+
+// Outcome is how an attempt ended for the job.
+type Outcome string
+
+const (
+	// Succeeded: the job succeeded with Result.Output as its result.
+	Succeeded Outcome = "succeeded"
+	// Retry: this attempt failed and jobgate tries again, after a backoff,
+	// because the failure allows it and attempts remain (a plain error, a
+	// timeout).
+	Retry Outcome = "retry"
+	// Failed: the job failed for good (worker.Permanent, a panic, a result
+	// over the type's MaxResultBytes, or a retryable failure on the last
+	// attempt).
+	Failed Outcome = "failed"
+	// Lost: the attempt reached no verdict because ctx ended before the
+	// handler returned, as when the job's owner cancels it; jobgate records
+	// nothing of the attempt's result.
+	Lost Outcome = "lost"
+)
+
+// Result is one attempt as jobgate would record it.
+type Result struct {
+	Outcome Outcome
+	// Output is what the handler wrote to j.Output() (nil: nothing).
+	Output []byte
+	// Progress is the last progress the handler reported with
+	// j.Progress, what the job shows when the attempt ends (nil: none).
+	Progress *job.Progress
+	// Error is the job's "error" as its owner would read it (category,
+	// message, retryable) when the attempt failed: the message is the one
+	// the handler wrote for users (worker.Permanent, worker.Fail) or
+	// jobgate's generic one of the category. Nil when it succeeded.
+	Error *job.Failure
+	// Err is what the handler returned: the cause the operator reads in
+	// the logs. Nil when it returned nil.
+	Err error
+}
+
+// Attempt is the job one attempt sees; zero fields take the defaults named
+// on each.
+type Attempt struct {
+	// ID, Tenant, Requester: default "job_workertest", "tenant-1",
+	// "requester-1".
+	ID, Tenant, Requester string
+	// Number is the attempt's number, from 1 (default 1); Of is how many
+	// the job gets (default: the type's Attempts). On the last attempt a
+	// retryable failure fails the job.
+	Number, Of int
+	// CreatedAt is when the job was admitted. Default: now.
+	CreatedAt time.Time
+	// Logger receives the handler's j.Logger() lines. Default: discarded.
+	Logger *slog.Logger
+}
+
+// Run runs one attempt of a job of type t with params, in this process and
+// without NATS: the params are validated against the type's schema and its
+// defaults applied, as the gateway does on admission, then decoded into T;
+// the handler runs within the type's Timeout with its output kept in
+// memory (up to MaxResultBytes); its return is classified as pkg/worker
+// and jobgate classify it. params is anything encoding/json marshals to
+// the params object: a T, a map, a json.RawMessage.
+//
+// The error is nil unless the attempt could not be run as jobgate would
+// run it: a type Register refuses, params the schema refuses (a
+// *job.ValidationError, which jobgate answers 422 on submission), or a
+// failure report jobgate would refuse.
+func Run[T any](ctx context.Context, t worker.Type[T], params any) (*Result, error) {
+	return RunAttempt(ctx, t, params, Attempt{})
+}
+
+// RunAttempt is Run for the attempt a describes.
+func RunAttempt[T any](ctx context.Context, t worker.Type[T], params any, a Attempt) (*Result, error) {
+	log := a.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w, err := worker.New(worker.Config{Name: "workertest", Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := worker.Register(w, t); err != nil {
+		return nil, err
+	}
+	decl := workerhook.Declarations(w)[0]
+	applied, err := admit(decl, params)
+	if err != nil {
+		return nil, err
+	}
+	asg := &wire.Assignment{
+		Key: "workertest", Token: "workertest", ID: or(a.ID, "job_workertest"), Type: decl.Name,
+		Tenant: or(a.Tenant, "tenant-1"), Requester: or(a.Requester, "requester-1"),
+		Attempt: max(a.Number, 1), Attempts: a.Of, CreatedAt: a.CreatedAt, Params: applied,
+		TimeoutMS: int64(decl.TimeoutSeconds) * 1000, MaxResultBytes: decl.MaxResultBytes,
+	}
+	if asg.Attempts == 0 {
+		asg.Attempts = decl.Attempts
+	}
+	if asg.CreatedAt.IsZero() {
+		asg.CreatedAt = time.Now().UTC()
+	}
+	if asg.Attempt > asg.Attempts {
+		return nil, fmt.Errorf("workertest: attempt %d of %d", asg.Attempt, asg.Attempts)
+	}
+	out, err := workerhook.Run(ctx, w, asg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Output: out.Output, Err: out.Err}
+	if out.Progress != nil {
+		r.Progress = &job.Progress{Done: out.Progress.Done, Total: out.Progress.Total, Unit: out.Progress.Unit}
+	}
+	switch {
+	case out.NoVerdict != "":
+		r.Outcome = Lost
+	case out.Fail == nil:
+		r.Outcome = Succeeded
+	default:
+		f, err := failureOf(out.Fail, &decl)
+		if err != nil {
+			return r, err
+		}
+		r.Error = f
+		r.Outcome = Failed
+		if f.Retryable && asg.Attempt < asg.Attempts {
+			r.Outcome = Retry
+		} else if f.Retryable {
+			f.Message = fmt.Sprintf("%s (attempt %d of %d)", f.Message, asg.Attempt, asg.Attempts)
+		}
+	}
+	return r, nil
+}
+
+// admit validates params against the declared schema with its defaults
+// applied, as the gateway admits a submission.
+func admit(decl wire.Declaration, params any) (json.RawMessage, error) {
+	s, err := schema.Compile(decl.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("workertest: type %q: schema: %w", decl.Name, err)
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("workertest: params: %w", err)
+	}
+	doc, err := job.DecodeStrict(raw)
+	if err != nil {
+		return nil, &job.ValidationError{Errors: []job.FieldError{{Field: "/params", Message: err.Error()}}}
+	}
+	applied, problems := s.Apply(doc)
+	if len(problems) > 0 {
+		return nil, &job.ValidationError{Errors: problems}
+	}
+	return json.Marshal(applied)
+}
+
+// failureOf is the failure jobgate records for a worker's report: the
+// category, whether it is retried, and what the owner reads. It follows
+// the broker's rules (internal/broker, failureOf; docs/protocol.md,
+// Verdicts) and TestVerdictsMatchJobgate checks it against a running
+// jobgate.
+func failureOf(req *wire.FailRequest, decl *wire.Declaration) (*job.Failure, error) {
+	user := req.UserMessage
+	if len(user) > 500 {
+		user = user[:500]
+	}
+	for _, c := range user {
+		if c < 0x20 || c == 0x7f {
+			return nil, errors.New("workertest: jobgate would refuse this failure: the message for users must be printable " +
+				"(no newlines or other control characters); the job would be retried only once its claim went stale")
+		}
+	}
+	pick := func(generic string) string {
+		if user != "" {
+			return user
+		}
+		return generic
+	}
+	switch req.Kind {
+	case wire.KindError:
+		return &job.Failure{Category: job.CategoryRenderError, Retryable: true, Message: pick("the job's worker reported an error")}, nil
+	case wire.KindPermanent:
+		return &job.Failure{Category: job.CategoryRenderError, Message: pick("the job's worker could not do it")}, nil
+	case wire.KindPanic:
+		return &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker failed"}, nil
+	case wire.KindTimeout:
+		return &job.Failure{Category: job.CategoryTimeout, Retryable: true, Message: fmt.Sprintf(
+			"the attempt did not finish within its time budget of %s", time.Duration(decl.TimeoutSeconds)*time.Second)}, nil
+	case wire.KindTooLarge:
+		return &job.Failure{Category: job.CategoryBudgetExceeded, Message: fmt.Sprintf(
+			"the result would be larger than the limit of %d bytes", decl.MaxResultBytes)}, nil
+	case wire.KindBudget:
+		return &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
+	case wire.KindInternal:
+		return &job.Failure{Category: job.CategoryInternal, Retryable: req.Retryable || user == "",
+			Message: pick("the result could not be stored; the job is retried")}, nil
+	}
+	return nil, fmt.Errorf("workertest: unknown failure kind %q", req.Kind)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,279 @@
+package workertest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/client"
+	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/pkg/workertest"
+	"github.com/stretchr/testify/require"
+)
+
+type rows struct {
+	Rows int `json:"rows" jsonschema:"minimum=0,maximum=1000"`
+}
+
+// typeOf is a type whose handler is work.
+func typeOf(name string, work func(ctx context.Context, j *worker.Job[rows]) error) worker.Type[rows] {
+	return worker.Type[rows]{Name: name, ContentType: "text/csv", Timeout: time.Second, Work: work}
+}
+
+func TestSuccessKeepsOutputAndProgress(t *testing.T) {
+	t.Parallel()
+	var seen *worker.Job[rows]
+	typ := typeOf("export", func(_ context.Context, j *worker.Job[rows]) error {
+		seen = j
+		j.Progress(0, j.Params.Rows, "rows")
+		for i := range j.Params.Rows {
+			if _, err := fmt.Fprintf(j.Output(), "%d\n", i); err != nil {
+				return err
+			}
+			j.Progress(i+1, j.Params.Rows, "rows")
+		}
+		j.Logger().Info("written")
+		return nil
+	})
+	created := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	res, err := workertest.RunAttempt(t.Context(), typ, rows{Rows: 3},
+		workertest.Attempt{ID: "job_1", Tenant: "4", Requester: "reviewer-47", Number: 2, CreatedAt: created})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Succeeded, res.Outcome)
+	require.Equal(t, "0\n1\n2\n", string(res.Output))
+	require.Equal(t, &job.Progress{Done: 3, Total: 3, Unit: "rows"}, res.Progress)
+	require.Nil(t, res.Error)
+	require.NoError(t, res.Err)
+	require.Equal(t, "job_1", seen.ID)
+	require.Equal(t, "export", seen.Type)
+	require.Equal(t, "4", seen.Tenant)
+	require.Equal(t, "reviewer-47", seen.Requester)
+	require.Equal(t, 2, seen.Attempt)
+	require.Equal(t, 3, seen.Attempts, "the type's default")
+	require.Equal(t, created, seen.CreatedAt)
+
+	res, err = workertest.Run(t.Context(), typ, json.RawMessage(`{"rows":0}`))
+	require.NoError(t, err)
+	require.Equal(t, workertest.Succeeded, res.Outcome)
+	require.Nil(t, res.Output, "nothing written")
+}
+
+func TestPlainErrorIsARetry(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("database connection reset")
+	typ := typeOf("flaky", func(context.Context, *worker.Job[rows]) error { return cause })
+	res, err := workertest.Run(t.Context(), typ, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Retry, res.Outcome)
+	require.ErrorIs(t, res.Err, cause, "the operator's cause")
+	require.Equal(t, &job.Failure{Category: job.CategoryRenderError, Retryable: true,
+		Message: "the job's worker reported an error"}, res.Error, "the owner reads a generic message, not the cause")
+
+	// On the last attempt the job fails.
+	res, err = workertest.RunAttempt(t.Context(), typ, rows{}, workertest.Attempt{Number: 3})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Failed, res.Outcome)
+	require.Equal(t, "the job's worker reported an error (attempt 3 of 3)", res.Error.Message)
+}
+
+func TestPermanentIsPermanent(t *testing.T) {
+	t.Parallel()
+	typ := typeOf("picky", func(context.Context, *worker.Job[rows]) error {
+		return worker.Permanent(errors.New("region North has no sales before 2020"))
+	})
+	res, err := workertest.Run(t.Context(), typ, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Failed, res.Outcome)
+	require.Equal(t, &job.Failure{Category: job.CategoryRenderError, Message: "region North has no sales before 2020"}, res.Error)
+
+	typ = typeOf("budget", func(context.Context, *worker.Job[rows]) error {
+		return worker.Fail(worker.CategoryBudgetExceeded, true, "too many rows for now")
+	})
+	res, err = workertest.Run(t.Context(), typ, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Retry, res.Outcome)
+	require.Equal(t, &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: true, Message: "too many rows for now"}, res.Error)
+}
+
+// What else ends an attempt ends it as jobgate ends it.
+func TestPanicTimeoutSizeAndCancel(t *testing.T) {
+	t.Parallel()
+	res, err := workertest.Run(t.Context(), typeOf("panics", func(context.Context, *worker.Job[rows]) error { panic("boom") }), rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Failed, res.Outcome)
+	require.Equal(t, "the job's worker failed", res.Error.Message)
+	require.ErrorContains(t, res.Err, "boom")
+
+	slow := typeOf("slow", func(ctx context.Context, _ *worker.Job[rows]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	res, err = workertest.Run(t.Context(), slow, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Retry, res.Outcome)
+	require.Equal(t, &job.Failure{Category: job.CategoryTimeout, Retryable: true,
+		Message: "the attempt did not finish within its time budget of 1s"}, res.Error)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	res, err = workertest.Run(ctx, slow, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Lost, res.Outcome, "ctx ended first: as when the owner cancels")
+	require.Nil(t, res.Error)
+
+	big := typeOf("big", func(_ context.Context, j *worker.Job[rows]) error {
+		_, err := j.Output().Write(make([]byte, 11))
+		return err
+	})
+	big.MaxResultBytes = 10
+	res, err = workertest.Run(t.Context(), big, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Failed, res.Outcome)
+	require.Equal(t, job.CategoryBudgetExceeded, res.Error.Category)
+	require.ErrorIs(t, res.Err, worker.ErrResultTooLarge)
+}
+
+// What jobgate would refuse is an error, not a result.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	ok := typeOf("fine", func(context.Context, *worker.Job[rows]) error { return nil })
+	_, err := workertest.Run(t.Context(), ok, map[string]any{"rows": 5000})
+	var ve *job.ValidationError
+	require.ErrorAs(t, err, &ve, "params the schema refuses are a 422")
+	require.Equal(t, "/params/rows", ve.Errors[0].Field)
+	_, err = workertest.Run(t.Context(), ok, map[string]any{"rows": 1, "extra": true})
+	require.ErrorAs(t, err, &ve)
+
+	_, err = workertest.Run(t.Context(), typeOf("Bad Name", ok.Work), rows{})
+	require.Error(t, err, "a type Register refuses")
+
+	multiline := typeOf("multiline", func(context.Context, *worker.Job[rows]) error {
+		return worker.Permanent(errors.New("line one\nline two"))
+	})
+	_, err = workertest.Run(t.Context(), multiline, rows{})
+	require.ErrorContains(t, err, "printable", "jobgate refuses a user message with a newline")
+}
+
+// The integration helper: a real type runs end to end through jobgate in
+// this process, its worker connected over TCP with credentials for its own
+// type, which reach no other.
+func TestTypeRunsEndToEnd(t *testing.T) {
+	t.Parallel()
+	d := workertest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	typ := typeOf("export", func(_ context.Context, j *worker.Job[rows]) error {
+		for i := range j.Params.Rows {
+			fmt.Fprintf(j.Output(), "row %d of %s\n", i+1, j.Tenant)
+			j.Progress(i+1, j.Params.Rows, "rows")
+		}
+		return nil
+	})
+	creds, err := d.WorkerCredentials("export")
+	require.NoError(t, err)
+	require.Equal(t, d.NATSURL(), creds.URL)
+	require.Equal(t, "jgw.export", creds.User)
+
+	// The credential is for export only: declaring another type fails.
+	other, err := worker.New(worker.Config{URL: creds.URL, User: creds.User, Password: creds.Password, ConnectTimeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, worker.Register(other, typeOf("import", typ.Work)))
+	octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+	require.Error(t, other.Start(octx), "a credential for export cannot declare import")
+	ocancel()
+	other.Stop()
+
+	w, err := worker.New(creds.Config())
+	require.NoError(t, err)
+	require.NoError(t, worker.Register(w, typ))
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+	require.NoError(t, d.WaitForType(ctx, "export"))
+
+	tok, err := d.Token("4", "reviewer-47")
+	require.NoError(t, err)
+	c, err := client.New(d.URL(), tok, client.WithoutJournal())
+	require.NoError(t, err)
+	_, err = c.Submit(ctx, "import", rows{Rows: 1})
+	require.ErrorIs(t, err, job.ErrValidation, "import was never declared")
+	sub, err := c.Submit(ctx, "export", rows{Rows: 3})
+	require.NoError(t, err)
+	done, err := c.Wait(ctx, sub.Job.ID, nil)
+	require.NoError(t, err)
+	require.Equal(t, job.StateSucceeded, done.State, "%+v", done.Error)
+	require.Equal(t, &job.Progress{Done: 3, Total: 3, Unit: "rows"}, done.Progress)
+	require.Equal(t, "text/csv", done.Result.ContentType)
+	var out strings.Builder
+	_, err = c.Download(ctx, done.ID, &out)
+	require.NoError(t, err)
+	require.Equal(t, "row 1 of 4\nrow 2 of 4\nrow 3 of 4\n", out.String())
+
+	// The unit run of the same type answers the same.
+	res, err := workertest.RunAttempt(ctx, typ, rows{Rows: 3}, workertest.Attempt{Tenant: "4"})
+	require.NoError(t, err)
+	require.Equal(t, out.String(), string(res.Output))
+	require.Equal(t, done.Progress, res.Progress)
+}
+
+// Run's verdicts are those a running jobgate records: each failing
+// handler's job ends with the error Run predicts.
+func TestVerdictsMatchJobgate(t *testing.T) {
+	t.Parallel()
+	d := workertest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	types := map[string]func(context.Context, *worker.Job[rows]) error{
+		"plain":     func(context.Context, *worker.Job[rows]) error { return errors.New("internal detail") },
+		"permanent": func(context.Context, *worker.Job[rows]) error { return worker.Permanent(errors.New("no such region")) },
+		"panics":    func(context.Context, *worker.Job[rows]) error { panic("boom") },
+		"budget": func(context.Context, *worker.Job[rows]) error {
+			return worker.Fail(worker.CategoryBudgetExceeded, false, "over %d rows", 10)
+		},
+		"internal": func(context.Context, *worker.Job[rows]) error {
+			return worker.Fail(worker.CategoryInternal, true, "")
+		},
+		"slow": func(ctx context.Context, _ *worker.Job[rows]) error { <-ctx.Done(); return ctx.Err() },
+		"big": func(_ context.Context, j *worker.Job[rows]) error {
+			_, err := j.Output().Write(make([]byte, 11))
+			return err
+		},
+	}
+	var names []string
+	for name := range types {
+		names = append(names, name)
+	}
+	creds, err := d.WorkerCredentials(names...)
+	require.NoError(t, err)
+	w, err := worker.New(creds.Config())
+	require.NoError(t, err)
+	declared := map[string]worker.Type[rows]{}
+	for name, work := range types {
+		typ := typeOf(name, work)
+		typ.Attempts, typ.MaxResultBytes = 1, 10 // the verdict at once, no backoff
+		declared[name] = typ
+		require.NoError(t, worker.Register(w, typ))
+	}
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+	tok, err := d.Token("4", "reviewer-47")
+	require.NoError(t, err)
+	c, err := client.New(d.URL(), tok, client.WithoutJournal())
+	require.NoError(t, err)
+	for _, name := range names {
+		require.NoError(t, d.WaitForType(ctx, name))
+		sub, err := c.Submit(ctx, name, rows{})
+		require.NoError(t, err)
+		done, err := c.Wait(ctx, sub.Job.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, job.StateFailed, done.State, name)
+		res, err := workertest.Run(ctx, declared[name], rows{})
+		require.NoError(t, err)
+		require.Equal(t, workertest.Failed, res.Outcome, name)
+		require.Equal(t, done.Error, res.Error, name)
+	}
+}
