@@ -51,6 +51,9 @@ func Register[T any](w *Workers, t Type[T]) error {
 	if t.Work == nil {
 		return fmt.Errorf("worker: type %q: Work is required", t.Name)
 	}
+	if job.Builtin(t.Name) && w.cfg.Credential != wire.JobgateCredential {
+		return fmt.Errorf("worker: %s is a built-in type: only jobgate's own workers run it", t.Name)
+	}
 	if t.Timeout == 0 {
 		t.Timeout = 2 * time.Minute
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,15 @@ type Workers struct {
 	pulls    sync.WaitGroup
 	bg       sync.WaitGroup
 	stopOnce sync.Once
+
+	// refused holds the subjects the server refused this connection
+	// (permissions violations): a request there never gets an answer, so it
+	// fails at once instead of waiting.
+	refused sync.Map
+	// waiting maps a subject to the cancels of the requests under way to
+	// it, which a refusal ends at once.
+	waitMu  sync.Mutex
+	waiting map[string]map[*context.CancelFunc]struct{}
 }
 
 // New returns workers for cfg; Register types, then Start or Run.
@@ -164,12 +174,29 @@ func (w *Workers) connect() error {
 		nats.Name("jobgate worker " + w.cfg.Name), nats.Timeout(w.cfg.ConnectTimeout),
 		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.CustomInboxPrefix(wire.InboxPrefix(w.cfg.Credential)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				if subj, ok := violatedSubject(err.Error()); ok {
+					w.refused.Store(subj, err)
+					w.waitMu.Lock()
+					for cancel := range w.waiting[subj] {
+						(*cancel)()
+					}
+					w.waitMu.Unlock()
+				}
+				w.log.Error("NATS refused a request of this worker: its credential does not allow it", "err", err)
+			}
+		}),
 	}
 	if w.cfg.User != "" {
 		opts = append(opts, nats.UserInfo(w.cfg.User, w.cfg.Password))
 	}
 	nc, err := nats.Connect(w.cfg.URL, opts...)
 	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			return fmt.Errorf("worker: connect to %s as %q: the user or password is wrong (`jobgate nats-user --worker --type T` prints them): %w",
+				w.cfg.URL, w.cfg.User, err)
+		}
 		return fmt.Errorf("worker: connect to %s: %w", w.cfg.URL, err)
 	}
 	w.nc, w.ownConn = nc, true
@@ -300,7 +327,36 @@ func (w *Workers) call(ctx context.Context, typ, op string, req, out any, patien
 			return patient && (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil || unavailable(err))
 		}}
-	return retry.Until(ctx, policy, func(ctx context.Context) error {
+	patientFor := policy.Retryable
+	policy.Retryable = func(err error) bool {
+		if _, refused := w.refused.Load(subject); refused {
+			return false
+		}
+		return patientFor(err)
+	}
+	err = retry.Until(ctx, policy, func(ctx context.Context) error {
+		if _, refused := w.refused.Load(subject); refused {
+			return nats.ErrPermissionViolation
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w.waitMu.Lock()
+		if w.waiting == nil {
+			w.waiting = map[string]map[*context.CancelFunc]struct{}{}
+		}
+		if w.waiting[subject] == nil {
+			w.waiting[subject] = map[*context.CancelFunc]struct{}{}
+		}
+		w.waiting[subject][&cancel] = struct{}{}
+		w.waitMu.Unlock()
+		defer func() {
+			w.waitMu.Lock()
+			delete(w.waiting[subject], &cancel)
+			if len(w.waiting[subject]) == 0 {
+				delete(w.waiting, subject)
+			}
+			w.waitMu.Unlock()
+		}()
 		msg, err := w.nc.RequestWithContext(ctx, subject, data)
 		if err != nil {
 			return err
@@ -317,6 +373,25 @@ func (w *Workers) call(ctx context.Context, typ, op string, req, out any, patien
 		}
 		return nil
 	})
+	if v, refused := w.refused.Load(subject); refused && err != nil {
+		return fmt.Errorf("this worker's credential may not run type %s (%v): mint one for it with `jobgate nats-user --worker --type %s`",
+			typ, v, typ)
+	}
+	return err
+}
+
+// violatedSubject reads the subject out of a server's permissions
+// violation ("Permissions Violation for Publish to \"subject\"").
+func violatedSubject(msg string) (string, bool) {
+	i := strings.Index(msg, "Publish to ")
+	if i < 0 {
+		return "", false
+	}
+	rest := strings.Trim(strings.TrimSpace(msg[i+len("Publish to "):]), `"'`)
+	if j := strings.IndexAny(rest, `"' `); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest, rest != ""
 }
 
 // unavailable reports a refusal that says to try again later.
