@@ -146,3 +146,17 @@ func TestLimitsFallBackToDefaults(t *testing.T) {
 	require.Equal(t, time.Minute, (&Record{}).TimeoutOr(time.Minute))
 	require.Equal(t, 7*time.Second, (&Record{TimeoutSeconds: 7}).TimeoutOr(time.Minute))
 }
+
+// While a job waits for its next attempt, its resource says why the last
+// one failed and when the next is due.
+func TestAResourceWaitingForARetryShowsTheLastError(t *testing.T) {
+	now := time.Now().UTC()
+	r := &Record{ID: "job_x", State: StateQueued, CreatedAt: now, UpdatedAt: now}
+	require.NoError(t, r.Claim("w", now))
+	require.Nil(t, r.Resource("", time.Time{}).Error, "running: no error")
+	f := &Failure{Category: CategoryTimeout, Message: "the attempt did not finish", Retryable: true}
+	require.NoError(t, r.ScheduleRetry(f, now.Add(time.Minute), now))
+	res := r.Resource("", time.Time{})
+	require.NotNil(t, res.RetryAt)
+	require.Equal(t, f, res.Error)
+}

@@ -56,6 +56,11 @@ func (r *Record) Resource(href string, expires time.Time) *Resource {
 	}
 	if r.State == StateRunning {
 		res.RetryAt = r.RetryAt
+		if r.RetryAt != nil && r.Worker == "" && r.Error != nil {
+			// Waiting for its next attempt: why the last one failed.
+			f := *r.Error
+			res.Error = &f
+		}
 	}
 	if r.State == StateFailed {
 		res.Error = r.Error
