@@ -37,6 +37,9 @@ type Broker struct {
 	nc     *nats.Conn
 	log    *slog.Logger
 	secret []byte
+	// started is when Start began: no claim is judged silent for a time
+	// before it (signOf).
+	started time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -84,6 +87,7 @@ func New(cfg Config, res *natsjs.Resources, nc *nats.Conn, log *slog.Logger) (*B
 // Start loads the claim secret and subscribes to the workers' requests. The
 // broker runs until Stop; ctx bounds only the start.
 func (b *Broker) Start(ctx context.Context) error {
+	b.started = b.cfg.Now()
 	err := natsjs.UntilAvailable(ctx, opTimeout, func(ctx context.Context) (err error) {
 		b.secret, err = b.res.Secrets.Get(ctx, SecretClaims)
 		return err

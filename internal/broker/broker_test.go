@@ -246,3 +246,26 @@ func TestACredentialsRequestsAreRateLimited(t *testing.T) {
 	require.NotEqual(t, wire.CodeThrottled, r.Error.Code, "another credential is not slowed")
 	_ = time.Second
 }
+
+// While no broker ran, a worker's beats had nowhere to go: a broker that
+// starts gives a claim StaleAfter to beat again before it takes the job
+// over, so a dispatcher's restart costs no job an attempt.
+func TestABrokerThatStartsGivesClaimsTimeToBeatAgain(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	jobtest.DeclareTypes(t, tb.conn.Res, jobtest.PermitReport())
+	long := time.Now().UTC().Add(-time.Hour)
+	rec := env.CommitAs(t, tb.conn.Res, jobtest.Request{Key: "held-through-a-restart"}, func(r *job.Record) {
+		r.State, r.Attempt, r.Worker, r.StartedAt, r.HeartbeatAt = job.StateRunning, 1, "worker-old", &long, &long
+	})
+	require.NoError(t, tb.conn.Res.Work.Publish(context.Background(), rec, 0))
+	b := tb.broker(t, true)
+	r := tb.ask(t, wire.JobgateCredential, "permit_report", wire.OpNext, wire.NextRequest{Worker: "worker-new", WaitMS: 1500})
+	require.Nil(t, r.Error)
+	require.Nil(t, r.Job, "the claim is not taken within StaleAfter of the broker's start")
+	require.Equal(t, rec.Revision, tb.record(t, rec.Key()).Revision)
+	require.Less(t, time.Since(b.started), b.cfg.StaleAfter, "the test asked within StaleAfter")
+	a := tb.next(t, wire.JobgateCredential, "permit_report", "worker-new")
+	require.Equal(t, 2, a.Attempt, "then it is taken over")
+}

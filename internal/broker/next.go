@@ -215,11 +215,11 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 			return claimResult{verdict: verdictTerm, why: "job of type " + cur.Type + " on the queue of " + d.Name}
 		case cur.State.Terminal():
 			return claimResult{verdict: verdictAck, why: "job already " + string(cur.State)}
-		case cur.State == job.StateRunning && cur.Worker != "" && now.Sub(cur.LastSign()) < b.cfg.StaleAfter:
+		case cur.State == job.StateRunning && cur.Worker != "" && now.Sub(b.signOf(cur)) < b.cfg.StaleAfter:
 			// A live claim: check on it again once it could have gone
 			// stale.
 			return claimResult{verdict: verdictNak, why: "job running on " + cur.Worker,
-				delay: b.cfg.StaleAfter - now.Sub(cur.LastSign()) + jitter(retrySlack)}
+				delay: b.cfg.StaleAfter - now.Sub(b.signOf(cur)) + jitter(retrySlack)}
 		case cur.State == job.StateRunning && cur.Worker == "" && cur.RetryAt != nil && cur.RetryAt.Sub(now) > retrySlack:
 			return claimResult{verdict: verdictNak, why: "retry not due yet", delay: cur.RetryAt.Sub(now)}
 		case cur.AttemptsUsed() >= maxAttempts:
@@ -258,7 +258,7 @@ func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool 
 		if n.State.Terminal() || n.AttemptsUsed() < maxAttempts {
 			return errSkip
 		}
-		if n.State == job.StateRunning && n.Worker != "" && now.Sub(n.LastSign()) < b.cfg.StaleAfter {
+		if n.State == job.StateRunning && n.Worker != "" && now.Sub(b.signOf(n)) < b.cfg.StaleAfter {
 			return errSkip
 		}
 		return n.Fail(job.FinalFailure(n, maxAttempts), now)
@@ -289,4 +289,17 @@ func outageDelay(delivered uint64) time.Duration {
 // jitter spreads d by ±20%.
 func jitter(d time.Duration) time.Duration {
 	return max(retry.Spread(d, 0.2, rand.Float64), 0)
+}
+
+// signOf is a claim's last sign of life as this broker may judge it: its
+// last beat, but not before this broker started. While no broker ran (a
+// dispatcher restarting), a worker's beats had nowhere to go; a broker
+// that starts gives every claim StaleAfter to beat again before it takes
+// the job away, so a restart delays jobs and costs none an attempt.
+func (b *Broker) signOf(r *job.Record) time.Time {
+	sign := r.LastSign()
+	if b.started.After(sign) {
+		return b.started
+	}
+	return sign
 }

@@ -46,6 +46,7 @@ func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 		b.secret, err = conn.Res.Secrets.Get(ctx, SecretClaims)
 		require.NoError(t, err)
 		b.ctx, b.cancel = context.WithCancel(context.Background())
+		b.started = time.Now()
 	}
 	t.Cleanup(b.Stop)
 	return b

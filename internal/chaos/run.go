@@ -414,7 +414,8 @@ func (r *run) startJobgate(bin, cfg, natsURL string, httpPorts []int) error {
 		started = append(started, p)
 	}
 	for _, c := range []struct{ name, kind string }{
-		{"renderer-1", KindRenderer}, {"renderer-2", KindRenderer}, {"dispatcher", KindDispatcher}, {"notifier", KindNotifier},
+		{"renderer-1", KindRenderer}, {"renderer-2", KindRenderer}, {"dispatcher-1", KindDispatcher}, {"dispatcher-2", KindDispatcher},
+		{"notifier-1", KindNotifier}, {"notifier-2", KindNotifier},
 	} {
 		started = append(started, r.newProc(c.name, c.kind, common(c.kind, c.name), ""))
 	}
