@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,23 +15,21 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
-	"github.com/jobgate/jobgate/dispatcher"
-	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	jgsystem "github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
-// system is jobgate as `jobgate serve --dev` runs it, built in-process from
-// the public packages: embedded JetStream, dispatcher, renderer and a
+// system is jobgate as `jobgate serve --dev` runs it, in-process through
+// internal/system: embedded JetStream, notifier, dispatcher, renderer and a
 // gateway in development mode on a free port.
 type system struct {
 	url    string
-	gw     *gateway.Gateway
+	sys    *jgsystem.System
 	res    *natsjs.Resources
 	secret []byte
 	gate   *renderGate
@@ -97,45 +93,24 @@ func startSystem(t *testing.T, heldRenders bool, tune ...func(*renderer.Config))
 	t.Helper()
 	chromiumPath(t) // every system here is driven by a browser: skip before starting anything
 	sys := &system{secret: []byte("e2e-secret"), gate: newRenderGate(!heldRenders), logs: &logBuffer{}}
-	log := slog.New(slog.NewTextHandler(sys.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	settings := config.Default()
+	settings.DataDir, settings.HTTPAddr, settings.AuthSecret, settings.Dev = t.TempDir(), "127.0.0.1:0", string(sys.secret), true
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// The services run until cleanup: their Start ties their loops to this one.
-	run, stopRun := context.WithCancel(context.Background())
-
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: filepath.Join(t.TempDir(), "nats")})
-	require.NoError(t, err)
-	nc, err := emb.Connect("e2e")
-	require.NoError(t, err)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	sys.res, err = natsjs.Provision(ctx, js, natsjs.DefaultLayout())
-	require.NoError(t, err)
-
-	disp, err := dispatcher.New(dispatcher.Config{}, sys.res, log.With("component", "dispatcher"))
-	require.NoError(t, err)
-	require.NoError(t, disp.Start(run))
-	rcfg := renderer.Config{OnRender: sys.gate.hold, DrainTimeout: time.Second}
-	for _, f := range tune {
-		f(&rcfg)
-	}
-	rend, err := renderer.New(rcfg, worker.Config{Conn: sys.res.JS.Conn(), Logger: log.With("component", "renderer")})
-	require.NoError(t, err)
-	require.NoError(t, rend.Start(run))
-	sys.gw, err = gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: sys.secret, Dev: true},
-		sys.res, log.With("component", "gateway"))
-	require.NoError(t, err)
-	require.NoError(t, sys.gw.Start(run))
-	sys.url = "http://" + sys.gw.Addr()
+	var err error
+	sys.sys, err = jgsystem.Start(ctx, jgsystem.Config{Settings: &settings, LogOutput: sys.logs,
+		Renderer: func(c *renderer.Config) {
+			c.OnRender, c.DrainTimeout = sys.gate.hold, time.Second
+			for _, f := range tune {
+				f(c)
+			}
+		}})
+	require.NoError(t, err, "%s", sys.logs)
+	sys.url, sys.res = sys.sys.URL(), sys.sys.Resources()
 
 	t.Cleanup(func() {
 		sys.gate.open()
-		sys.gw.Stop()
-		rend.Stop()
-		disp.Stop()
-		stopRun()
-		nc.Close()
-		emb.Shutdown()
+		require.NoError(t, sys.sys.Stop(context.Background()))
 		if t.Failed() {
 			t.Logf("system logs:\n%s", sys.logs.String())
 		}
