@@ -4,148 +4,115 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/examples/csv-export/sales"
-	"github.com/jobgate/jobgate/gateway"
-	"github.com/jobgate/jobgate/internal/auth"
-	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/jobgate/jobgate/pkg/workertest"
 	"github.com/stretchr/testify/require"
 )
 
 // TestTypeDeclares: the worker package takes the declaration, and the
-// params schema is one every gateway accepts (compiled as the gateway
-// compiles it: bounded strings and arrays, a valid default).
+// params schema is one every gateway accepts (workertest compiles it as
+// the gateway does, bounded strings and arrays, a valid default, and
+// admits params with it).
 func TestTypeDeclares(t *testing.T) {
 	t.Parallel()
 	w, err := worker.New(worker.Config{})
 	require.NoError(t, err)
 	require.NoError(t, worker.Register(w, exportType()))
-	_, err = schema.Compile(sales.Schema)
+	_, err = workertest.Run(t.Context(), exportType(), map[string]any{"region": "North", "from": "2025-01-01", "to": "2025-01-01"})
 	require.NoError(t, err)
 }
 
-// deployment is jobgate as `jobgate serve --nats-listen` runs it: an
-// embedded JetStream that also accepts outside NATS clients with derived
-// credentials, the dispatcher and a gateway, all in this process; the
-// worker is this example's run, connecting over TCP with the worker's
-// credentials as `jobgate nats-user --worker` prints them.
+// TestExportHandler runs the handler alone, in process: one day's export
+// is the CSV sales.Export writes, with progress in rows; a range the schema
+// allows but no export serves fails at once, for the user to read.
+func TestExportHandler(t *testing.T) {
+	t.Parallel()
+	params := sales.Params{Region: "North", From: "2025-01-01", To: "2025-01-02", Currency: "EUR"}
+	want := localExport(t, params)
+	res, err := workertest.Run(t.Context(), exportType(), params)
+	require.NoError(t, err)
+	require.Equal(t, workertest.Succeeded, res.Outcome, "%+v", res.Err)
+	require.Equal(t, want.sum, sha256.Sum256(res.Output), "the output is the export, byte for byte")
+	require.Equal(t, &job.Progress{Done: int(want.rows), Total: int(want.rows), Unit: "rows"}, res.Progress)
+
+	res, err = workertest.Run(t.Context(), exportType(), map[string]any{"region": "North", "from": "2025-02-01", "to": "2025-01-01"})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Failed, res.Outcome, "a permanent failure is not retried")
+	require.Contains(t, res.Error.Message, "before from")
+
+	_, err = workertest.Run(t.Context(), exportType(), map[string]any{"region": "=HYPERLINK(1)", "from": "2025-01-01", "to": "2025-01-31"})
+	require.ErrorIs(t, err, job.ErrValidation, "the schema refuses a formula")
+}
+
+// deployment is jobgate as `jobgate serve --nats-listen` runs it, in this
+// process (pkg/workertest): the worker is this example's run, connecting
+// over TCP with the worker's credentials as `jobgate nats-user --worker
+// --type export_sales_report` prints them; the test is a client of the
+// HTTP API (pkg/client, and net/http for the raw answers).
 type deployment struct {
-	url    string // the gateway
-	secret []byte // of bearer tokens
-	logs   *logBuffer
+	*workertest.Deployment
+	client *client.Client
+	token  string
 }
 
 func startDeployment(t testing.TB) *deployment {
 	t.Helper()
-	d := &deployment{secret: []byte("csv-export-test-secret"), logs: &logBuffer{}}
-	log := slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	runCtx, stopRun := context.WithCancel(context.Background())
-
-	natsSecret := make([]byte, 32)
-	_, _ = rand.Read(natsSecret)
-	tenantAuth, err := natsjs.NewTenantAuth(natsSecret)
+	jg := workertest.Start(t)
+	creds, err := jg.WorkerCredentials(exportType().Name)
 	require.NoError(t, err)
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{
-		StoreDir: filepath.Join(t.TempDir(), "nats"), Listen: "127.0.0.1:-1", Configure: tenantAuth.Configure,
-	})
+	tok, err := jg.Token("4", "analyst-7")
 	require.NoError(t, err)
-	nc, err := emb.Connect("csv-export-test")
+	c, err := client.New(jg.URL(), tok, client.WithoutJournal())
 	require.NoError(t, err)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
-	require.NoError(t, err)
-	disp, err := dispatcher.New(dispatcher.Config{}, res, log.With("component", "dispatcher"))
-	require.NoError(t, err)
-	require.NoError(t, disp.Start(runCtx))
-	gw, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: d.secret}, res, log.With("component", "gateway"))
-	require.NoError(t, err)
-	require.NoError(t, gw.Start(runCtx))
-	d.url = "http://" + gw.Addr()
+	d := &deployment{Deployment: jg, client: c, token: tok}
 
 	// The example itself, as its main runs it.
+	runCtx, stopRun := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
 	workers.Add(1)
 	go func() {
 		defer workers.Done()
-		user, err := natsjs.WorkerUser([]string{exportType().Name})
-		require.NoError(t, err)
-		cfg := worker.Config{URL: emb.ClientURL(), User: user, Password: natsjs.WorkerPassword(natsSecret, user),
-			Name: "csv-export-test", Logger: log.With("component", "csv-export")}
+		cfg := creds.Config()
+		cfg.Name = "csv-export-test"
 		if err := run(runCtx, cfg); err != nil {
-			log.Error("csv-export ended", "err", err)
+			t.Errorf("csv-export ended: %v", err)
 		}
 	}()
-
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the deployment's: the worker stops first
 		stopRun()
 		workers.Wait()
-		gw.Stop()
-		disp.Stop()
-		nc.Close()
-		emb.Shutdown()
-		if t.Failed() {
-			t.Logf("deployment logs:\n%s", d.logs.String())
-		}
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, jg.WaitForType(ctx, sales.TypeName), "type not declared within 30s")
 	return d
 }
 
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (d *deployment) token(t testing.TB) string {
-	t.Helper()
-	tok, err := auth.Mint(d.secret, auth.Identity{Tenant: "4", Requester: "analyst-7"}, time.Hour, time.Now())
-	require.NoError(t, err)
-	return tok
-}
-
 // do sends a request with the bearer token and returns the status, the
-// headers and the body.
+// headers and the body, redirects not followed.
 func (d *deployment) do(t testing.TB, method, path, body string, header http.Header) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, d.url+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, d.URL()+path, strings.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+d.token(t))
+	req.Header.Set("Authorization", "Bearer "+d.token)
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -162,39 +129,20 @@ func (d *deployment) submit(t testing.TB, key string, params any) (int, []byte) 
 	return status, b
 }
 
-// waitForType polls GET /v1/types until the worker's declaration is there.
-func (d *deployment) waitForType(t testing.TB) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		status, _, body := d.do(t, http.MethodGet, "/v1/types", "", nil)
-		if status == http.StatusOK && bytes.Contains(body, []byte(`"`+sales.TypeName+`"`)) {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "type not declared within 30s: %d %s", status, body)
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// terminal polls the job until it is terminal, keeping the progress seen.
+// terminal follows the job (pkg/client's Wait) until it is terminal,
+// keeping the progress seen.
 func (d *deployment) terminal(t testing.TB, id string, timeout time.Duration) (job.Resource, []job.Progress) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var seen []job.Progress
-	deadline := time.Now().Add(timeout)
-	for {
-		status, _, body := d.do(t, http.MethodGet, "/v1/jobs/"+id, "", nil)
-		require.Equal(t, http.StatusOK, status, "%s", body)
-		var r job.Resource
-		require.NoError(t, json.Unmarshal(body, &r))
+	r, err := d.client.Wait(ctx, id, func(r *job.Resource) {
 		if r.Progress != nil && (len(seen) == 0 || seen[len(seen)-1] != *r.Progress) {
 			seen = append(seen, *r.Progress)
 		}
-		if r.State.Terminal() {
-			return r, seen
-		}
-		require.True(t, time.Now().Before(deadline), "job %s not terminal within %s: %s", id, timeout, body)
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
+	require.NoError(t, err, "job %s not terminal within %s", id, timeout)
+	return *r, seen
 }
 
 // TestExportEndToEnd submits an export of ~18 MB over HTTP, follows it and
@@ -203,7 +151,6 @@ func (d *deployment) terminal(t testing.TB, id string, timeout time.Duration) (j
 func TestExportEndToEnd(t *testing.T) {
 	t.Parallel()
 	d := startDeployment(t)
-	d.waitForType(t)
 
 	params := sales.Params{Region: "North", From: "2024-01-01", To: "2025-12-31", Currency: "EUR"}
 	want := localExport(t, params)
@@ -229,7 +176,7 @@ func TestExportEndToEnd(t *testing.T) {
 	// GET .../result: 303 to the signed link, which serves the file.
 	status, header, _ := d.do(t, http.MethodGet, "/v1/jobs/"+admitted.ID+"/result", "", nil)
 	require.Equal(t, http.StatusSeeOther, status)
-	resp, err := http.Get(d.url + header.Get("Location"))
+	resp, err := http.Get(d.URL() + header.Get("Location"))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -268,7 +215,6 @@ func localExport(t testing.TB, p sales.Params) localFile {
 func TestExportRefusals(t *testing.T) {
 	t.Parallel()
 	d := startDeployment(t)
-	d.waitForType(t)
 
 	for name, params := range map[string]map[string]any{
 		"formula region": {"region": "=HYPERLINK(1)", "from": "2025-01-01", "to": "2025-01-31"},
@@ -300,7 +246,6 @@ func TestExportRefusals(t *testing.T) {
 // store, the job's last write, the signed link and the download.
 func BenchmarkExportEndToEnd(b *testing.B) {
 	d := startDeployment(b)
-	d.waitForType(b)
 	params := sales.Params{Region: "North", From: "2024-01-01", To: "2025-12-31"}
 	want := localExport(b, params)
 	b.SetBytes(int64(len(want.data)))
@@ -319,7 +264,7 @@ func BenchmarkExportEndToEnd(b *testing.B) {
 		}
 		status, header, _ := d.do(b, http.MethodGet, "/v1/jobs/"+admitted.ID+"/result", "", nil)
 		require.Equal(b, http.StatusSeeOther, status)
-		resp, err := http.Get(d.url + header.Get("Location"))
+		resp, err := http.Get(d.URL() + header.Get("Location"))
 		require.NoError(b, err)
 		n, err := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
