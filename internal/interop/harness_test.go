@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,26 +19,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/dispatcher"
-	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
-	"github.com/jobgate/jobgate/internal/metrics"
-	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/notifier"
+	"github.com/jobgate/jobgate/internal/config"
+	jgsystem "github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/job"
-	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
 // webhookSecret is a Standard Webhooks secret: "whsec_" + base64 of the key.
 const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-// system is jobgate as `jobgate serve` runs it, in-process: embedded
-// JetStream, dispatcher, renderer, notifier (one webhook for tenant 4) and
-// gateway, all sharing one metrics registry. Clients reach the gateway
-// through a recording proxy (url), or directly (direct).
+// system is jobgate as `jobgate serve` runs it, in-process through
+// internal/system: embedded JetStream, notifier (one webhook for tenant 4),
+// dispatcher, renderer and gateway, all sharing one metrics registry.
+// Clients reach the gateway through a recording proxy (url), or directly
+// (direct).
 type system struct {
 	url    string
 	direct string
@@ -62,47 +57,28 @@ func startSystem(t *testing.T, heldRenders bool) *system {
 	if !heldRenders {
 		sys.release()
 	}
-	log := slog.New(slog.NewTextHandler(sys.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	run, stopRun := context.WithCancel(context.Background())
-	m := metrics.New()
-
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: filepath.Join(t.TempDir(), "nats")})
-	require.NoError(t, err)
-	nc, err := emb.Connect("interop")
-	require.NoError(t, err)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
-	require.NoError(t, err)
-
 	hookSrv := httptest.NewServer(sys.hooks)
-	disp, err := dispatcher.New(dispatcher.Config{Metrics: m}, res, log.With("component", "dispatcher"))
-	require.NoError(t, err)
-	require.NoError(t, disp.Start(run))
-	rend, err := renderer.New(renderer.Config{Metrics: m, DrainTimeout: time.Second, OnRender: func(*job.Record) {
-		select {
-		case <-gate:
-		case <-time.After(time.Minute): // a failed test must not wedge the renderer
-		}
-	}}, worker.Config{Conn: res.JS.Conn(), Logger: log.With("component", "renderer")})
-	require.NoError(t, err)
-	require.NoError(t, rend.Start(run))
-	notif, err := notifier.New(notifier.Config{
-		Webhooks:     map[string][]notifier.Webhook{"4": {{URL: hookSrv.URL + "/hooks/jobgate", Secret: webhookSecret}}},
-		AllowPrivate: true, // the receiver is on loopback
-		Retries:      []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
-		Instance:     "interop",
-		Metrics:      m,
-	}, res, log.With("component", "notifier"))
-	require.NoError(t, err)
-	require.NoError(t, notif.Start(run))
-	gw, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: sys.secret, Metrics: m, ReadRate: 1000, ReadBurst: 1000},
-		res, log.With("component", "gateway"))
-	require.NoError(t, err)
-	require.NoError(t, gw.Start(run))
-	sys.direct = "http://" + gw.Addr()
+
+	settings := config.Default()
+	settings.DataDir, settings.HTTPAddr, settings.AuthSecret = t.TempDir(), "127.0.0.1:0", string(sys.secret)
+	settings.Gateway.ReadRate, settings.Gateway.ReadBurst = 1000, 1000
+	settings.Notifier.Webhooks = map[string][]config.Webhook{"4": {{URL: hookSrv.URL + "/hooks/jobgate", Secret: webhookSecret}}}
+	settings.Notifier.AllowPrivateWebhooks = true // the receiver is on loopback
+	settings.Notifier.WebhookRetries = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
+	js, err := jgsystem.Start(ctx, jgsystem.Config{Settings: &settings, LogOutput: sys.logs,
+		Renderer: func(c *renderer.Config) {
+			c.DrainTimeout = time.Second
+			c.OnRender = func(*job.Record) {
+				select {
+				case <-gate:
+				case <-time.After(time.Minute): // a failed test must not wedge the renderer
+				}
+			}
+		}})
+	require.NoError(t, err, "%s", sys.logs)
+	sys.direct = js.URL()
 	target, err := url.Parse(sys.direct)
 	require.NoError(t, err)
 	sys.proxy = newRecordingProxy(target)
@@ -112,14 +88,8 @@ func startSystem(t *testing.T, heldRenders bool) *system {
 	t.Cleanup(func() {
 		sys.release()
 		proxySrv.Close()
-		gw.Stop()
-		notif.Stop()
-		rend.Stop()
-		disp.Stop()
-		stopRun()
+		require.NoError(t, js.Stop(context.Background()))
 		hookSrv.Close()
-		nc.Close()
-		emb.Shutdown()
 		if t.Failed() {
 			t.Logf("system logs:\n%s", sys.logs.String())
 		}
