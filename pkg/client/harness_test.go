@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -15,11 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
-
 	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,8 +27,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testBundle is a real gateway on real embedded JetStream, plus what a test
-// needs to look behind it (the job store, the result store) and a token.
+// testBundle is a real gateway and dispatcher on real embedded JetStream,
+// built as serve builds them (internal/system; no renderer: the tests drive
+// the jobs), plus what a test needs to look behind it (the job store, the
+// result store) and a token.
 type testBundle struct {
 	URL    string
 	Token  string
@@ -37,20 +39,24 @@ type testBundle struct {
 	GW     *gateway.Gateway
 }
 
-// setup starts embedded JetStream in a temp dir, provisions it and starts
-// the gateway on a free port. Everything stops when the test ends.
+// setup starts the system in a temp dir with the gateway on a free port;
+// permit_report is declared as the renderer would on start, before the
+// gateway. Everything stops when the test ends.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	res := jobtest.Start(t).Connect(t, "client-test").Res
-	jobtest.DeclareTypes(t, res) // as the renderer would, on start
 	secret := []byte("client-test-secret-0123456789abcdef")
-	gw, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, res, slog.New(slog.DiscardHandler))
+	settings := config.Default()
+	settings.DataDir, settings.HTTPAddr, settings.AuthSecret = t.TempDir(), "127.0.0.1:0", string(secret)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sys, err := system.Start(ctx, system.Config{Settings: &settings, LogOutput: io.Discard,
+		Components: []system.Component{system.Dispatcher, system.Gateway},
+		Workers:    []system.WorkerFunc{system.Declare(jobtest.PermitReport())}})
 	require.NoError(t, err)
-	require.NoError(t, gw.Start(context.Background()))
-	t.Cleanup(gw.Stop)
-	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
+	t.Cleanup(func() { require.NoError(t, sys.Stop(context.Background())) })
+	tok, err := sys.Token(auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour)
 	require.NoError(t, err)
-	return &testBundle{URL: "http://" + gw.Addr(), Token: tok, Secret: secret, Res: res, GW: gw}
+	return &testBundle{URL: sys.URL(), Token: tok, Secret: secret, Res: sys.Resources(), GW: sys.Gateway()}
 }
 
 // newClient makes an SDK client with a journal in the test's temp dir
