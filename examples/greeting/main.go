@@ -18,22 +18,28 @@ type Params struct {
 	Times int    `json:"times,omitempty" jsonschema:"minimum=1,maximum=100,default=3"`
 }
 
+// greeting declares the type and its handler (greeting_test.go tests it).
+func greeting() worker.Type[Params] {
+	return worker.Type[Params]{Name: "greeting", ContentType: "text/plain", Timeout: time.Minute,
+		Work: func(ctx context.Context, j *worker.Job[Params]) error {
+			for i := range j.Params.Times {
+				if _, err := fmt.Fprintf(j.Output(), "Hello, %s! (%d)\n", j.Params.Name, i+1); err != nil {
+					return err // ctx ended, or the result grew past its limit
+				}
+				j.Progress(i+1, j.Params.Times, "lines")
+			}
+			return nil // succeeded: what was written is the result
+		}}
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	w, err := worker.New(worker.Config{URL: "nats://127.0.0.1:4222",
-		User: "worker", Password: os.Getenv("JOBGATE_WORKER_PASSWORD")})
+	// The credential: export $(jobgate nats-user --worker --type greeting --env)
+	w, err := worker.New(worker.Config{URL: os.Getenv("JOBGATE_NATS_URL"), // empty: nats://127.0.0.1:4222
+		User: os.Getenv("JOBGATE_WORKER_USER"), Password: os.Getenv("JOBGATE_WORKER_PASSWORD")})
 	if err == nil {
-		err = worker.Register(w, worker.Type[Params]{Name: "greeting", ContentType: "text/plain", Timeout: time.Minute,
-			Work: func(ctx context.Context, j *worker.Job[Params]) error {
-				for i := range j.Params.Times {
-					if _, err := fmt.Fprintf(j.Output(), "Hello, %s! (%d)\n", j.Params.Name, i+1); err != nil {
-						return err // ctx ended, or the result grew past its limit
-					}
-					j.Progress(i+1, j.Params.Times, "lines")
-				}
-				return nil // succeeded: what was written is the result
-			}})
+		err = worker.Register(w, greeting())
 	}
 	if err == nil {
 		err = w.Run(ctx) // until Ctrl-C; running jobs finish or go back to the queue
