@@ -53,6 +53,9 @@ type Broker struct {
 	limits  map[string]*bucket
 	waiting map[string]int
 	uploads map[string]*upload
+	// presence holds, per type, the worker names announced within
+	// PresenceTTL, so one credential cannot flood the workers bucket.
+	presence map[string]map[string]time.Time
 
 	stopOnce sync.Once
 
@@ -81,7 +84,8 @@ func New(cfg Config, res *natsjs.Resources, nc *nats.Conn, log *slog.Logger) (*B
 	}
 	return &Broker{cfg: cfg, res: res, nc: nc, log: log.With("component", "broker", "host", cfg.Host),
 		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
-		waiting: map[string]int{}, uploads: map[string]*upload{}}, nil
+		waiting: map[string]int{}, uploads: map[string]*upload{},
+		presence: map[string]map[string]time.Time{}}, nil
 }
 
 // Start loads the claim secret and subscribes to the workers' requests. The

@@ -269,3 +269,34 @@ func TestABrokerThatStartsGivesClaimsTimeToBeatAgain(t *testing.T) {
 	a := tb.next(t, wire.JobgateCredential, "permit_report", "worker-new")
 	require.Equal(t, 2, a.Attempt, "then it is taken over")
 }
+
+// One credential cannot flood the workers bucket with made-up processes,
+// nor hold every upload slot.
+func TestACredentialsPresenceAndUploadsAreBounded(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	cfg := testConfig()
+	cfg.MaxWorkers, cfg.MaxUploadsPer = 3, 1
+	conn := env.Connect(t, "broker")
+	b, err := New(cfg, conn.Res, conn.NC, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(b.Stop)
+	require.Nil(t, tb.declare(t, credA, "bounded", "text/plain").Error)
+	for i := range 3 {
+		r := tb.ask(t, credA, "bounded", wire.OpHello, wire.HelloRequest{Worker: "w" + itoa(i), Concurrency: 1})
+		require.Nil(t, r.Error)
+	}
+	r := tb.ask(t, credA, "bounded", wire.OpHello, wire.HelloRequest{Worker: "w9", Concurrency: 1})
+	require.Equal(t, wire.CodeThrottled, r.Error.Code)
+	r = tb.ask(t, credA, "bounded", wire.OpHello, wire.HelloRequest{Worker: "w1", Concurrency: 1})
+	require.Nil(t, r.Error, "a known process announces itself again")
+
+	tb.admit(t, "bounded", "u-1")
+	tb.admit(t, "bounded", "u-2")
+	a1, a2 := tb.next(t, credA, "bounded", "w0"), tb.next(t, credA, "bounded", "w1")
+	require.Nil(t, tb.ask(t, credA, "bounded", wire.OpOpen, wire.Held{Key: a1.Key, Token: a1.Token}).Error)
+	r = tb.ask(t, credA, "bounded", wire.OpOpen, wire.Held{Key: a2.Key, Token: a2.Token})
+	require.Equal(t, wire.CodeThrottled, r.Error.Code)
+}

@@ -36,6 +36,11 @@ type Config struct {
 	WorkScan time.Duration
 	// MaxUploads bounds the result uploads open on this broker. Default 256.
 	MaxUploads int
+	// MaxUploadsPer bounds those of one credential. Default 64.
+	MaxUploadsPer int
+	// MaxWorkers bounds the worker processes of one type announced at once.
+	// Default 1024.
+	MaxWorkers int
 	// UploadIdle ends an upload that received no chunk for this long.
 	// Default 30s.
 	UploadIdle time.Duration
@@ -76,6 +81,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxUploads == 0 {
 		c.MaxUploads = 256
 	}
+	if c.MaxUploadsPer == 0 {
+		c.MaxUploadsPer = 64
+	}
+	if c.MaxWorkers == 0 {
+		c.MaxWorkers = 1024
+	}
 	if c.UploadIdle == 0 {
 		c.UploadIdle = 30 * time.Second
 	}
@@ -99,7 +110,7 @@ func (c Config) validate() error {
 	if c.BeatInterval <= 0 || c.StaleAfter < 2*c.BeatInterval {
 		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s)", c.StaleAfter, c.BeatInterval))
 	}
-	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.WorkScan <= 0 || c.MaxUploads < 1 || c.UploadIdle <= 0 ||
+	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.WorkScan <= 0 || c.MaxUploads < 1 || c.MaxUploadsPer < 1 || c.MaxWorkers < 1 || c.UploadIdle <= 0 ||
 		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 {
 		errs = append(errs, errors.New("retry base, max attempts, work scan, uploads, upload idle, rate, burst and waiting must be positive"))
 	}

@@ -68,6 +68,9 @@ func (b *Broker) hello(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	now := b.cfg.Now().UTC()
+	if !b.announce(r.typ, req.Worker, now) {
+		return refuse(wire.CodeThrottled, "more than %d worker processes of %s announced", b.cfg.MaxWorkers, r.typ)
+	}
 	started := req.StartedAt.UTC()
 	if started.After(now) || started.IsZero() {
 		started = now
@@ -103,3 +106,27 @@ func (b *Broker) bye(ctx context.Context, r *request) *wire.Reply {
 // beatLimit is the shortest time between two beats the broker writes for
 // one job: more frequent beats are answered without a write.
 func (b *Broker) beatLimit() time.Duration { return b.cfg.BeatInterval / 5 }
+
+// announce notes a worker process of typ as live; false when the type has
+// MaxWorkers others live already.
+func (b *Broker) announce(typ, worker string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := b.presence[typ]
+	if seen == nil {
+		seen = map[string]time.Time{}
+		b.presence[typ] = seen
+	}
+	if _, known := seen[worker]; !known && len(seen) >= b.cfg.MaxWorkers {
+		for name, at := range seen {
+			if now.Sub(at) > natsjs.PresenceTTL {
+				delete(seen, name)
+			}
+		}
+		if len(seen) >= b.cfg.MaxWorkers {
+			return false
+		}
+	}
+	seen[worker] = now
+	return true
+}

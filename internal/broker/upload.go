@@ -26,6 +26,7 @@ var errTooLarge = errors.New("result larger than the type's limit")
 // and each chunk is answered once the store took it.
 type upload struct {
 	b      *Broker
+	cred   string
 	id     string
 	object string
 	max    int64
@@ -55,12 +56,22 @@ func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	}
 	var raw [9]byte
 	_, _ = rand.Read(raw[:])
-	u := &upload{b: b, id: hex.EncodeToString(raw[:]), object: objectName(h.rec), max: h.decl.MaxResultBytes,
+	u := &upload{b: b, cred: r.cred, id: hex.EncodeToString(raw[:]), object: objectName(h.rec), max: h.decl.MaxResultBytes,
 		h: sha256.New(), done: make(chan struct{})}
 	b.mu.Lock()
 	if len(b.uploads) >= b.cfg.MaxUploads {
 		b.mu.Unlock()
 		return refuse(wire.CodeUnavailable, "too many uploads under way: try again")
+	}
+	mine := 0
+	for _, o := range b.uploads {
+		if o.cred == r.cred {
+			mine++
+		}
+	}
+	if mine >= b.cfg.MaxUploadsPer {
+		b.mu.Unlock()
+		return refuse(wire.CodeThrottled, "this credential has %d uploads under way", mine)
 	}
 	b.uploads[u.id] = u
 	b.mu.Unlock()
