@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import type { Writable } from "node:stream";
 import {
   connect,
+  PermissionViolationError,
   RequestError,
   TimeoutError,
   type MsgHdrs,
@@ -175,9 +176,16 @@ export const OP_TIMEOUT_MS = 10_000;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** A transport failure worth trying again (no responders, a timeout, a disconnect). */
+/**
+ * A transport failure worth trying again (no responders, a timeout, a
+ * disconnect); a permissions violation (a credential for other types, an
+ * inbox prefix not the credential's) is not.
+ */
 export function transient(err: unknown): boolean {
-  return err instanceof TimeoutError || err instanceof RequestError;
+  if (err instanceof RequestError) {
+    return !(err.cause instanceof PermissionViolationError || /permissions violation/i.test(err.message));
+  }
+  return err instanceof TimeoutError;
 }
 
 /** A refusal that says to try again later. */
