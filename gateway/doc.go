@@ -1,8 +1,20 @@
-// Package gateway is jobgate's HTTP API (Fiber): it authenticates bearer
-// tokens, validates and fingerprints submissions, admits each logical request
-// exactly once with one create-only write of the job record, publishes the
-// work message, and serves the job's status, changes (long-poll, SSE), result
-// links and the API description. It reaches the workers only through JetStream,
-// behind the small interfaces it declares (records, workQueue, secretStore,
-// resultFiles) that package natsjs implements; it never imports NATS itself.
+// Package gateway is jobgate's HTTP API (Fiber). It authenticates bearer
+// tokens, validates submissions against the schemas the workers declared
+// (a live watch of the declarations, so a new type is accepted without a
+// restart), fingerprints them, and admits each logical request exactly once
+// with one create-only write of the job record under a key of tenant,
+// requester and idempotency key. It does not publish work: the
+// dispatcher's relay reads the commit from the record change log and
+// publishes the admission's event and the work message
+// (gateway.leave_work_to_relay, default true; false makes the gateway
+// publish the same work message too, which de-duplication makes harmless).
+// It serves a job's status, the requester's job list (from the
+// dispatcher's index), changes (long-poll and SSE, fed by one watch of the
+// record bucket per process), cancellation (whose event it publishes),
+// result redirects and signed downloads, the declared types (GET /v1/types
+// a page of summaries without their schemas, GET /v1/types/{name} one full
+// declaration), the reviewer's page, health, metrics and /openapi.yaml. It
+// never imports a NATS client: it declares the small interfaces it uses
+// (records, workQueue, eventStream, jobIndex, typeSource, secretStore,
+// resultFiles) and internal/natsjs implements them.
 package gateway

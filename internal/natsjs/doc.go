@@ -1,12 +1,26 @@
-// Package natsjs is the adapter of jobgate to NATS JetStream, named after its
-// dependency: the only package of the services' side that imports nats.go.
-// It knows the layout (stream, bucket and subject names), provisions it,
-// starts an embedded server, and hands out typed handles with methods: the
-// job record Store (with its change watch and change log), the WorkQueue,
-// the EventStream (with the notifiers' consumer), the ResultFiles, the
-// Secrets and the Notices. Their errors are the domain's (job.ErrNotFound,
+// Package natsjs is jobgate's adapter to NATS JetStream: the gateway, the
+// dispatcher and the notifier reach JetStream only through it (the
+// renderer, a worker, speaks core NATS through pkg/worker), and besides it
+// only internal/broker and pkg/worker import nats.go. It names the layout (streams, buckets, subjects and consumers;
+// nothing outside spells them), provisions it with the configured replicas
+// or binds to it, refusing resources whose settings differ (Layout,
+// Provision, Bind, MismatchError), starts the embedded server or connects
+// to an external one, and logs in the embedded server's outside clients:
+// tenant event subscribers and worker credentials scoped to their types
+// (TenantAuth, WorkerPermissions). Its typed handles (Resources) are the
+// job record Store (create-only commits, compare-and-set writes, the record
+// watch, and the change log through the relay's and the indexer's
+// consumers), the per-requester Index behind GET /v1/jobs, the WorkQueue
+// and its per-type WorkLanes, which the broker schedules from by direct
+// gets with no work consumer at all, the EventStream (in-order publishes
+// under Nats-Msg-Id <job_id>.<revision>, and the notifiers' per-tenant
+// consumers), the notifier's Deliveries queue and Notices bucket, the
+// TypeStore of declarations (each owned by the credential that declared it
+// first) and of live worker presence, the ResultFiles object store and the
+// deployment Secrets. Their errors are the domain's (job.ErrNotFound,
 // job.ErrUnavailable, job.ErrResultExpired) and this package's (ErrExists,
-// ErrStale, ErrWorkGone): JetStream's errors are mapped here and nowhere
-// else. The services (gateway, dispatcher, notifier) declare the small
-// interfaces they consume and never import NATS; internal/archtest checks it.
+// ErrStale, ErrWorkGone, ErrOwned, ErrLayoutMismatch): JetStream's errors
+// are mapped here and nowhere else, and the services declare the small
+// interfaces they consume (internal/archtest checks they import no NATS
+// client).
 package natsjs
