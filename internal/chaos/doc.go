@@ -1,6 +1,7 @@
 // Package chaos is jobgate's randomized fault test. It runs every component
-// as its own OS process of the real binary (2 gateways, 2 renderers, a
-// dispatcher and a notifier) on a real three-node nats-server cluster with
+// as its own OS process of the real binary (2 gateways, 2 renderers, 2
+// dispatchers, whose brokers race for claims, and 2 notifiers, which race
+// on every event) on a real three-node nats-server cluster with
 // R3 resources, drives it with clients that submit with idempotency keys
 // and retry through either gateway, and lets a seeded nemesis SIGKILL or
 // SIGSTOP/SIGCONT any process, one NATS node at a time so a quorum stays.

@@ -1,23 +1,27 @@
-// Package worker is how jobgate runs a job type: a program declares its
-// types (a name, a JSON Schema of the params, limits) and a handler for
-// each, and runs any number of copies of itself against the deployment's
-// NATS. Every gateway accepts a declared type within moments, validates
-// params against its schema, and the type's jobs reach the handler here.
+// Package worker is how a program runs jobgate job types: it declares its
+// types (a name, a JSON Schema of the params, generated from the params
+// struct or written by hand, and the limits: attempt timeout, attempts,
+// result size, content type) and a handler for each, and runs any number of
+// copies of itself against the deployment's NATS with a credential for
+// those types only (`jobgate nats-user --worker --type T`). It speaks
+// version 1 of the worker protocol (internal/wire, docs/protocol.md) as
+// core NATS requests and touches no stream or bucket: each free handler
+// slot asks jobgate's broker, run by the dispatcher, for its next job, and
+// the broker picks it fairly between tenants and their requesters, claims
+// it, and checks every beat, progress step, result upload and verdict
+// against the claim's fencing token and the type's limits. A handler gets
+// typed params, a context that ends on cancel, timeout, a lost claim or
+// shutdown, Job.Progress and Job.Output (the result, streamed as it is
+// written); returning nil succeeds, a plain error is retried with jittered
+// backoff while attempts remain, and Permanent (or Fail) fails the job at
+// once with a message its owner reads. Config.NewcomerSlots adds a slot per
+// type for a tenant with nothing running in this process, and Stop drains
+// the running jobs, then gives the rest back without using up their
+// attempts. The package links no NATS server; pkg/workertest tests
+// handlers, in process or against a whole jobgate.
 //
-// The handler sees typed params, a context that ends on cancel, timeout or
-// shutdown, a progress reporter and a streaming output; claims, heartbeats,
-// acknowledgements, redelivery, retries with backoff and the sweeper's
-// rules are this package's job. A handler's error is retried (with jittered
-// backoff, up to the type's attempts) unless it is Permanent.
-//
-// A type's work is queued per requester; a free slot takes the tenants with
-// work round-robin, then that tenant's requesters with work round-robin, so
-// one tenant's backlog never holds up another's jobs, nor one requester's
-// another requester's of the same tenant. Config.TenantWeights and
-// Config.TenantMaxRunning tune the shares (a capped tenant's work is one
-// queue, first in, first out, for all its requesters).
-//
-//	w, _ := worker.New(worker.Config{URL: "nats://127.0.0.1:4222", User: "worker", Password: pw})
+//	w, _ := worker.New(worker.Config{URL: os.Getenv("JOBGATE_NATS_URL"),
+//		User: os.Getenv("JOBGATE_WORKER_USER"), Password: os.Getenv("JOBGATE_WORKER_PASSWORD")})
 //	worker.Register(w, worker.Type[Params]{Name: "export_sales", Schema: schema,
 //		Work: func(ctx context.Context, j *worker.Job[Params]) error {
 //			j.Progress(0, 100, "rows")
