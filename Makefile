@@ -17,7 +17,7 @@ run: build
 ## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it,
 ## except under CI=true),
 ## third-party clients for the interop suite (Node.js packages pinned in
-## internal/interop/node, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it)
+## internal/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it)
 test:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-interop.sh
