@@ -112,4 +112,3 @@ func TestVanishedWorkersJobIsTakenOverWhileAttemptsRemain(t *testing.T) {
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, []int{2}, b.renders.of(rec.ID))
 }
-

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -432,4 +433,38 @@ func TestMoreRequestersThanAStreamHasConsumersAllRunAtOnce(t *testing.T) {
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	require.Zero(t, info.State.Consumers)
+}
+
+// A handler that writes past the type's result limit, ignores the error and
+// returns nil fails budget_exceeded: a result cut short is never a success.
+// A permanent failure whose message holds a newline still fails the job
+// with that message (its control characters as spaces).
+func TestAWorkersVerdictsAreNeverLostOrCutShort(t *testing.T) {
+	t.Parallel()
+	env := start(t, nil)
+	conn := env.Connect(t, "worker")
+	w, err := worker.New(worker.Config{Conn: conn.NC, Name: "w", Credential: wire.JobgateCredential,
+		HeartbeatInterval: 200 * time.Millisecond, PullWait: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, worker.Register(w, worker.Type[permitParams]{Name: "permit_report", Schema: permitSchema,
+		Timeout: time.Minute, MaxResultBytes: 1000,
+		Work: func(_ context.Context, j *worker.Job[permitParams]) error {
+			if j.Params.Pages == 1 {
+				_, _ = j.Output().Write(make([]byte, 800))
+				_, _ = j.Output().Write(make([]byte, 800)) // ErrResultTooLarge, ignored
+				return nil
+			}
+			return worker.Permanent(errors.New("case 47:\nno revision 29"))
+		}}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Stop)
+	big := env.Admit(t, conn.Res, jobtest.Request{Key: "too-large", Pages: 1})
+	bad := env.Admit(t, conn.Res, jobtest.Request{Key: "newline", Pages: 2})
+	done := jobtest.Terminal(t, conn.Res, big.Key(), 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryBudgetExceeded, done.Error.Category)
+	done = jobtest.Terminal(t, conn.Res, bad.Key(), 30*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, 1, done.Attempt)
+	require.Equal(t, "case 47: no revision 29", done.Error.Message)
 }

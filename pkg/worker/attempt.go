@@ -71,6 +71,11 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
 	started := w.cfg.Now()
 	err := a.runHandler(hctx)
 	var stored *wire.StoredResult
+	if err == nil && a.out != nil && a.out.tooLarge {
+		// The handler went on after ErrResultTooLarge and returned nil:
+		// its result is cut short, never a success.
+		err = &failure{kind: wire.KindTooLarge, err: ErrResultTooLarge}
+	}
 	if err == nil {
 		stored, err = a.finishOutput()
 	} else {

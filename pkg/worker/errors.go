@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/job"
@@ -51,7 +52,7 @@ func (f *failure) request(h wire.Held) wire.FailRequest {
 	if len(msg) > 2048 {
 		msg = msg[:2048]
 	}
-	user := f.user
+	user := printableOnly(f.user)
 	if len(user) > 500 {
 		user = user[:500] + "…"
 	}
@@ -103,4 +104,15 @@ func jsonUnmarshal(data []byte, v any) error {
 		return fmt.Errorf("undecodable reply: %w", err)
 	}
 	return nil
+}
+
+// printableOnly replaces control characters (a newline in an error's text)
+// with spaces: jobgate refuses a user message that is not printable.
+func printableOnly(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -280,8 +280,15 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			}
 			req.Newcomer, req.Running = true, running
 		}
+		// The request outlives a Stop: jobgate may claim a job for it at
+		// any moment of its wait, and such a job is given back at once
+		// below rather than left to go stale.
 		var reply wire.Reply
-		err := w.call(ctx, t.decl.Name, wire.OpNext, req, &reply, false)
+		err := w.call(context.WithoutCancel(ctx), t.decl.Name, wire.OpNext, req, &reply, false)
+		if err == nil && reply.Job != nil && ctx.Err() != nil {
+			w.giveBackUnstarted(reply.Job)
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("asking for work failed", "type", t.decl.Name, "err", err)
@@ -303,6 +310,19 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 		}
 		t.ended(a.Tenant)
 	}
+}
+
+// giveBackUnstarted returns a job claimed for this process after it began
+// to stop: no attempt of it ran here.
+func (w *Workers) giveBackUnstarted(a *wire.Assignment) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	err := w.call(ctx, a.Type, wire.OpGiveBack, wire.GiveBackRequest{Held: wire.Held{Key: a.Key, Token: a.Token}, Reason: "shutdown"}, nil, true)
+	if err != nil {
+		w.log.Warn("a job claimed while stopping could not be given back: its claim goes stale", "job_id", a.ID, "err", err)
+		return
+	}
+	w.log.Info("job claimed while stopping given back", "job_id", a.ID)
 }
 
 // opTimeout bounds one request outside a next request's wait.
