@@ -342,6 +342,9 @@ func (t *typeRegistry) decl(name string) (*job.TypeDecl, bool) {
 // typeInfo is GET /v1/types/{name}: a declaration with its schema.
 type typeInfo struct {
 	*job.TypeDecl
+	// Owner hides the declaring credential's id: which credential runs a
+	// type is the operator's business, not every caller's.
+	Owner string `json:"owner,omitempty"`
 	// Workers counts the worker processes that announced the type within
 	// the presence lifetime.
 	Workers int `json:"workers"`

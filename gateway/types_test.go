@@ -68,3 +68,12 @@ func TestTypeRegistryStartOutlastsAMomentaryOutage(t *testing.T) {
 	require.NoError(t, reg.start(context.Background()))
 	reg.stop()
 }
+
+// GET /v1/types/{name} does not name the credential that declared a type.
+func TestTypeInfoHidesTheOwner(t *testing.T) {
+	t.Parallel()
+	data, err := json.Marshal(typeInfo{TypeDecl: &job.TypeDecl{Name: "export", Owner: "b65e9384db71d1fa"}, Workers: 1})
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "owner")
+	require.NotContains(t, string(data), "b65e9384db71d1fa")
+}
