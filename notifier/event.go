@@ -48,8 +48,9 @@ func decodeEvent(subject string, data []byte, msgID string) (*event, error) {
 		ev.Revision = rev
 	}
 	if ev.ID == "" {
-		// Published without a message id: derive the one the contract
-		// gives, so the webhook-id is still stable.
+		// Published without a message id (jobgate's own events always
+		// carry <job_id>.<revision>): derive a stable one from what the
+		// event says, so the webhook-id still does not change on retries.
 		ev.ID = res.ID + "." + string(res.State) + "." + strconv.Itoa(res.Attempt)
 	}
 	return ev, nil
