@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/wire"
 	"io"
 	"sync"
@@ -50,6 +51,9 @@ func TestWorkerStartedWhileProvisioningStoresResults(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, watcher.Flush())
 
+	// jobgate's broker, which stores results for the workers, binds while
+	// direct gets are still allowed.
+	startBroker(t, "broker", svc)
 	rl := &renderLog{n: map[string]int{}}
 	w := startWorker(t, c.Connect("worker-1", c.Node(1).URL()), "worker-1", rl, func(ctx context.Context, j *worker.Job[permitParams]) ([]byte, error) {
 		return []byte("%PDF " + j.ID), nil
@@ -94,6 +98,7 @@ func TestResultUploadThroughResultsLeaderLoss(t *testing.T) {
 	// The test reads through a node that stays up.
 	_, svc = c.Provision("reader", c.Node(other).URL(), layout)
 
+	startBroker(t, "broker", svc)
 	part := bytes.Repeat([]byte("%PDF leader loss "), 12000) // 204 kB: two chunks and a part
 	wrote, resume := make(chan struct{}), make(chan struct{})
 	rl := &renderLog{n: map[string]int{}}
@@ -155,6 +160,19 @@ func requireStoredOnce(t *testing.T, res *natsjs.Resources, done *job.Record, rl
 	sum := sha256.Sum256(want)
 	require.Equal(t, hex.EncodeToString(sum[:]), done.Output.SHA256)
 	require.Equal(t, int64(len(want)), done.Output.Size)
+}
+
+// startBroker runs jobgate's side of the worker protocol on res (as a
+// dispatcher runs it, with the handles its own provisioning opened).
+func startBroker(t *testing.T, name string, res *natsjs.Resources) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := broker.New(broker.Config{BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond},
+		res, res.JS.Conn(), testLogger(t).With("component", name))
+	require.NoError(t, err)
+	require.NoError(t, b.Start(ctx))
+	t.Cleanup(b.Stop)
 }
 
 type permitParams struct {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jobgate/jobgate/internal/broker"
 	"io"
 	"log/slog"
 	"net/http"
@@ -62,8 +61,8 @@ type setupOptions struct {
 }
 
 // setup starts the cluster, provisions R3 resources and starts every
-// component on its node: gateway 1 on n1, gateway 2 on n2, renderer 1 on
-// n3, renderer 2 on n1, dispatcher on n2, notifier on n3. A client given a
+// component on its node: gateway 1 on n1, gateway 2 on n2, dispatchers on
+// n2 and n3, renderer 1 on n3, renderer 2 on n1, notifier on n3. A client given a
 // single node's URL learns the others from the cluster and fails over.
 func setup(t *testing.T, opts setupOptions) *deployment {
 	t.Helper()
@@ -91,6 +90,17 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		d.gateways = append(d.gateways, g)
 		d.urls = append(d.urls, "http://"+g.Addr())
 	}
+	// Two dispatchers, so a node's loss leaves a broker to answer the
+	// workers; both before the workers, which wait for one to declare.
+	for i, node := range []int{1, 2} {
+		name := fmt.Sprintf("dispatcher-%d", i+1)
+		// The default staleness (15 s): a worker cut off for the seconds
+		// of a node's loss keeps its claim.
+		disp, err := dispatcher.New(dispatcher.Config{}, connect(name, node), log.With("component", name))
+		require.NoError(t, err)
+		require.NoError(t, disp.Start(ctx))
+		t.Cleanup(disp.Stop)
+	}
 	for i, node := range []int{2, 0} {
 		name := fmt.Sprintf("renderer-%d", i+1)
 		r, err := renderer.New(renderer.Config{Worker: name, OnRender: d.renders.add}, worker.Config{Conn: connect(name, node).JS.Conn(), Logger: log.With("component", name)})
@@ -98,11 +108,6 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		require.NoError(t, r.Start(ctx))
 		t.Cleanup(r.Stop)
 	}
-	disp, err := dispatcher.New(dispatcher.Config{Broker: broker.Config{
-		BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond}}, connect("dispatcher", 1), log.With("component", "dispatcher"))
-	require.NoError(t, err)
-	require.NoError(t, disp.Start(ctx))
-	t.Cleanup(disp.Stop)
 	n, err := notifier.New(notifier.Config{
 		Mail: notifier.Mail{
 			Host: d.sink.Host, Port: d.sink.Port, From: "jobgate@example.test",
