@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/wire"
 	"io"
 	"net/http"
 	"os"
@@ -150,6 +151,29 @@ func TestWorkerProcessKilledMidJobIsFinishedByAnother(t *testing.T) {
 	err = wjs.DeleteStream(dctx, "JOBGATE_WORK")
 	dcancel()
 	require.Error(t, err, "a worker deleted the work stream")
+	// The attacks of issue 22, with the type's own credential: each
+	// publish is a permissions violation, so nothing reaches JetStream.
+	for what, subject := range map[string]string{
+		"list every job key":        "$JS.API.STREAM.INFO.KV_JOBGATE_JOBS",
+		"write a record":            "$KV.JOBGATE_JOBS.4.reviewer-47.job_x",
+		"delete a record":           "$JS.API.STREAM.MSG.DELETE.KV_JOBGATE_JOBS",
+		"read a result directly":    "$JS.API.DIRECT.GET.OBJ_JOBGATE_RESULTS",
+		"purge the results":         "$JS.API.STREAM.PURGE.OBJ_JOBGATE_RESULTS",
+		"create a consumer":         "$JS.API.CONSUMER.CREATE.JOBGATE_WORK.x",
+		"delete a work consumer":    "$JS.API.CONSUMER.DELETE.JOBGATE_WORK.x",
+		"forge an event":            "jobgate.events.4.reviewer-47.job_never",
+		"take permit_report's work": wire.Subject(wire.CredentialID(wc["user"]), "permit_report", wire.OpNext),
+		"speak for jobgate":         wire.Subject(wire.JobgateCredential, "slow_echo", wire.OpNext),
+	} {
+		require.NoError(t, wnc.Publish(subject, []byte(`{}`)))
+		require.NoError(t, wnc.Flush())
+		select {
+		case err := <-denied:
+			require.ErrorIs(t, err, nats.ErrPermissionViolation, what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a worker could %s", what)
+		}
+	}
 
 	// The tenant's plain subscriber counts the announcements.
 	tnc, err := nats.Connect(url, nats.UserInfo(tc["user"], tc["password"]))
