@@ -51,15 +51,67 @@ func Start(t testing.TB) *Deployment {
 	return d
 }
 
+// Options shape a deployment beyond serve's defaults.
+type Options struct {
+	// Webhooks are the webhook endpoints per tenant id; loopback URLs are
+	// allowed (a test's receiver runs on one).
+	Webhooks map[string][]Webhook
+}
+
+// Webhook is one endpoint: deliveries are signed with Secret (Standard
+// Webhooks: "whsec_" + base64, or raw).
+type Webhook struct {
+	URL, Secret string
+	// States, if set, limits deliveries to events of these job states
+	// (e.g. succeeded, failed, canceled).
+	States []string
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Deployment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := NewDeploymentWith(ctx, o)
+	if err != nil {
+		t.Fatalf("workertest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := d.Stop(context.Background()); err != nil {
+			t.Errorf("workertest: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("jobgate's logs:\n%s", d.Logs())
+		}
+	})
+	return d
+}
+
 // NewDeployment starts a deployment outside a test's scope (a TestMain
 // sharing one among a package's tests); Stop ends it and removes its data.
 func NewDeployment(ctx context.Context) (*Deployment, error) {
+	return NewDeploymentWith(ctx, Options{})
+}
+
+// NewDeploymentWith is NewDeployment with options.
+func NewDeploymentWith(ctx context.Context, o Options) (*Deployment, error) {
 	dir, err := os.MkdirTemp("", "jobgate-workertest-")
 	if err != nil {
 		return nil, fmt.Errorf("workertest: %w", err)
 	}
 	settings := config.Default()
 	settings.DataDir, settings.HTTPAddr, settings.NATS.Listen = dir, "127.0.0.1:0", "127.0.0.1:-1"
+	if len(o.Webhooks) > 0 {
+		settings.Notifier.Webhooks = map[string][]config.Webhook{}
+		for tenant, hooks := range o.Webhooks {
+			for _, h := range hooks {
+				settings.Notifier.Webhooks[tenant] = append(settings.Notifier.Webhooks[tenant], config.Webhook{URL: h.URL, Secret: h.Secret, States: h.States})
+			}
+		}
+		settings.Notifier.AllowPrivateWebhooks = true
+		// A test waits for redeliveries in moments, not minutes.
+		settings.Notifier.WebhookRetries = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+	}
 	d := &Deployment{dir: dir, logs: &logBuffer{}}
 	d.sys, err = system.Start(ctx, system.Config{Settings: &settings, LogOutput: d.logs})
 	if err != nil {
