@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
+	failures "github.com/jobgate/jobgate/internal/verdict"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/job"
 )
@@ -232,7 +233,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	if bad != nil {
 		return bad
 	}
-	f, err := failureOf(&req, h)
+	f, err := failures.Failure(&req, h.rec.TimeoutOr(h.decl.Timeout()), h.decl.MaxResultBytes)
 	if err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
@@ -264,40 +265,6 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		"category", f.Category, "cause", clip(req.Message, 2048))
 	b.event(rec)
 	return ok
-}
-
-// failureOf turns a worker's report into the job's failure.
-func failureOf(req *wire.FailRequest, h *heldJob) (*job.Failure, error) {
-	user := clip(req.UserMessage, 500)
-	if !printable(user) {
-		return nil, errors.New("user message must be printable")
-	}
-	pick := func(generic string) string {
-		if user != "" {
-			return user
-		}
-		return generic
-	}
-	switch req.Kind {
-	case wire.KindError:
-		return &job.Failure{Category: job.CategoryRenderError, Retryable: true, Message: pick("the job's worker reported an error")}, nil
-	case wire.KindPermanent:
-		return &job.Failure{Category: job.CategoryRenderError, Message: pick("the job's worker could not do it")}, nil
-	case wire.KindPanic:
-		return &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker failed"}, nil
-	case wire.KindTimeout:
-		return &job.Failure{Category: job.CategoryTimeout, Retryable: true,
-			Message: fmt.Sprintf("the attempt did not finish within its time budget of %s", h.rec.TimeoutOr(h.decl.Timeout()))}, nil
-	case wire.KindTooLarge:
-		return &job.Failure{Category: job.CategoryBudgetExceeded,
-			Message: fmt.Sprintf("the result would be larger than the limit of %d bytes", h.decl.MaxResultBytes)}, nil
-	case wire.KindBudget:
-		return &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
-	case wire.KindInternal:
-		return &job.Failure{Category: job.CategoryInternal, Retryable: req.Retryable || user == "",
-			Message: pick("the result could not be stored; the job is retried")}, nil
-	}
-	return nil, fmt.Errorf("unknown failure kind %q", req.Kind)
 }
 
 // giveBack hands a held job back without a verdict: the attempt stays

@@ -3,12 +3,12 @@ package workertest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/internal/verdict"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/internal/workerhook"
 	"github.com/jobgate/jobgate/pkg/job"
@@ -132,7 +132,7 @@ func RunAttempt[T any](ctx context.Context, t worker.Type[T], params any, a Atte
 	case out.Fail == nil:
 		r.Outcome = Succeeded
 	default:
-		f, err := failureOf(out.Fail, &decl)
+		f, err := verdict.Failure(out.Fail, time.Duration(decl.TimeoutSeconds)*time.Second, decl.MaxResultBytes)
 		if err != nil {
 			return r, err
 		}
@@ -167,50 +167,6 @@ func admit(decl wire.Declaration, params any) (json.RawMessage, error) {
 		return nil, &job.ValidationError{Errors: problems}
 	}
 	return json.Marshal(applied)
-}
-
-// failureOf is the failure jobgate records for a worker's report: the
-// category, whether it is retried, and what the owner reads. It follows
-// the broker's rules (internal/broker, failureOf; docs/protocol.md,
-// Verdicts) and TestVerdictsMatchJobgate checks it against a running
-// jobgate.
-func failureOf(req *wire.FailRequest, decl *wire.Declaration) (*job.Failure, error) {
-	user := req.UserMessage
-	if len(user) > 500 {
-		user = user[:500]
-	}
-	for _, c := range user {
-		if c < 0x20 || c == 0x7f {
-			return nil, errors.New("workertest: jobgate would refuse this failure: the message for users must be printable " +
-				"(no newlines or other control characters); the job would be retried only once its claim went stale")
-		}
-	}
-	pick := func(generic string) string {
-		if user != "" {
-			return user
-		}
-		return generic
-	}
-	switch req.Kind {
-	case wire.KindError:
-		return &job.Failure{Category: job.CategoryRenderError, Retryable: true, Message: pick("the job's worker reported an error")}, nil
-	case wire.KindPermanent:
-		return &job.Failure{Category: job.CategoryRenderError, Message: pick("the job's worker could not do it")}, nil
-	case wire.KindPanic:
-		return &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker failed"}, nil
-	case wire.KindTimeout:
-		return &job.Failure{Category: job.CategoryTimeout, Retryable: true, Message: fmt.Sprintf(
-			"the attempt did not finish within its time budget of %s", time.Duration(decl.TimeoutSeconds)*time.Second)}, nil
-	case wire.KindTooLarge:
-		return &job.Failure{Category: job.CategoryBudgetExceeded, Message: fmt.Sprintf(
-			"the result would be larger than the limit of %d bytes", decl.MaxResultBytes)}, nil
-	case wire.KindBudget:
-		return &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
-	case wire.KindInternal:
-		return &job.Failure{Category: job.CategoryInternal, Retryable: req.Retryable || user == "",
-			Message: pick("the result could not be stored; the job is retried")}, nil
-	}
-	return nil, fmt.Errorf("workertest: unknown failure kind %q", req.Kind)
 }
 
 func or(s, def string) string {

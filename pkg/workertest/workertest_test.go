@@ -155,8 +155,9 @@ func TestRefusals(t *testing.T) {
 	multiline := typeOf("multiline", func(context.Context, *worker.Job[rows]) error {
 		return worker.Permanent(errors.New("line one\nline two"))
 	})
-	_, err = workertest.Run(t.Context(), multiline, rows{})
-	require.ErrorContains(t, err, "printable", "jobgate refuses a user message with a newline")
+	res, err := workertest.Run(t.Context(), multiline, rows{})
+	require.NoError(t, err)
+	require.Equal(t, "line one line two", res.Error.Message, "a newline in a message for users reads as a space")
 }
 
 // The integration helper: a real type runs end to end through jobgate in
