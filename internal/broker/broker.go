@@ -62,6 +62,9 @@ type Broker struct {
 	// beforeClaimWrite, set by tests, runs between a claim's read of the
 	// record and its compare-and-set.
 	beforeClaimWrite func(key string)
+	// beforeWrite, set by tests, runs before each compare-and-set of a
+	// held job's record.
+	beforeWrite func(key string)
 }
 
 type cachedDecl struct {

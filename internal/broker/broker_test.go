@@ -300,3 +300,44 @@ func TestACredentialsPresenceAndUploadsAreBounded(t *testing.T) {
 	r = tb.ask(t, credA, "bounded", wire.OpOpen, wire.Held{Key: a2.Key, Token: a2.Token})
 	require.Equal(t, wire.CodeThrottled, r.Error.Code)
 }
+
+// A done sent again (its first answer lost, or late: a paused broker) may
+// reach another broker while the first is still writing: the job succeeds
+// once, both are answered ok, and the result it names stays in the store
+// (the chaos run of seed 267244213 found two succeeded jobs whose result
+// the losing write had deleted).
+func TestADoneSentTwiceKeepsItsResult(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	b1, b2 := tb.broker(t, false), tb.broker(t, false)
+	require.Nil(t, tb.declareWith(t, b1, credA, "twice").Error)
+	tb.admit(t, "twice", "d-1")
+	s, err := b1.sched(context.Background(), "twice")
+	require.NoError(t, err)
+	var a *wire.Assignment
+	for a == nil {
+		t1, l, seq := s.pick(time.Now(), nil)
+		require.NotNil(t, t1)
+		msg, err := s.read(context.Background(), t1, l, seq)
+		require.NoError(t, err)
+		if msg != nil {
+			d, _ := b1.decl(context.Background(), credA, "twice")
+			a = b1.handle(context.Background(), s, d, msg, "w")
+		}
+	}
+	held := wire.Held{Key: a.Key, Token: a.Token}
+	stored := tb.upload(t, b1, credA, "twice", held, []byte("the result"))
+	req := &request{cred: credA, typ: "twice", msg: mustMsg(t, wire.DoneRequest{Held: held, Result: stored})}
+	var second *wire.Reply
+	var once sync.Once
+	b1.beforeWrite = func(string) { once.Do(func() { second = b2.done(context.Background(), req) }) }
+	first := b1.done(context.Background(), req)
+	require.Nil(t, first.Error, "%v", first.Error)
+	require.Nil(t, second.Error, "%v", second.Error)
+	rec := tb.record(t, a.Key)
+	require.Equal(t, job.StateSucceeded, rec.State)
+	size, _, err := tb.conn.Res.ResultInfo(context.Background(), rec.Output.Object)
+	require.NoError(t, err, "the result is still stored")
+	require.EqualValues(t, len("the result"), size)
+}

@@ -83,6 +83,9 @@ func (b *Broker) write(ctx context.Context, h *heldJob, held wire.Held, fn func(
 			}
 			return nil, refuse(wire.CodeBadRequest, "%v", err)
 		}
+		if b.beforeWrite != nil {
+			b.beforeWrite(cur.Key())
+		}
 		err := b.res.Jobs.Update(octx, next)
 		if err == nil {
 			return next, nil
@@ -176,6 +179,10 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 	}
 	h, bad := b.held(ctx, r, req.Held)
 	if bad != nil {
+		if bad.Error.Code == wire.CodeLost && b.succeededBy(ctx, req.Held) {
+			// A done again whose first answer was lost: it stands.
+			return ok
+		}
 		return bad
 	}
 	var out *job.Output
@@ -207,8 +214,13 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		return n.Succeed(out, now)
 	})
 	if bad != nil {
+		if bad.Error.Code == wire.CodeLost && b.succeededBy(ctx, req.Held) {
+			// The success was stored, its answer lost, and the retry of
+			// the write found it: it stands.
+			return ok
+		}
 		if bad.Error.Code == wire.CodeLost && out != nil {
-			b.dropResult(objectName(h.rec))
+			b.dropResult(h.rec.Key(), objectName(h.rec))
 		}
 		return bad
 	}
@@ -256,7 +268,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	if bad != nil {
 		return bad
 	}
-	b.dropResult(objectName(h.rec))
+	b.dropResult(h.rec.Key(), objectName(h.rec))
 	if outcome == "failed" {
 		b.released(r.typ, rec.Key())
 	}
@@ -284,7 +296,7 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	if bad != nil {
 		return bad
 	}
-	b.dropResult(objectName(h.rec))
+	b.dropResult(h.rec.Key(), objectName(h.rec))
 	b.released(r.typ, rec.Key())
 	b.observe(r.typ, "given_back")
 	b.log.Info("job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "reason", clip(req.Reason, 64))
@@ -300,11 +312,35 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 // objectName is the result object of a job's current attempt.
 func objectName(r *job.Record) string { return fmt.Sprintf("%s.a%d", r.ID, r.Attempt) }
 
-// dropResult removes an attempt's result that no job names (best effort:
-// the results' retention removes what this misses).
-func (b *Broker) dropResult(object string) {
+// succeededBy reports whether the job a claim held is succeeded by that
+// very claim (the attempt of its token), with the result it uploaded.
+func (b *Broker) succeededBy(ctx context.Context, h wire.Held) bool {
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	rec, err := b.res.Jobs.Get(octx, h.Key)
+	if err != nil || rec.State != job.StateSucceeded {
+		return false
+	}
+	want := b.token(rec.Key(), rec.Attempt)
+	return subtle.ConstantTimeCompare([]byte(want), []byte(h.Token)) == 1 &&
+		(rec.Output == nil || rec.Output.Object == objectName(rec))
+}
+
+// dropResult removes an attempt's result that its job does not name (best
+// effort: the results' retention removes what this misses). The record is
+// read first: a write whose answer was lost may have stored the success
+// that names it.
+func (b *Broker) dropResult(key, object string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
 	defer cancel()
+	rec, err := b.res.Jobs.Get(ctx, key)
+	if err != nil && !errors.Is(err, job.ErrNotFound) {
+		b.log.Debug("orphaned result kept: its job could not be read", "object", object, "err", err)
+		return
+	}
+	if rec != nil && rec.Output != nil && rec.Output.Object == object {
+		return
+	}
 	if err := b.res.DeleteResult(ctx, object); err != nil {
 		b.log.Debug("orphaned result not deleted", "object", object, "err", err)
 	}

@@ -126,3 +126,31 @@ func (tb *testBundle) chunk(t *testing.T, cred, typ string, u *wire.UploadTarget
 	require.NoError(t, json.Unmarshal(resp.Data, &reply))
 	return &reply
 }
+
+// declareWith declares a small closed type as cred through b's handler.
+func (tb *testBundle) declareWith(t *testing.T, b *Broker, cred, name string) *wire.Reply {
+	t.Helper()
+	req := &request{cred: cred, typ: name, msg: mustMsg(t, wire.DeclareRequest{Worker: "w", Type: wire.Declaration{
+		Name: name, Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+		TimeoutSeconds: 60, Attempts: 2, MaxResultBytes: 1 << 20, ContentType: "text/plain",
+	}})}
+	return b.declare(context.Background(), req)
+}
+
+// upload stores data as the held job's result through b's upload path,
+// with a subscription of b's own.
+func (tb *testBundle) upload(t *testing.T, b *Broker, cred, typ string, h wire.Held, data []byte) *wire.StoredResult {
+	t.Helper()
+	open := b.open(context.Background(), &request{cred: cred, typ: typ, msg: mustMsg(t, h)})
+	require.Nil(t, open.Error)
+	last := tb.chunk(t, cred, typ, open.Upload, 0, data, true)
+	require.Nil(t, last.Error)
+	return last.Stored
+}
+
+func mustMsg(t *testing.T, v any) *nats.Msg {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return &nats.Msg{Data: data}
+}
