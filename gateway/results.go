@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -103,50 +102,8 @@ func (g *Gateway) declaredResultType(ctx context.Context, claims linkClaims) (st
 func setResultHeaders(c *fiber.Ctx, jobID, contentType string) {
 	c.Set(fiber.HeaderContentType, contentType)
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
-	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s%s"`, jobID, extension(contentType)))
+	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s%s"`, jobID, job.FileExtension(contentType)))
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderContentSecurityPolicy, "sandbox")
 }
 
-// extension is the file name extension for a result's content type: the
-// job id names the file, the type's declared content type its kind.
-func extension(contentType string) string {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return ".bin"
-	}
-	switch mt {
-	case "application/pdf":
-		return ".pdf"
-	case "text/csv":
-		return ".csv"
-	case "text/tab-separated-values":
-		return ".tsv"
-	case "text/plain":
-		return ".txt"
-	case "application/json":
-		return ".json"
-	case "application/zip":
-		return ".zip"
-	}
-	if exts, err := mime.ExtensionsByType(mt); err == nil && len(exts) > 0 && plainExtension(exts[0]) {
-		return exts[0]
-	}
-	return ".bin"
-}
-
-// plainExtension reports whether ext (from the system's media type tables)
-// is a dot and 1 to 16 letters, digits, '-', '_' or '+': it goes into a
-// quoted file name, where nothing else belongs.
-func plainExtension(ext string) bool {
-	if len(ext) < 2 || len(ext) > 17 || ext[0] != '.' {
-		return false
-	}
-	for i := 1; i < len(ext); i++ {
-		c := ext[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '+') {
-			return false
-		}
-	}
-	return true
-}
