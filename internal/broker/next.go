@@ -67,6 +67,9 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 		rctx, rcancel := context.WithTimeout(ctx, opTimeout)
 		msg, err := s.read(rctx, t, l, seq)
 		rcancel()
+		if err != nil || msg == nil {
+			s.unreserve(t.name)
+		}
 		if err != nil {
 			if seq != 0 {
 				s.later(&natsjs.LaneMsg{Seq: seq, Tenant: t.name, Requester: l.requester}, now.Add(outageDelay(1)))
@@ -80,7 +83,14 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 		if msg == nil {
 			continue
 		}
-		if a := b.handle(ctx, s, d, msg, req.Worker); a != nil {
+		a := b.handle(ctx, s, d, msg, req.Worker)
+		if seq == 0 {
+			s.settled(msg)
+		}
+		if a == nil {
+			s.unreserve(t.name)
+		}
+		if a != nil {
 			return &wire.Reply{Job: a}
 		}
 	}

@@ -49,7 +49,8 @@ type sched struct {
 	mu       sync.Mutex
 	tenants  map[string]*tenantQ
 	picks    uint64
-	wake     chan struct{}
+	wake     chan struct{} // closed and replaced: every waiting request looks
+	signal   chan struct{} // a token: one waiting request looks
 	listedAt time.Time
 	listTook time.Duration
 	lastSeq  uint64
@@ -74,11 +75,15 @@ type laneQ struct {
 	recheck   time.Time // when a lane that looked empty is read again
 	lastPick  uint64
 	deferred  map[uint64]time.Time // sequence → when to look at it again
+	// taken holds the messages read from the cursor and not settled yet:
+	// a concurrent read that meets one reads past it, so requests racing
+	// on one lane take different jobs instead of racing for one claim.
+	taken map[uint64]bool
 }
 
 func newSched(b *Broker, typ string) *sched {
 	return &sched{b: b, typ: typ, lanes: b.res.Work.Lanes(typ), tenants: map[string]*tenantQ{},
-		wake: make(chan struct{}), held: map[string]string{}}
+		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]string{}}
 }
 
 // start removes the consumers of earlier versions, subscribes to notices
@@ -133,7 +138,7 @@ func (s *sched) laneLocked(tenant, requester string) *laneQ {
 	t := s.tenantLocked(tenant)
 	l := t.lanes[requester]
 	if l == nil {
-		l = &laneQ{requester: requester, deferred: map[uint64]time.Time{}}
+		l = &laneQ{requester: requester, deferred: map[uint64]time.Time{}, taken: map[uint64]bool{}}
 		t.lanes[requester] = l
 	}
 	return l
@@ -249,6 +254,10 @@ func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, 
 	}
 	s.picks++
 	best.lastPick = s.picks
+	// The slot counts against the tenant's cap from the pick on, so that
+	// concurrent requests cannot all take the tenant's last free slot;
+	// hold keeps it, unreserve gives it back.
+	best.held++
 	var lane *laneQ
 	for _, l := range best.lanes {
 		if laneReady(l, now) && (lane == nil || l.lastPick < lane.lastPick || (l.lastPick == lane.lastPick && l.requester < lane.requester)) {
@@ -298,26 +307,46 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 	if seq != 0 {
 		return s.lanes.At(ctx, seq)
 	}
-	s.mu.Lock()
-	from := l.cursor
-	s.mu.Unlock()
-	msg, err := s.lanes.Oldest(ctx, t.name, l.requester, from)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if msg == nil {
-		l.work = false
-		if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
-			l.recheck = now.Add(recheckSoon)
-		} else {
-			l.recheck = time.Time{}
+	for range 16 {
+		s.mu.Lock()
+		from := l.cursor
+		s.mu.Unlock()
+		msg, err := s.lanes.Oldest(ctx, t.name, l.requester, from)
+		if err != nil {
+			return nil, err
 		}
-		return nil, nil
+		s.mu.Lock()
+		if msg == nil {
+			l.work = false
+			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
+				l.recheck = now.Add(recheckSoon)
+			} else {
+				l.recheck = time.Time{}
+			}
+			s.mu.Unlock()
+			return nil, nil
+		}
+		l.cursor = max(l.cursor, msg.Seq+1)
+		if l.taken[msg.Seq] {
+			s.mu.Unlock()
+			continue // another request of this broker has it: the next one
+		}
+		l.taken[msg.Seq] = true
+		s.mu.Unlock()
+		return msg, nil
 	}
-	l.cursor = max(l.cursor, msg.Seq+1)
-	return msg, nil
+	return nil, nil
+}
+
+// settled ends a message's read: it is deferred or removed now.
+func (s *sched) settled(msg *natsjs.LaneMsg) {
+	s.mu.Lock()
+	if t := s.tenants[msg.Tenant]; t != nil {
+		if l := t.lanes[msg.Requester]; l != nil {
+			delete(l.taken, msg.Seq)
+		}
+	}
+	s.mu.Unlock()
 }
 
 // later looks at a message again at due.
@@ -333,10 +362,34 @@ func (s *sched) hold(key, tenant string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.held[key]; ok {
+		s.unreserveLocked(tenant) // held already: the pick's slot goes back
 		return
 	}
 	s.held[key] = tenant
-	s.tenantLocked(tenant).held++
+}
+
+// unreserve gives back the slot a pick reserved when it led to no claim.
+func (s *sched) unreserve(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreserveLocked(tenant)
+}
+
+func (s *sched) unreserveLocked(tenant string) {
+	if t := s.tenants[tenant]; t != nil && t.held > 0 {
+		t.held--
+	}
+	if s.b.cfg.capOf(tenant) > 0 {
+		s.signalLocked() // a capped tenant's slot is free again
+	}
+}
+
+// signalLocked lets one waiting request look for work.
+func (s *sched) signalLocked() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
 }
 
 func (s *sched) release(key string) {
@@ -377,6 +430,7 @@ func (s *sched) wait(ctx context.Context, now time.Time) {
 	select {
 	case <-ctx.Done():
 	case <-wake:
+	case <-s.signal:
 	case <-timer.C:
 	}
 }
