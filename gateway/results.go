@@ -106,4 +106,3 @@ func setResultHeaders(c *fiber.Ctx, jobID, contentType string) {
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderContentSecurityPolicy, "sandbox")
 }
-
