@@ -43,8 +43,10 @@ type Broker struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	subs   []*nats.Subscription
-	wg     sync.WaitGroup
+	// inFlight holds a token per request being handled (MaxInFlight).
+	inFlight chan struct{}
+	subs     []*nats.Subscription
+	wg       sync.WaitGroup
 
 	mu      sync.Mutex
 	scheds  map[string]*sched
@@ -85,7 +87,7 @@ func New(cfg Config, res *natsjs.Resources, nc *nats.Conn, log *slog.Logger) (*B
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{cfg: cfg, res: res, nc: nc, log: log.With("component", "broker", "host", cfg.Host),
+	return &Broker{cfg: cfg, res: res, nc: nc, inFlight: make(chan struct{}, cfg.MaxInFlight), log: log.With("component", "broker", "host", cfg.Host),
 		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
 		waiting: map[string]int{}, uploads: map[string]*upload{},
 		presence: map[string]map[string]time.Time{}}, nil
@@ -191,9 +193,16 @@ func (b *Broker) serve(op string, h func(context.Context, *request) *wire.Reply)
 			respond(m, refuse(wire.CodeThrottled, "too many requests of this credential"))
 			return
 		}
+		select {
+		case b.inFlight <- struct{}{}:
+		default:
+			respond(m, refuse(wire.CodeThrottled, "this broker handles %d requests already", cap(b.inFlight)))
+			return
+		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer func() { <-b.inFlight }()
 			respond(m, h(b.ctx, &request{msg: m, cred: cred, typ: typ}))
 		}()
 	}

@@ -341,3 +341,26 @@ func TestADoneSentTwiceKeepsItsResult(t *testing.T) {
 	require.NoError(t, err, "the result is still stored")
 	require.EqualValues(t, len("the result"), size)
 }
+
+// A broker handles a bounded number of requests at once, whatever the
+// number of credentials: past it a request is answered throttled.
+func TestABrokersRequestsInFlightAreBounded(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	cfg := testConfig()
+	cfg.MaxInFlight = 1
+	conn := env.Connect(t, "broker")
+	b, err := New(cfg, conn.Res, conn.NC, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(b.Stop)
+	require.Nil(t, tb.declare(t, credA, "held", "text/plain").Error)
+	// A next request with no work is held for its wait.
+	held := make(chan *wire.Reply, 1)
+	go func() { held <- tb.ask(t, credA, "held", wire.OpNext, wire.NextRequest{Worker: "w", WaitMS: 3000}) }()
+	require.Eventually(t, func() bool { return len(b.inFlight) == 1 }, 5*time.Second, 5*time.Millisecond)
+	r := tb.ask(t, credB, "held", wire.OpHello, wire.HelloRequest{Worker: "w", Concurrency: 1})
+	require.Equal(t, wire.CodeThrottled, r.Error.Code)
+	require.Nil(t, (<-held).Error)
+}

@@ -50,6 +50,10 @@ type Config struct {
 	// MaxWaiting bounds the next requests held at once per credential.
 	// Default 1024.
 	MaxWaiting int
+	// MaxInFlight bounds the requests this broker handles at once, of all
+	// credentials together (each is a goroutine, a next one held up to
+	// 10 s); past it a request is answered throttled. Default 8192.
+	MaxInFlight int
 	// OnAttempt, if set, is called when an attempt ends, with the type and
 	// how it ended (succeeded, retry, failed, lost, given_back).
 	OnAttempt func(typ, outcome string)
@@ -99,6 +103,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1024
 	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 8192
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -111,7 +118,7 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s)", c.StaleAfter, c.BeatInterval))
 	}
 	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.WorkScan <= 0 || c.MaxUploads < 1 || c.MaxUploadsPer < 1 || c.MaxWorkers < 1 || c.UploadIdle <= 0 ||
-		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 {
+		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 || c.MaxInFlight < 1 {
 		errs = append(errs, errors.New("retry base, max attempts, work scan, uploads, upload idle, rate, burst and waiting must be positive"))
 	}
 	for tenant, w := range c.TenantWeights {
