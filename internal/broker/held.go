@@ -224,10 +224,8 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		}
 		return bad
 	}
-	b.released(r.typ, rec.Key())
-	b.observe(r.typ, "succeeded")
 	b.log.Info("job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
-	b.event(rec)
+	b.ended(r.typ, rec, "succeeded", true)
 	return ok
 }
 
@@ -238,10 +236,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 // the log.
 func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	var req wire.FailRequest
-	if bad := r.decode(&req); bad != nil {
-		return bad
-	}
-	h, bad := b.held(ctx, r, req.Held)
+	h, bad := b.decodeHeld(ctx, r, &req, &req.Held)
 	if bad != nil {
 		return bad
 	}
@@ -269,13 +264,9 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	if outcome == "failed" {
-		b.released(r.typ, rec.Key())
-	}
-	b.observe(r.typ, outcome)
 	b.log.Info("attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
-	b.event(rec)
+	b.ended(r.typ, rec, outcome, outcome == "failed")
 	return ok
 }
 
@@ -284,10 +275,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 // lets the next worker take it at once.
 func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	var req wire.GiveBackRequest
-	if bad := r.decode(&req); bad != nil {
-		return bad
-	}
-	h, bad := b.held(ctx, r, req.Held)
+	h, bad := b.decodeHeld(ctx, r, &req, &req.Held)
 	if bad != nil {
 		return bad
 	}
@@ -297,10 +285,8 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	b.released(r.typ, rec.Key())
-	b.observe(r.typ, "given_back")
 	b.log.Info("job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "reason", clip(req.Reason, 64))
-	b.event(rec)
+	b.ended(r.typ, rec, "given_back", true)
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
 	if err := b.res.Work.Publish(octx, rec, int(rec.Revision)); err != nil {
@@ -356,6 +342,25 @@ func clip(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// decodeHeld decodes a request about a held job into req (whose held
+// names the job and claim) and checks the claim (held).
+func (b *Broker) decodeHeld(ctx context.Context, r *request, req any, held *wire.Held) (*heldJob, *wire.Reply) {
+	if bad := r.decode(req); bad != nil {
+		return nil, bad
+	}
+	return b.held(ctx, r, *held)
+}
+
+// ended accounts for an attempt's verdict: the claim's slot freed (free:
+// the job needs none any more), the outcome counted, the change announced.
+func (b *Broker) ended(typ string, rec *job.Record, outcome string, free bool) {
+	if free {
+		b.released(typ, rec.Key())
+	}
+	b.observe(typ, outcome)
+	b.event(rec)
 }
 
 // released ends this broker's hold of a job that needs its slot no more

@@ -47,10 +47,7 @@ type upload struct {
 // open starts the upload of a held job's result on this broker.
 func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	var req wire.Held
-	if bad := r.decode(&req); bad != nil {
-		return bad
-	}
-	h, bad := b.held(ctx, r, req)
+	h, bad := b.decodeHeld(ctx, r, &req, &req)
 	if bad != nil {
 		return bad
 	}
