@@ -31,9 +31,6 @@ type Config struct {
 	TenantWeights       map[string]int
 	TenantMaxRunning    int
 	TenantMaxRunningFor map[string]int
-	// WorkScan is how often the scheduler looks for tenants with new work.
-	// Default 100ms.
-	WorkScan time.Duration
 	// MaxUploads bounds the result uploads open on this broker. Default 256.
 	MaxUploads int
 	// MaxUploadsPer bounds those of one credential. Default 64.
@@ -79,9 +76,6 @@ func (c Config) withDefaults() Config {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 3
 	}
-	if c.WorkScan == 0 {
-		c.WorkScan = 100 * time.Millisecond
-	}
 	if c.MaxUploads == 0 {
 		c.MaxUploads = 256
 	}
@@ -117,9 +111,9 @@ func (c Config) validate() error {
 	if c.BeatInterval <= 0 || c.StaleAfter < 2*c.BeatInterval {
 		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s)", c.StaleAfter, c.BeatInterval))
 	}
-	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.WorkScan <= 0 || c.MaxUploads < 1 || c.MaxUploadsPer < 1 || c.MaxWorkers < 1 || c.UploadIdle <= 0 ||
+	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.MaxUploads < 1 || c.MaxUploadsPer < 1 || c.MaxWorkers < 1 || c.UploadIdle <= 0 ||
 		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 || c.MaxInFlight < 1 {
-		errs = append(errs, errors.New("retry base, max attempts, work scan, uploads, upload idle, rate, burst and waiting must be positive"))
+		errs = append(errs, errors.New("retry base, max attempts, uploads, upload idle, rate, burst and waiting must be positive"))
 	}
 	for tenant, w := range c.TenantWeights {
 		if w < 1 || w > 1000 {
