@@ -62,9 +62,9 @@ lint:
 
 ## fuzz: a short run of every fuzz target
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 20s ./pkg/job
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime 20s ./pkg/job
-	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./pkg/job
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 20s ./internal/canon
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime 20s ./internal/job
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./internal/job
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 20s ./internal/schema
 
 clean:

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/broker"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // records is what the dispatcher needs of the job record store

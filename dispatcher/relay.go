@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // relayRetry is how long a record change that could not be relayed waits

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // errSkip: on a fresh read the job needs nothing after all.

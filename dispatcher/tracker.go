@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // tracked is what the sweeper remembers of a job that is not terminal.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // admitTimeout bounds the JetStream calls of one admission; past it the

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // changeFeed fans job record changes out to waiting requests: one KV watch

@@ -3,7 +3,7 @@ package gateway
 import (
 	"encoding/json"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // jsonMarshal is the one encoder of response bodies, so a faster one can be
@@ -11,7 +11,7 @@ import (
 // and status read, take the hand-built encoder (same bytes, no reflection).
 func jsonMarshal(v any) ([]byte, error) {
 	if r, ok := v.(*job.Resource); ok {
-		return r.AppendJSON(make([]byte, 0, 768)), nil
+		return job.AppendResource(make([]byte, 0, 768), r), nil
 	}
 	return json.Marshal(v)
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/auth"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/stretchr/testify/require"
 )
 

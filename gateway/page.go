@@ -16,7 +16,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/auth"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // webFiles is the reviewer's page: plain HTML, CSS and JavaScript, embedded

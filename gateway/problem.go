@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // Problem is the RFC 9457 problem document; the catalogue of slugs, statuses

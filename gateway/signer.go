@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // linkSigner makes and checks result links. A link's token binds tenant,

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/wire"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -14,10 +15,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/internal/schema"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // typeSource is where the declared job types and the live workers are
@@ -41,7 +42,7 @@ const typesLoadTimeout = 30 * time.Second
 // (schema and description) of all the types a gateway keeps, beside the
 // count job.MaxTypes. A declaration past either is refused (logged as a
 // warning, not listed, its submissions answer 422 as for an unknown type),
-// except a built-in type (job.Builtin), which is never refused. The first
+// except a built-in type (wire.Builtin), which is never refused. The first
 // load takes the built-in types first, then the others in the order they
 // were declared (the time the server stored the declaration, then the
 // name), so declarations made after a table is full can never crowd out
@@ -209,7 +210,7 @@ func (t *typeRegistry) caughtUp() {
 	t.mu.Unlock()
 	sort.Slice(pending, func(i, j int) bool {
 		a, b := pending[i], pending[j]
-		if ab, bb := job.Builtin(a.decl.Name), job.Builtin(b.decl.Name); ab != bb {
+		if ab, bb := wire.Builtin(a.decl.Name), wire.Builtin(b.decl.Name); ab != bb {
 			return ab
 		}
 		if !a.stored.Equal(b.stored) {
@@ -226,7 +227,7 @@ func (t *typeRegistry) caughtUp() {
 // budget), or "" if it has. Built-in types always have room. Called with
 // t.mu held.
 func (t *typeRegistry) room(d *job.TypeDecl) string {
-	if job.Builtin(d.Name) {
+	if wire.Builtin(d.Name) {
 		return ""
 	}
 	old, known := t.decls[d.Name]

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/jobtest"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // BenchmarkWebhookDelivery measures events delivered end to end: published

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Config tunes a notifier. Zero fields take the defaults of DefaultConfig.

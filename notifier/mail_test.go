@@ -15,8 +15,8 @@ import (
 
 	"github.com/jobgate/jobgate/internal/jobtest"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
 )
 

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // Keys of the NOTICES bucket, all written by this package:

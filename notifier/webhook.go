@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // endpoint is a configured webhook, ready to deliver.

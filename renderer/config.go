@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Config tunes a renderer. Zero fields take the documented defaults.

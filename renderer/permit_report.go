@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/go-pdf/fpdf"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // defaultReportDate is the report date when the input carries no creation

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 )
 

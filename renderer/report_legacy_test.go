@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/go-pdf/fpdf"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // BenchmarkLegacyPermitReport2000 renders the old 2000-page report; compare

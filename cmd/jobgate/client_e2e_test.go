@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/stretchr/testify/require"
 )
 

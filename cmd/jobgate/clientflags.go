@@ -49,8 +49,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // runFetch is `jobgate fetch ID [--out F]`: download a succeeded job's

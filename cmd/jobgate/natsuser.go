@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // runNATSUser prints the NATS credentials of a tenant's event subscribers,

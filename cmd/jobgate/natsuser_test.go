@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/system"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // runStatus is `jobgate status ID`: one read of the job.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/schollz/progressbar/v3"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // runWatch is `jobgate watch ID`: one line per change until the job is

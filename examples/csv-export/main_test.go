@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/examples/csv-export/sales"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/pkg/workertest"
 	"github.com/stretchr/testify/require"
@@ -46,7 +46,7 @@ func TestExportHandler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workertest.Succeeded, res.Outcome, "%+v", res.Err)
 	require.Equal(t, want.sum, sha256.Sum256(res.Output), "the output is the export, byte for byte")
-	require.Equal(t, &job.Progress{Done: int(want.rows), Total: int(want.rows), Unit: "rows"}, res.Progress)
+	require.Equal(t, &api.Progress{Done: int(want.rows), Total: int(want.rows), Unit: "rows"}, res.Progress)
 
 	res, err = workertest.Run(t.Context(), exportType(), map[string]any{"region": "North", "from": "2025-02-01", "to": "2025-01-01"})
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestExportHandler(t *testing.T) {
 	require.Contains(t, res.Error.Message, "before from")
 
 	_, err = workertest.Run(t.Context(), exportType(), map[string]any{"region": "=HYPERLINK(1)", "from": "2025-01-01", "to": "2025-01-31"})
-	require.ErrorIs(t, err, job.ErrValidation, "the schema refuses a formula")
+	require.ErrorIs(t, err, api.ErrValidation, "the schema refuses a formula")
 }
 
 // deployment is jobgate as `jobgate serve --nats-listen` runs it, in this
@@ -131,12 +131,12 @@ func (d *deployment) submit(t testing.TB, key string, params any) (int, []byte) 
 
 // terminal follows the job (pkg/client's Wait) until it is terminal,
 // keeping the progress seen.
-func (d *deployment) terminal(t testing.TB, id string, timeout time.Duration) (job.Resource, []job.Progress) {
+func (d *deployment) terminal(t testing.TB, id string, timeout time.Duration) (api.Resource, []api.Progress) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var seen []job.Progress
-	r, err := d.client.Wait(ctx, id, func(r *job.Resource) {
+	var seen []api.Progress
+	r, err := d.client.Wait(ctx, id, func(r *api.Resource) {
 		if r.Progress != nil && (len(seen) == 0 || seen[len(seen)-1] != *r.Progress) {
 			seen = append(seen, *r.Progress)
 		}
@@ -158,13 +158,13 @@ func TestExportEndToEnd(t *testing.T) {
 
 	status, body := d.submit(t, "export-north-2024-2025", params)
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
-	var admitted job.Resource
+	var admitted api.Resource
 	require.NoError(t, json.Unmarshal(body, &admitted))
 
 	done, progress := d.terminal(t, admitted.ID, 3*time.Minute)
-	require.Equal(t, job.StateSucceeded, done.State, "%+v", done.Error)
+	require.Equal(t, api.StateSucceeded, done.State, "%+v", done.Error)
 	require.Equal(t, 1, done.Attempt)
-	require.Equal(t, &job.Progress{Done: int(want.rows), Total: int(want.rows), Unit: "rows"}, done.Progress)
+	require.Equal(t, &api.Progress{Done: int(want.rows), Total: int(want.rows), Unit: "rows"}, done.Progress)
 	for _, p := range progress {
 		require.Equal(t, "rows", p.Unit)
 		require.Equal(t, int(want.rows), p.Total)
@@ -231,10 +231,10 @@ func TestExportRefusals(t *testing.T) {
 
 	status, body := d.submit(t, "backwards", map[string]any{"region": "North", "from": "2025-02-01", "to": "2025-01-01"})
 	require.Equal(t, http.StatusAccepted, status, "%s", body)
-	var admitted job.Resource
+	var admitted api.Resource
 	require.NoError(t, json.Unmarshal(body, &admitted))
 	done, _ := d.terminal(t, admitted.ID, time.Minute)
-	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, api.StateFailed, done.State)
 	require.Equal(t, 1, done.Attempt, "a permanent failure is not retried")
 	require.NotNil(t, done.Error)
 	require.False(t, done.Error.Retryable)
@@ -256,10 +256,10 @@ func BenchmarkExportEndToEnd(b *testing.B) {
 		if status != http.StatusAccepted {
 			b.Fatalf("submit: %d %s", status, body)
 		}
-		var admitted job.Resource
+		var admitted api.Resource
 		require.NoError(b, json.Unmarshal(body, &admitted))
 		done, _ := d.terminal(b, admitted.ID, 3*time.Minute)
-		if done.State != job.StateSucceeded {
+		if done.State != api.StateSucceeded {
 			b.Fatalf("job ended %s", done.State)
 		}
 		status, header, _ := d.do(b, http.MethodGet, "/v1/jobs/"+admitted.ID+"/result", "", nil)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/workertest"
 	"github.com/stretchr/testify/require"
 )
@@ -21,10 +21,10 @@ func TestGreetingHandler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workertest.Succeeded, res.Outcome)
 	require.Equal(t, "Hello, Ada! (1)\nHello, Ada! (2)\nHello, Ada! (3)\n", string(res.Output))
-	require.Equal(t, &job.Progress{Done: 3, Total: 3, Unit: "lines"}, res.Progress)
+	require.Equal(t, &api.Progress{Done: 3, Total: 3, Unit: "lines"}, res.Progress)
 
 	_, err = workertest.Run(t.Context(), greeting(), Params{Name: "Ada", Times: 101})
-	require.ErrorIs(t, err, job.ErrValidation, "the gateway would answer 422")
+	require.ErrorIs(t, err, api.ErrValidation, "the gateway would answer 422")
 }
 
 // The worker as main runs it, against a whole jobgate in this process, with
@@ -56,7 +56,7 @@ func TestGreetingEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	res, err := c.Wait(ctx, sub.Job.ID, nil)
 	require.NoError(t, err)
-	require.Equal(t, job.StateSucceeded, res.State)
+	require.Equal(t, api.StateSucceeded, res.State)
 	var out strings.Builder
 	_, err = c.Download(ctx, res.ID, &out)
 	require.NoError(t, err)

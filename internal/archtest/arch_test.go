@@ -109,15 +109,70 @@ func TestServicesDoNotImportEachOther(t *testing.T) {
 	}
 }
 
-func TestJobPackageIsStandardLibraryOnly(t *testing.T) {
+func TestAPIPackageIsStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
 	pkgs := load(t)
-	p := pkgs[module+"/pkg/job"]
+	p := pkgs[module+"/pkg/api"]
 	require.NotNil(t, p)
 	for _, dep := range p.Deps {
 		d := pkgs[dep]
-		require.True(t, d != nil && d.Standard, "pkg/job depends on %s: it must stay standard library only", dep)
+		require.True(t, d != nil && d.Standard, "pkg/api depends on %s: it must stay standard library only", dep)
 	}
+}
+
+// hiddenLeaves are the internal packages a user's client or worker links
+// without seeing them (no exported name of a public package mentions one,
+// TestPublicAPIMentionsOnlyTheAPI): small leaves of the standard library
+// and, for the schema, the JSON Schema libraries a worker compiles with.
+var hiddenLeaves = map[string]string{
+	"/pkg/api":             "the public types",
+	"/internal/canon":      "strict JSON and RFC 8785, for the client's journal fingerprint",
+	"/internal/retry":      "backoff with jitter",
+	"/internal/sse":        "the event-stream parser",
+	"/internal/wire":       "the worker protocol's subjects and messages (docs/protocol.md)",
+	"/internal/workerhook": "test hooks, empty in a user's build",
+	"/internal/schema":     "a worker checks its schema as the gateway will before declaring it",
+}
+
+// What a user's application or worker links of jobgate is the API and a few
+// hidden leaves, never the record, the stores or a service: a change inside
+// jobgate cannot reach a user's build.
+func TestClientAndWorkerLinkOnlyTheAPIAndHiddenLeaves(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	for _, pub := range []string{"/pkg/client", "/pkg/worker"} {
+		p := pkgs[module+pub]
+		require.NotNil(t, p, pub)
+		for _, dep := range p.Deps {
+			if !strings.HasPrefix(dep, module+"/") {
+				continue
+			}
+			_, ok := hiddenLeaves[strings.TrimPrefix(dep, module)]
+			require.True(t, ok || dep == module+"/pkg/client" || dep == module+"/pkg/worker",
+				"%s depends on %s: public packages link only pkg/api and the hidden leaves", pub, dep)
+		}
+	}
+}
+
+// No exported name of a public package mentions an internal type: what a
+// user writes against is pkg/api, the standard library and the public
+// packages themselves. pkg/workertest runs jobgate in a test and so links
+// all of it, but shows none of it.
+func TestPublicAPIMentionsOnlyTheAPI(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	n := 0
+	for path := range pkgs {
+		if !strings.HasPrefix(path, module+"/pkg/") {
+			continue
+		}
+		n++
+		dir := strings.TrimPrefix(path, module+"/")
+		for _, leak := range internalMentions(t, "../../"+dir) {
+			t.Errorf("%s: %s", path, leak)
+		}
+	}
+	require.GreaterOrEqual(t, n, 4, "the public packages were found")
 }
 
 func TestPublicPackagesDoNotDependOnTestHelpersOrTheBench(t *testing.T) {

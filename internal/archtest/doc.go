@@ -1,9 +1,12 @@
-// Package archtest holds no code, only a test that keeps the layout honest:
+// Package archtest holds no code, only tests that keep the layout honest:
 // the services (gateway, dispatcher, renderer, notifier) import no NATS
 // client themselves (they use internal/natsjs, the renderer pkg/worker) and
-// never import each other, pkg/job depends on the standard library alone,
-// pkg/client pulls in neither NATS nor the server's HTTP stack, pkg/worker
-// links neither the NATS server nor JetStream, and nothing public depends
-// on test helpers or the load generator. It reads the import graph with
-// `go list -json`.
+// never import each other; pkg/api depends on the standard library alone;
+// pkg/client and pkg/worker link only pkg/api and a few hidden internal
+// leaves (never the record, a store or a service), pkg/client pulls in
+// neither NATS nor the server's HTTP stack, pkg/worker links neither the
+// NATS server nor JetStream; no exported name of a public package mentions
+// an internal type; and nothing public depends on test helpers or the load
+// generator. It reads the import graph with `go list -json` and the public
+// declarations with go/parser.
 package archtest

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/secretfile"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Identity is who a verified token speaks for.

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // The fairness section, notices: tenant A's webhook endpoint answers 503

@@ -17,8 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 )
 

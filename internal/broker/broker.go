@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats.go"
 )
 
@@ -258,7 +258,7 @@ func owns(d *job.TypeDecl, cred string) bool {
 	if cred == wire.JobgateCredential {
 		return true
 	}
-	return d.Owner == cred && !job.Builtin(d.Name)
+	return d.Owner == cred && !wire.Builtin(d.Name)
 }
 
 func (b *Broker) forgetDecl(typ string) {

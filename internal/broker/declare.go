@@ -5,10 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/schema"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // declare stores the type of the subject for its credential: a built-in
@@ -23,7 +23,7 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 	if req.Type.Name != r.typ {
 		return refuse(wire.CodeBadRequest, "the declaration names %q, the subject %q", req.Type.Name, r.typ)
 	}
-	if job.Builtin(r.typ) && r.cred != wire.JobgateCredential {
+	if wire.Builtin(r.typ) && r.cred != wire.JobgateCredential {
 		return refuse(wire.CodeForbidden, "%s is a built-in type: only jobgate declares it", r.typ)
 	}
 	if _, err := schema.Compile(req.Type.Schema); err != nil {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/brokertest"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"

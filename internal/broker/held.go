@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
 	failures "github.com/jobgate/jobgate/internal/verdict"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // errLost: the job is no longer the claim's.

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // retrySlack: a retry that is due within this long is started now.

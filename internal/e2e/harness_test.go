@@ -17,9 +17,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	jgsystem "github.com/jobgate/jobgate/internal/system"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"
 )

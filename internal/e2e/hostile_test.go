@@ -12,7 +12,7 @@ import (
 
 	cdpage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/stretchr/testify/require"
 )

@@ -21,8 +21,8 @@ import (
 
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/job"
 	jgsystem "github.com/jobgate/jobgate/internal/system"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/schema"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
 )
 
@@ -50,9 +50,9 @@ func DeclareTypes(t testing.TB, res *natsjs.Resources, decls ...*job.TypeDecl) {
 	}
 }
 
-// PermitTypes is a job.Types holding permit_report's schema, to decode
+// PermitTypes is a schema.Types holding permit_report's schema, to decode
 // submissions exactly as a gateway with the renderer running does.
-func PermitTypes(t testing.TB) job.Types {
+func PermitTypes(t testing.TB) schema.Types {
 	t.Helper()
 	s, err := schema.Compile(PermitReport().Schema)
 	require.NoError(t, err)

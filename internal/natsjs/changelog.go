@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

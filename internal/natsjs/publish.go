@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -65,7 +65,7 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) er
 // eventMsgOf is the event of r's change: the job's resource, under the
 // change's message id.
 func eventMsgOf(r *job.Record) *nats.Msg {
-	data := r.Resource("", r.UpdatedAt).AppendJSON(make([]byte, 0, 768))
+	data := job.AppendResource(make([]byte, 0, 768), r.Resource("", r.UpdatedAt))
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
 	return msg

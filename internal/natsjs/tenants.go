@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/secretfile"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats-server/v2/server"
 )
 

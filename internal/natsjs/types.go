@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

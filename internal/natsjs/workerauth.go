@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -38,7 +38,7 @@ func WorkerUser(types []string) (string, error) {
 		if !job.ValidTypeName(name) {
 			return "", fmt.Errorf("type %q must match [a-z][a-z0-9_]{0,63}", name)
 		}
-		if job.Builtin(name) {
+		if wire.Builtin(name) {
 			return "", fmt.Errorf("%s is a built-in type: only jobgate's own workers run it", name)
 		}
 	}

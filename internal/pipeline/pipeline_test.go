@@ -13,9 +13,9 @@ import (
 
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/internal/failpoint"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"maps"
 	"math/big"
 	"net/url"
@@ -11,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -28,9 +29,9 @@ var english = message.NewPrinter(language.English)
 // "additionalProperties", ...) and a short English Message. Params whose
 // validation would cost more than MaxValidationCost (cost.go) are one
 // problem at "/params", rule "cost", and are not validated. params is what
-// job.DecodeStrict returns; Apply never modifies it (objects that get
+// canon.DecodeStrict returns; Apply never modifies it (objects that get
 // defaults are copies).
-func (s *Schema) Apply(params any) (any, []job.FieldError) {
+func (s *Schema) Apply(params any) (any, []api.FieldError) {
 	out := params
 	if m, ok := params.(map[string]any); ok {
 		if s.defaults != nil {
@@ -45,7 +46,7 @@ func (s *Schema) Apply(params any) (any, []job.FieldError) {
 		return nil, fe
 	}
 	if _, ok := s.cost.estimate(out, 0, MaxValidationCost); !ok {
-		return nil, []job.FieldError{{Field: "/params", Rule: "cost", Message: fmt.Sprintf(
+		return nil, []api.FieldError{{Field: "/params", Rule: "cost", Message: fmt.Sprintf(
 			"cost more than %d subschema visits to validate against the type's schema; send fewer or smaller values", MaxValidationCost)}}
 	}
 	if err := s.compiled.Validate(out); err != nil {
@@ -62,20 +63,20 @@ const maxExponent = 400
 
 // checkNumbers refuses numbers outside a double's range before the
 // validator sees them.
-func checkNumbers(v any, path []string) []job.FieldError {
+func checkNumbers(v any, path []string) []api.FieldError {
 	switch v := v.(type) {
 	case json.Number:
 		if !numberInRange(string(v)) {
-			return []job.FieldError{{Field: pointer("/params", path), Rule: "range", Message: "is outside the range of a double-precision number"}}
+			return []api.FieldError{{Field: pointer("/params", path), Rule: "range", Message: "is outside the range of a double-precision number"}}
 		}
 	case map[string]any:
-		var out []job.FieldError
+		var out []api.FieldError
 		for k, e := range v {
 			out = append(out, checkNumbers(e, append(path, k))...)
 		}
 		return out
 	case []any:
-		var out []job.FieldError
+		var out []api.FieldError
 		for i, e := range v {
 			out = append(out, checkNumbers(e, append(path, strconv.Itoa(i)))...)
 		}
@@ -100,7 +101,7 @@ func pointer(prefix string, tokens []string) string {
 	sb.WriteString(prefix)
 	for _, t := range tokens {
 		sb.WriteByte('/')
-		sb.WriteString(job.EscapePointerToken(t))
+		sb.WriteString(canon.EscapePointerToken(t))
 	}
 	return sb.String()
 }
@@ -120,7 +121,7 @@ type propPlan struct {
 
 // apply returns m with defaults, and whether that is a new map.
 func (p *plan) apply(m map[string]any, depth int) (map[string]any, bool) {
-	if depth > job.MaxDepth { // a schema whose defaults nest without end
+	if depth > canon.MaxDepth { // a schema whose defaults nest without end
 		return m, false
 	}
 	out, copied := m, false
@@ -213,7 +214,7 @@ func (b *planBuilder) build(locs []string) *plan {
 			if _, ok := subs[name]; !ok {
 				names = append(names, name)
 			}
-			subLoc := at + "/properties/" + job.EscapePointerToken(name)
+			subLoc := at + "/properties/" + canon.EscapePointerToken(name)
 			subs[name] = append(subs[name], subLoc)
 			if ps, ok := props[name].(map[string]any); ok {
 				if d, ok := ps["default"]; ok {
@@ -290,17 +291,17 @@ func resolve(doc any, ptr string) any {
 
 // fieldErrors turns the library's error tree into field errors, one per
 // problem a person can act on, sorted by field.
-func fieldErrors(err error, prefix string) []job.FieldError {
+func fieldErrors(err error, prefix string) []api.FieldError {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []job.FieldError{{Field: prefix, Rule: "schema", Message: err.Error()}}
+		return []api.FieldError{{Field: prefix, Rule: "schema", Message: err.Error()}}
 	}
-	var out []job.FieldError
+	var out []api.FieldError
 	collect(ve, prefix, &out)
 	if len(out) == 0 {
-		out = append(out, job.FieldError{Field: prefix, Rule: "schema", Message: "is not valid"})
+		out = append(out, api.FieldError{Field: prefix, Rule: "schema", Message: "is not valid"})
 	}
-	slices.SortFunc(out, func(a, b job.FieldError) int {
+	slices.SortFunc(out, func(a, b api.FieldError) int {
 		if c := strings.Compare(a.Field, b.Field); c != 0 {
 			return c
 		}
@@ -309,10 +310,10 @@ func fieldErrors(err error, prefix string) []job.FieldError {
 	return slices.Compact(out)
 }
 
-func collect(e *jsonschema.ValidationError, prefix string, out *[]job.FieldError) {
+func collect(e *jsonschema.ValidationError, prefix string, out *[]api.FieldError) {
 	at := pointer(prefix, e.InstanceLocation)
 	add := func(field, rule, msg string) {
-		*out = append(*out, job.FieldError{Field: field, Rule: rule, Message: msg})
+		*out = append(*out, api.FieldError{Field: field, Rule: rule, Message: msg})
 	}
 	switch k := e.ErrorKind.(type) {
 	case *kind.Schema, *kind.Group, *kind.Reference, *kind.AllOf:
@@ -321,18 +322,18 @@ func collect(e *jsonschema.ValidationError, prefix string, out *[]job.FieldError
 		}
 	case *kind.Required:
 		for _, m := range k.Missing {
-			add(at+"/"+job.EscapePointerToken(m), "required", "is required")
+			add(at+"/"+canon.EscapePointerToken(m), "required", "is required")
 		}
 	case *kind.DependentRequired:
 		for _, m := range k.Missing {
-			add(at+"/"+job.EscapePointerToken(m), "dependentRequired", fmt.Sprintf("is required when %q is present", k.Prop))
+			add(at+"/"+canon.EscapePointerToken(m), "dependentRequired", fmt.Sprintf("is required when %q is present", k.Prop))
 		}
 	case *kind.AdditionalProperties:
 		for _, p := range k.Properties {
-			add(at+"/"+job.EscapePointerToken(p), "additionalProperties", "is not allowed")
+			add(at+"/"+canon.EscapePointerToken(p), "additionalProperties", "is not allowed")
 		}
 	case *kind.PropertyNames:
-		add(at+"/"+job.EscapePointerToken(k.Property), "propertyNames", "is not an allowed name")
+		add(at+"/"+canon.EscapePointerToken(k.Property), "propertyNames", "is not an allowed name")
 	case *kind.FalseSchema:
 		add(at, "false", "is not allowed")
 	case *kind.Type:
@@ -416,7 +417,7 @@ func ratString(r *big.Rat) string {
 func display(vs ...any) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
-		b, err := job.AppendCanonical(nil, v)
+		b, err := canon.AppendCanonical(nil, v)
 		if err != nil {
 			b = fmt.Append(nil, v)
 		}

@@ -3,13 +3,12 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"net/url"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
 	"strings"
-
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // The validation cost of a params schema is bounded twice.
@@ -159,7 +158,7 @@ func (g *costGraph) node(v any, at string) costNode {
 	if m, ok := s["dependentSchemas"].(map[string]any); ok {
 		n.dependent = map[string]int32{}
 		for name := range m {
-			if i := g.ref(at + "/dependentSchemas/" + job.EscapePointerToken(name)); i >= 0 {
+			if i := g.ref(at + "/dependentSchemas/" + canon.EscapePointerToken(name)); i >= 0 {
 				n.dependent[name] = i
 			}
 		}
@@ -167,14 +166,14 @@ func (g *costGraph) node(v any, at string) costNode {
 	if m, ok := s["properties"].(map[string]any); ok {
 		n.props = map[string]int32{}
 		for name := range m {
-			if i := g.ref(at + "/properties/" + job.EscapePointerToken(name)); i >= 0 {
+			if i := g.ref(at + "/properties/" + canon.EscapePointerToken(name)); i >= 0 {
 				n.props[name] = i
 			}
 		}
 	}
 	if m, ok := s["patternProperties"].(map[string]any); ok {
 		for expr := range m {
-			if i := g.ref(at + "/patternProperties/" + job.EscapePointerToken(expr)); i >= 0 {
+			if i := g.ref(at + "/patternProperties/" + canon.EscapePointerToken(expr)); i >= 0 {
 				re, _ := regexp.Compile(expr) // the library's engine; nil counts as matching all
 				n.patterns = append(n.patterns, patternEdge{re: re, node: i})
 			}
@@ -208,7 +207,7 @@ func (g *costGraph) node(v any, at string) costNode {
 		} else {
 			n.enumOther++
 		}
-		b, _ := job.AppendCanonical(nil, v)
+		b, _ := canon.AppendCanonical(nil, v)
 		n.enumBytes += len(b)
 	}
 	if p, ok := s["pattern"].(string); ok {
@@ -308,7 +307,7 @@ func (g *costGraph) checkPositions(order []int32) error {
 		}
 		return prev[i]
 	}
-	for k := 1; k <= job.MaxDepth; k++ {
+	for k := 1; k <= canon.MaxDepth; k++ {
 		for _, i := range order {
 			nd := &g.nodes[i]
 			// One member value: the property it names, every pattern (all

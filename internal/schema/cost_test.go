@@ -2,12 +2,13 @@ package schema
 
 import (
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 )
@@ -105,7 +106,7 @@ func TestCompileRefusesTheSchemaBombs(t *testing.T) {
 	_, err = Compile([]byte(defaultsBomb(8)))
 	require.NoError(t, err)
 
-	_, err = Compile([]byte(`{"type":"object","additionalProperties":false,"description":"` + strings.Repeat("x", job.MaxSchemaBytes) + `"}`))
+	_, err = Compile([]byte(`{"type":"object","additionalProperties":false,"description":"` + strings.Repeat("x", api.MaxSchemaBytes) + `"}`))
 	require.ErrorAs(t, err, &se)
 	require.Contains(t, se.Reason, "at most 32768")
 }
@@ -206,7 +207,7 @@ func TestApplyRefusesCostlyParams(t *testing.T) {
 	start := time.Now()
 	_, fe := s.Apply(items(6000))
 	require.Less(t, time.Since(start), time.Second)
-	require.Equal(t, []job.FieldError{{Field: "/params", Rule: "cost", Message: fe[0].Message}}, fe)
+	require.Equal(t, []api.FieldError{{Field: "/params", Rule: "cost", Message: fe[0].Message}}, fe)
 	require.Contains(t, fe[0].Message, "more than 40000")
 	out, fe := s.Apply(items(4))
 	require.Empty(t, fe)
@@ -280,7 +281,7 @@ func libraryVisits(t *testing.T, raw string, params any) int {
 		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) {
 			return visitCounter{&visits}, nil
 		}})
-	doc, err := job.DecodeStrict([]byte(raw))
+	doc, err := canon.DecodeStrict([]byte(raw))
 	require.NoError(t, err)
 	require.NoError(t, c.AddResource(location, doc))
 	sch, err := c.Compile(location)

@@ -1,9 +1,9 @@
 package schema
 
 import (
+	"github.com/jobgate/jobgate/internal/canon"
 	"testing"
 
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,7 +46,7 @@ func TestFastPathCoversFlatSchemas(t *testing.T) {
 
 // checkFastPath: what the fast path accepts, the general validator accepts.
 func checkFastPath(t *testing.T, s *Schema, data []byte) {
-	v, err := job.DecodeStrict(data)
+	v, err := canon.DecodeStrict(data)
 	if err != nil {
 		return
 	}

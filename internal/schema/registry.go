@@ -1,16 +1,27 @@
 package schema
 
 import (
+	"github.com/jobgate/jobgate/pkg/api"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
+// ParamsSchema is a compiled params schema: it validates params decoded by
+// canon.DecodeStrict and returns them with the schema's defaults applied.
+type ParamsSchema interface {
+	Apply(params any) (any, []api.FieldError)
+}
+
+// Types is what a decoder needs of the declared types: the compiled schema
+// of a type by name.
+type Types interface {
+	Schema(typeName string) (ParamsSchema, bool)
+}
+
 // Registry is the set of declared types' compiled schemas, by type name. It
-// implements job.Types. Reads (every submission) take no lock: writers
+// implements Types. Reads (every submission) take no lock: writers
 // (a watch on the declarations) replace an immutable map. The zero value is
 // an empty registry.
 type Registry struct {
@@ -18,7 +29,7 @@ type Registry struct {
 	schemas atomic.Pointer[map[string]*Schema]
 }
 
-var _ job.Types = (*Registry)(nil)
+var _ Types = (*Registry)(nil)
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{} }
@@ -55,8 +66,8 @@ func (r *Registry) Lookup(name string) (*Schema, bool) {
 	return s, ok
 }
 
-// Schema implements job.Types.
-func (r *Registry) Schema(name string) (job.ParamsSchema, bool) {
+// Schema implements Types.
+func (r *Registry) Schema(name string) (ParamsSchema, bool) {
 	s, ok := r.load()[name]
 	if !ok {
 		return nil, false // not a typed nil in the interface

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"maps"
 	"math/big"
 	"net/url"
@@ -11,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -50,14 +51,14 @@ type Schema struct {
 	cost      *costGraph
 }
 
-var _ job.ParamsSchema = (*Schema)(nil)
+var _ ParamsSchema = (*Schema)(nil)
 
 // JSON returns the schema in canonical form (RFC 8785): two declarations of
 // the same schema have the same bytes.
 func (s *Schema) JSON() json.RawMessage { return s.canonical }
 
 // Compile checks and compiles a params schema. It refuses, with an *Error
-// (or an error wrapping job.ErrMalformed for invalid JSON):
+// (or an error wrapping api.ErrMalformed for invalid JSON):
 //   - anything but a draft 2020-12 schema whose top level is "type":"object";
 //   - $id, $dynamicRef, and a $ref that is not a JSON pointer into this
 //     document (nothing is ever loaded: the loader fails every URL);
@@ -70,7 +71,7 @@ func (s *Schema) JSON() json.RawMessage { return s.canonical }
 //     validation costs more than MaxValidationCost;
 //   - schemas whose validation can cost more than a small budget (see
 //     MaxNodesPerPosition, MaxInPlaceDepth and the $ref cycles in cost.go),
-//     or whose values are absurd: a document over job.MaxSchemaBytes, a
+//     or whose values are absurd: a document over api.MaxSchemaBytes, a
 //     maxLength, maxItems, maxProperties (or min..., maxContains,
 //     minContains) that is not an integer from 0 to MaxCount, a minimum or
 //     maximum no double reaches, a minimum above its maximum, enum and
@@ -78,10 +79,10 @@ func (s *Schema) JSON() json.RawMessage { return s.canonical }
 //     patternProperties name) over MaxPatternBytes;
 //   - what the JSON Schema library itself refuses (metaschema, regexps).
 func Compile(raw []byte) (*Schema, error) {
-	if len(raw) > job.MaxSchemaBytes {
-		return nil, &Error{Reason: fmt.Sprintf("the schema is %d bytes, at most %d", len(raw), job.MaxSchemaBytes)}
+	if len(raw) > api.MaxSchemaBytes {
+		return nil, &Error{Reason: fmt.Sprintf("the schema is %d bytes, at most %d", len(raw), api.MaxSchemaBytes)}
 	}
-	doc, err := job.DecodeStrict(raw)
+	doc, err := canon.DecodeStrict(raw)
 	if err != nil {
 		return nil, fmt.Errorf("params schema: %w", err)
 	}
@@ -111,7 +112,7 @@ func Compile(raw []byte) (*Schema, error) {
 	if err := checkDefaults(c, doc, locations, cost); err != nil {
 		return nil, err
 	}
-	canonical, err := job.AppendCanonical(nil, doc)
+	canonical, err := canon.AppendCanonical(nil, doc)
 	if err != nil {
 		return nil, &Error{Reason: err.Error()}
 	}
@@ -256,7 +257,7 @@ func (c *checker) check(v any, at string) error {
 	for _, kw := range schemaMap {
 		if m, ok := s[kw].(map[string]any); ok {
 			for _, name := range slices.Sorted(maps.Keys(m)) {
-				if err := c.check(m[name], at+"/"+kw+"/"+job.EscapePointerToken(name)); err != nil {
+				if err := c.check(m[name], at+"/"+kw+"/"+canon.EscapePointerToken(name)); err != nil {
 					return err
 				}
 			}
@@ -418,7 +419,7 @@ func (c *checker) checkEnums(s map[string]any, at string) error {
 		if !ok {
 			continue
 		}
-		b, err := job.AppendCanonical(nil, v)
+		b, err := canon.AppendCanonical(nil, v)
 		if err != nil {
 			return &Error{Pointer: at + "/" + kw, Keyword: kw, Reason: err.Error()}
 		}

@@ -3,13 +3,14 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,14 +56,14 @@ func mustCompile(t *testing.T, raw string) *Schema {
 
 func decode(t *testing.T, s string) any {
 	t.Helper()
-	v, err := job.DecodeStrict([]byte(s))
+	v, err := canon.DecodeStrict([]byte(s))
 	require.NoError(t, err, s)
 	return v
 }
 
 func canonical(t *testing.T, v any) string {
 	t.Helper()
-	b, err := job.AppendCanonical(nil, v)
+	b, err := canon.AppendCanonical(nil, v)
 	require.NoError(t, err)
 	return string(b)
 }
@@ -146,20 +147,20 @@ func TestApplyMessages(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, permitReport)
 	_, errs := s.Apply(decode(t, `{"revision":0,"pages":2001,"color":1}`))
-	require.Equal(t, []job.FieldError{
+	require.Equal(t, []api.FieldError{
 		{Field: "/params/case_id", Rule: "required", Message: "is required"},
 		{Field: "/params/color", Rule: "additionalProperties", Message: "is not allowed"},
 		{Field: "/params/pages", Rule: "maximum", Message: "must be at most 2000"},
 		{Field: "/params/revision", Rule: "minimum", Message: "must be at least 1"},
 	}, errs)
 	_, errs = s.Apply(decode(t, `{"case_id":1.5,"revision":"x"}`))
-	require.Equal(t, []job.FieldError{
+	require.Equal(t, []api.FieldError{
 		{Field: "/params/case_id", Rule: "type", Message: "must be an integer"},
 		{Field: "/params/revision", Rule: "type", Message: "must be an integer"},
 	}, errs)
 	r := mustCompile(t, rich)
 	_, errs = r.Apply(decode(t, `{"case_id":1,"title":"ab","kind":"x","maybe":2}`))
-	require.Equal(t, []job.FieldError{
+	require.Equal(t, []api.FieldError{
 		{Field: "/params/kind", Rule: "enum", Message: `must be one of "draft", "final"`},
 		{Field: "/params/maybe", Rule: "type", Message: "must be null or a string"},
 	}, errs)
@@ -218,7 +219,7 @@ func TestCompileRefuses(t *testing.T) {
 	}
 	for _, raw := range []string{`{"type":"object",`, `{"type":"object","type":"object"}`, ``} {
 		_, err := Compile([]byte(raw))
-		require.ErrorIs(t, err, job.ErrMalformed, raw)
+		require.ErrorIs(t, err, api.ErrMalformed, raw)
 	}
 	// Bounded the other ways are fine.
 	for _, ok := range []string{
@@ -273,7 +274,7 @@ func TestRecursiveDefaultsEnd(t *testing.T) {
 	for v := out.(map[string]any)["n"]; v != nil; depth++ {
 		v = v.(map[string]any)["child"]
 	}
-	require.LessOrEqual(t, depth, job.MaxDepth+3)
+	require.LessOrEqual(t, depth, canon.MaxDepth+3)
 	require.Greater(t, depth, 3)
 }
 
@@ -313,7 +314,7 @@ func TestRegistry(t *testing.T) {
 	r.Delete("permit_report")
 	_, ok = r.Schema("permit_report")
 	require.False(t, ok)
-	var types job.Types = &r
+	var types Types = &r
 	ps, ok := types.Schema("permit_report")
 	require.False(t, ok)
 	require.Nil(t, ps, "no typed nil")
@@ -354,7 +355,7 @@ func TestGenerate(t *testing.T) {
 	require.Empty(t, fe)
 	require.Equal(t, `{"case_id":47,"pages":10,"revision":29}`, canonical(t, out))
 	_, fe = s.Apply(decode(t, `{"case_id":47,"x":1}`))
-	require.Equal(t, []job.FieldError{
+	require.Equal(t, []api.FieldError{
 		{Field: "/params/revision", Rule: "required", Message: "is required"},
 		{Field: "/params/x", Rule: "additionalProperties", Message: "is not allowed"},
 	}, fe)
@@ -363,7 +364,7 @@ func TestGenerate(t *testing.T) {
 	require.NoError(t, err)
 	s = mustCompile(t, string(raw))
 	_, fe = s.Apply(decode(t, `{"to":"nobody","lines":[]}`))
-	require.Equal(t, []job.FieldError{{Field: "/params/to", Rule: "format", Message: "must be a valid email"}}, fe)
+	require.Equal(t, []api.FieldError{{Field: "/params/to", Rule: "format", Message: "must be a valid email"}}, fe)
 
 	type unbounded struct {
 		Name string `json:"name"`

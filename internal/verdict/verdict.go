@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // MaxUserMessage bounds the message for users that is kept.
@@ -22,7 +22,7 @@ var ErrNotPrintable = errors.New("the message for users must be printable (no ne
 
 // Failure is the job's error for a worker's report of an attempt whose
 // time budget was timeout, of a type whose results may be maxResult bytes.
-func Failure(req *wire.FailRequest, timeout time.Duration, maxResult int64) (*job.Failure, error) {
+func Failure(req *wire.FailRequest, timeout time.Duration, maxResult int64) (*api.Failure, error) {
 	user := req.UserMessage
 	if len(user) > MaxUserMessage {
 		user = user[:MaxUserMessage]
@@ -40,21 +40,21 @@ func Failure(req *wire.FailRequest, timeout time.Duration, maxResult int64) (*jo
 	}
 	switch req.Kind {
 	case wire.KindError:
-		return &job.Failure{Category: job.CategoryRenderError, Retryable: true, Message: pick("the job's worker reported an error")}, nil
+		return &api.Failure{Category: api.CategoryRenderError, Retryable: true, Message: pick("the job's worker reported an error")}, nil
 	case wire.KindPermanent:
-		return &job.Failure{Category: job.CategoryRenderError, Message: pick("the job's worker could not do it")}, nil
+		return &api.Failure{Category: api.CategoryRenderError, Message: pick("the job's worker could not do it")}, nil
 	case wire.KindPanic:
-		return &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker failed"}, nil
+		return &api.Failure{Category: api.CategoryRenderError, Message: "the job's worker failed"}, nil
 	case wire.KindTimeout:
-		return &job.Failure{Category: job.CategoryTimeout, Retryable: true,
+		return &api.Failure{Category: api.CategoryTimeout, Retryable: true,
 			Message: fmt.Sprintf("the attempt did not finish within its time budget of %s", timeout)}, nil
 	case wire.KindTooLarge:
-		return &job.Failure{Category: job.CategoryBudgetExceeded,
+		return &api.Failure{Category: api.CategoryBudgetExceeded,
 			Message: fmt.Sprintf("the result would be larger than the limit of %d bytes", maxResult)}, nil
 	case wire.KindBudget:
-		return &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
+		return &api.Failure{Category: api.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
 	case wire.KindInternal:
-		return &job.Failure{Category: job.CategoryInternal, Retryable: req.Retryable || user == "",
+		return &api.Failure{Category: api.CategoryInternal, Retryable: req.Retryable || user == "",
 			Message: pick("the result could not be stored; the job is retried")}, nil
 	}
 	return nil, fmt.Errorf("unknown failure kind %q", req.Kind)

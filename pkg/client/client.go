@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Client talks to one jobgate gateway as one requester. It is safe for
@@ -32,7 +32,7 @@ type Client struct {
 	journal *Journal
 
 	journalPath string
-	journalOff  bool
+	journalOn   bool
 	lockTimeout time.Duration
 	retention   time.Duration
 	userAgent   string
@@ -46,14 +46,20 @@ type Option func(*Client)
 // signed link without sending the bearer token there.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// WithJournal sets the journal file. By default it is DefaultJournalPath().
+// WithJournal keeps each submission's key in a journal file (bbolt) before
+// its first attempt, so a process that crashes mid-submission resumes it
+// with the same key (Resume) and the server admits one job. Without it
+// (the default) keys live in memory: retries within the process reuse them,
+// a crash loses the pending ones. An empty path means DefaultJournalPath().
+// A library inside a server usually wants the journal next to its own
+// state; the CLI keeps one by default.
 func WithJournal(path string) Option {
-	return func(c *Client) { c.journalPath, c.journalOff = path, path == "" }
+	return func(c *Client) { c.journalPath, c.journalOn = path, true }
 }
 
-// WithoutJournal keeps keys in memory only: retries within the process still
-// reuse them, but a crash loses pending submissions.
-func WithoutJournal() Option { return func(c *Client) { c.journalOff = true } }
+// WithoutJournal keeps keys in memory only (the default); it undoes an
+// earlier WithJournal.
+func WithoutJournal() Option { return func(c *Client) { c.journalOn = false } }
 
 // WithJournalLockTimeout sets how long to wait for another process holding
 // the journal before failing with ErrJournalLocked (default 5s).
@@ -108,7 +114,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.hc = &nc
 	c.scope = scopeOf(u, token)
-	if !c.journalOff {
+	if c.journalOn {
 		if c.journalPath == "" {
 			if c.journalPath, err = DefaultJournalPath(); err != nil {
 				return nil, err
@@ -289,9 +295,9 @@ func (b *cancelBody) Close() error {
 }
 
 // decodeResource reads a job resource from a buffered response.
-func decodeResource(resp *http.Response) (*job.Resource, error) {
+func decodeResource(resp *http.Response) (*api.Resource, error) {
 	defer resp.Body.Close()
-	var res job.Resource
+	var res api.Resource
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		return nil, fmt.Errorf("%w: job resource: %v", ErrUnexpectedResponse, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Download describes a downloaded result.
@@ -37,8 +37,8 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // endpoint, follows the 303 to the freshly signed link (without the bearer
 // token: the signature is the authority) and checks the bytes against the
 // size and SHA-256 the job announced. A job that is not done is a
-// *ProblemError matching job.ErrResultNotReady, job.ErrJobFailed or
-// job.ErrJobCanceled. If the transfer breaks after bytes were written the
+// *ProblemError matching api.ErrResultNotReady, api.ErrJobFailed or
+// api.ErrJobCanceled. If the transfer breaks after bytes were written the
 // error says so; the caller should start over with an empty writer.
 func (c *Client) Download(ctx context.Context, id string, w io.Writer) (*Download, error) {
 	res, err := c.Get(ctx, id)
@@ -50,13 +50,13 @@ func (c *Client) Download(ctx context.Context, id string, w io.Writer) (*Downloa
 	// network, a long Retry-After); a fresh one is one request away.
 	for tries := 0; ; tries++ {
 		d, err := c.download(ctx, id, res, cw)
-		if err == nil || cw.n > 0 || tries == 2 || !errors.Is(err, job.ErrLinkExpired) {
+		if err == nil || cw.n > 0 || tries == 2 || !errors.Is(err, api.ErrLinkExpired) {
 			return d, err
 		}
 	}
 }
 
-func (c *Client) download(ctx context.Context, id string, res *job.Resource, cw *countingWriter) (*Download, error) {
+func (c *Client) download(ctx context.Context, id string, res *api.Resource, cw *countingWriter) (*Download, error) {
 	resp, _, err := c.send(ctx, &request{method: http.MethodGet, path: jobPath(id) + "/result"})
 	if err != nil {
 		return nil, err

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/retry"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Sentinel errors of the SDK itself (server problems match the job package's
-// sentinels, see job.Problem).
+// sentinels, see api.Problem).
 var (
 	// ErrJournalLocked means another process held the journal file longer
 	// than the lock timeout. Nothing was sent.
@@ -34,19 +34,19 @@ var (
 // ProblemError is an RFC 9457 problem the server answered with (or a bare
 // error status, described as well as the response allows). It is the job
 // package's Problem: errors.Is matches the job sentinel of its slug
-// (job.ErrNotFound, job.ErrKeyReused, ...), one catalogue for server and
+// (api.ErrNotFound, api.ErrKeyReused, ...), one catalogue for server and
 // client.
-type ProblemError = job.Problem
+type ProblemError = api.Problem
 
 // ConflictError is a 409 idempotency-key-reused: the key already belongs to
 // another request. JobID names the job it belongs to when the server says.
 // errors.As finds it in a *ProblemError of that slug.
-type ConflictError = job.ConflictError
+type ConflictError = api.ConflictError
 
 // ValidationError is a 422: the request's type or params are invalid, the
 // key was not consumed. errors.As finds it in a *ProblemError of that
 // status.
-type ValidationError = job.ValidationError
+type ValidationError = api.ValidationError
 
 // maxProblemBody bounds how much of an error body is read.
 const maxProblemBody = 64 << 10
@@ -63,7 +63,7 @@ func problemFrom(resp *http.Response, now time.Time) error {
 			Type   string           `json:"type"`
 			Title  string           `json:"title"`
 			Detail string           `json:"detail"`
-			Errors []job.FieldError `json:"errors"`
+			Errors []api.FieldError `json:"errors"`
 			JobID  string           `json:"job_id"`
 		}
 		if json.Unmarshal(raw, &doc) == nil {
@@ -91,7 +91,7 @@ func jobIDIn(s string) string {
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool {
 		return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
 	}) {
-		if job.ValidID(f) {
+		if api.ValidID(f) {
 			return f
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"log"
 	"os"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 )
 
 // Submit a report, follow it, save the PDF. Run the program again after a

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/retry"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Snapshot is one read of a job with its validators.
 type Snapshot struct {
 	// Job is the resource; nil when NotModified.
-	Job *job.Resource
+	Job *api.Resource
 	// ETag identifies the stored job version (send it back to GetIfChanged).
 	ETag string
 	// NotModified says the job did not change since the ETag given.
@@ -30,8 +30,8 @@ type Snapshot struct {
 func jobPath(id string) string { return "/v1/jobs/" + url.PathEscape(id) }
 
 // Get reads a job. A job that does not exist, or is not the caller's, is a
-// *ProblemError matching job.ErrNotFound.
-func (c *Client) Get(ctx context.Context, id string) (*job.Resource, error) {
+// *ProblemError matching api.ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*api.Resource, error) {
 	s, err := c.GetIfChanged(ctx, id, "", 0)
 	if err != nil {
 		return nil, err
@@ -76,14 +76,14 @@ func (c *Client) GetIfChanged(ctx context.Context, id, etag string, wait time.Du
 
 // Page is one page of List.
 type Page struct {
-	Jobs       []*job.Resource `json:"jobs"`
+	Jobs       []*api.Resource `json:"jobs"`
 	NextCursor string          `json:"next_cursor,omitempty"`
 }
 
 // List returns the caller's own jobs, newest first. state filters ("" for
 // all), limit bounds the page (0 for the server's default), cursor continues
 // from a previous page's NextCursor.
-func (c *Client) List(ctx context.Context, state job.State, limit int, cursor string) (*Page, error) {
+func (c *Client) List(ctx context.Context, state api.State, limit int, cursor string) (*Page, error) {
 	q := url.Values{}
 	if state != "" {
 		q.Set("state", string(state))
@@ -113,10 +113,10 @@ func (c *Client) List(ctx context.Context, state job.State, limit int, cursor st
 }
 
 // Cancel cancels a queued or running job and returns it (canceled). A job
-// already finished is a *ProblemError matching job.ErrTerminal — unless it
+// already finished is a *ProblemError matching api.ErrTerminal — unless it
 // is canceled and this call retried, in which case an earlier attempt of
 // this very call canceled it and the canceled job is returned.
-func (c *Client) Cancel(ctx context.Context, id string) (*job.Resource, error) {
+func (c *Client) Cancel(ctx context.Context, id string) (*api.Resource, error) {
 	resp, attempts, err := c.send(ctx, &request{method: http.MethodDelete, path: jobPath(id)})
 	if err != nil {
 		return nil, err
@@ -130,8 +130,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (*job.Resource, error) {
 		return res, err
 	}
 	perr := c.unexpected(resp)
-	if attempts > 1 && errors.Is(perr, job.ErrTerminal) {
-		if res, gerr := c.Get(ctx, id); gerr == nil && res.State == job.StateCanceled {
+	if attempts > 1 && errors.Is(perr, api.ErrTerminal) {
+		if res, gerr := c.Get(ctx, id); gerr == nil && res.State == api.StateCanceled {
 			return res, nil
 		}
 	}

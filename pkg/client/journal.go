@@ -1,6 +1,8 @@
 package client
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +12,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -40,7 +42,7 @@ type Entry struct {
 	Fingerprint string          `json:"fingerprint"`
 	State       EntryState      `json:"state"`
 	JobID       string          `json:"job_id,omitempty"`
-	JobState    job.State       `json:"job_state,omitempty"`
+	JobState    api.State       `json:"job_state,omitempty"`
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
 }
@@ -250,7 +252,7 @@ func localConflict(old *Entry) error {
 }
 
 // record stores the server's answer to the entry's submission.
-func (j *Journal) record(key string, res *job.Resource) error {
+func (j *Journal) record(key string, res *api.Resource) error {
 	return j.update(func(tx *bolt.Tx) error {
 		e, err := getEntry(tx, key)
 		if err != nil || e == nil {
@@ -279,7 +281,7 @@ func (j *Journal) forget(key string) error {
 
 // observe notes that a journaled job reached a terminal state: its logical
 // request is finished, and a new identical Submit gets a new key.
-func (j *Journal) observe(res *job.Resource) error {
+func (j *Journal) observe(res *api.Resource) error {
 	if !res.State.Terminal() {
 		return nil
 	}
@@ -368,4 +370,12 @@ func (j *Journal) prune(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// keyTag is a short tag for an idempotency key in the client's own logs. It
+// is a plain digest, so a guessable key can be recovered from it; the
+// server tags keys with a keyed hash instead.
+func keyTag(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
 }

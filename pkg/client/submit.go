@@ -9,15 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"net/http"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Submission is the outcome of Submit or Resume.
 type Submission struct {
-	Job *job.Resource
+	Job *api.Resource
 	// Key is the idempotency key used (the caller's, the journal's or a new
 	// one). Do not log it.
 	Key string
@@ -84,7 +85,7 @@ func NewKey() string {
 // same). A body without a canonical form falls back to a digest of its
 // bytes.
 func Fingerprint(body []byte) string {
-	if canon, err := job.Canonicalize(body); err == nil {
+	if canon, err := canon.Canonicalize(body); err == nil {
 		sum := sha256.Sum256(canon)
 		return hex.EncodeToString(sum[:])
 	}
@@ -118,8 +119,8 @@ func (c *Client) Submit(ctx context.Context, typ string, params any, opts ...Sub
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.key != "" && !job.ValidKey(o.key) {
-		return nil, fmt.Errorf("%w: must be 1-255 printable ASCII characters", job.ErrKeyInvalid)
+	if o.key != "" && !api.ValidKey(o.key) {
+		return nil, fmt.Errorf("%w: must be 1-255 printable ASCII characters", api.ErrKeyInvalid)
 	}
 	body, err := encodeRequest(typ, params)
 	if err != nil {
@@ -140,7 +141,7 @@ func (c *Client) Submit(ctx context.Context, typ string, params any, opts ...Sub
 		}
 	}
 	if reused {
-		c.log.Info("resuming unfinished submission", "key_hash", job.HashKey(e.Key), "job_id", e.JobID, "since", e.CreatedAt)
+		c.log.Info("resuming unfinished submission", "key_hash", keyTag(e.Key), "job_id", e.JobID, "since", e.CreatedAt)
 	}
 	return c.post(ctx, e, reused)
 }
@@ -149,7 +150,7 @@ func (c *Client) Submit(ctx context.Context, typ string, params any, opts ...Sub
 func (c *Client) post(ctx context.Context, e *Entry, reused bool) (*Submission, error) {
 	hdr := http.Header{"Idempotency-Key": {e.Key}}
 	resp, attempts, err := c.send(ctx, &request{
-		method: http.MethodPost, path: "/v1/jobs", header: hdr, body: e.Body, keyHash: job.HashKey(e.Key),
+		method: http.MethodPost, path: "/v1/jobs", header: hdr, body: e.Body, keyHash: keyTag(e.Key),
 	})
 	if err != nil {
 		return nil, &NotConfirmedError{Journaled: c.journal != nil, Err: err}
@@ -173,7 +174,7 @@ func (c *Client) post(ctx context.Context, e *Entry, reused bool) (*Submission, 
 	perr := problemFrom(resp, c.clock.Now())
 	if definitiveRefusal(resp.StatusCode) && c.journal != nil {
 		if err := c.journal.forget(e.Key); err != nil {
-			c.log.Warn("journal entry not removed", "key_hash", job.HashKey(e.Key), "err", err)
+			c.log.Warn("journal entry not removed", "key_hash", keyTag(e.Key), "err", err)
 		}
 		return nil, perr
 	}
@@ -246,7 +247,7 @@ func (c *Client) Resume(ctx context.Context) ([]*Submission, error) {
 
 // observe tells the journal a job was seen; terminal jobs finish their
 // entry. A journal that cannot be written does not fail the read.
-func (c *Client) observe(res *job.Resource) {
+func (c *Client) observe(res *api.Resource) {
 	if c.journal == nil || res == nil || !res.State.Terminal() {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -248,4 +249,30 @@ func TestConcurrentSameKeyOneJob(t *testing.T) {
 	}
 	require.Len(t, b.storedJobs(t), 1)
 	require.False(t, errors.Is(ctx.Err(), context.DeadlineExceeded))
+}
+
+// A library user who passes no journal option gets no file: a web server
+// importing the SDK writes nothing to its state directory.
+func TestNoJournalUnlessAskedFor(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", dir)
+	t.Setenv("HOME", dir)
+	b := setup(t)
+	c, err := client.New(b.URL, b.Token)
+	require.NoError(t, err)
+	require.Nil(t, c.Journal())
+	_, err = c.Submit(context.Background(), "permit_report", map[string]any{"case_id": 47, "revision": 29})
+	require.NoError(t, err)
+	var files []string
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return err
+	}))
+	require.Empty(t, files, "no journal file was written")
+
+	j, err := client.New(b.URL, b.Token, client.WithJournal(""))
+	require.NoError(t, err)
+	require.NotNil(t, j.Journal(), "WithJournal(\"\") keeps one at the default path")
 }

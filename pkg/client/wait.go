@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/sse"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 var (
@@ -44,7 +44,7 @@ const (
 // changed). Wait follows the job's Server-Sent Events when the gateway offers
 // them and otherwise long-polls with If-None-Match, never faster than the
 // server's Retry-After.
-func (c *Client) Wait(ctx context.Context, id string, onUpdate func(*job.Resource)) (*job.Resource, error) {
+func (c *Client) Wait(ctx context.Context, id string, onUpdate func(*api.Resource)) (*api.Resource, error) {
 	w := &waiter{c: c, id: id, onUpdate: onUpdate}
 	res, err := w.run(ctx)
 	if err != nil {
@@ -57,14 +57,14 @@ func (c *Client) Wait(ctx context.Context, id string, onUpdate func(*job.Resourc
 type waiter struct {
 	c        *Client
 	id       string
-	onUpdate func(*job.Resource)
+	onUpdate func(*api.Resource)
 	last     string // identity of the last delivered version
 	eventID  string // Last-Event-ID for reconnects
 }
 
 // deliver hands a version to onUpdate unless it was already delivered, and
 // reports whether it is terminal.
-func (w *waiter) deliver(res *job.Resource) bool {
+func (w *waiter) deliver(res *api.Resource) bool {
 	v := fmt.Sprintf("%s|%d|%d", res.State, res.Attempt, res.UpdatedAt.UnixNano())
 	if res.Progress != nil {
 		v += fmt.Sprintf("|%d/%d", res.Progress.Done, res.Progress.Total)
@@ -78,7 +78,7 @@ func (w *waiter) deliver(res *job.Resource) bool {
 	return res.State.Terminal()
 }
 
-func (w *waiter) run(ctx context.Context) (*job.Resource, error) {
+func (w *waiter) run(ctx context.Context) (*api.Resource, error) {
 	for failures := 0; failures < sseMaxFailures; {
 		res, err := w.stream(ctx)
 		if res != nil {
@@ -120,7 +120,7 @@ func (w *waiter) run(ctx context.Context) (*job.Resource, error) {
 // stream follows the job's event stream until a terminal version (returned),
 // or the stream ends or breaks (error; nil error if it ended cleanly after
 // delivering at least one event).
-func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
+func (w *waiter) stream(ctx context.Context) (*api.Resource, error) {
 	hdr := http.Header{"Accept": {"text/event-stream"}}
 	if w.eventID != "" {
 		hdr.Set("Last-Event-ID", w.eventID)
@@ -159,7 +159,7 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 		}
 		switch ev.Name {
 		case "job", "", "message":
-			var res job.Resource
+			var res api.Resource
 			if err := json.Unmarshal(ev.Data, &res); err != nil || res.ID == "" {
 				return false, fmt.Errorf("%w: event data is not a job resource", ErrUnexpectedResponse)
 			}
@@ -191,14 +191,14 @@ func (w *waiter) stream(ctx context.Context) (*job.Resource, error) {
 }
 
 // errTerminal carries the terminal version out of the event loop.
-type errTerminal struct{ res *job.Resource }
+type errTerminal struct{ res *api.Resource }
 
 func (errTerminal) Error() string { return "terminal" }
 
 // poll long-polls the job with its ETag until it is terminal. Requests are
 // never closer together than the server's Retry-After; a server that
 // honours ?wait holds each one until the job changes anyway.
-func (w *waiter) poll(ctx context.Context) (*job.Resource, error) {
+func (w *waiter) poll(ctx context.Context) (*api.Resource, error) {
 	etag := ""
 	interval := defaultPoll
 	for {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // ErrResultTooLarge is returned by a job's Output once the result would
@@ -16,9 +16,9 @@ var ErrResultTooLarge = errors.New("result exceeds the type's size limit")
 
 // Failure categories a handler may choose with Fail.
 const (
-	CategoryRenderError    = job.CategoryRenderError
-	CategoryBudgetExceeded = job.CategoryBudgetExceeded
-	CategoryInternal       = job.CategoryInternal
+	CategoryRenderError    = api.CategoryRenderError
+	CategoryBudgetExceeded = api.CategoryBudgetExceeded
+	CategoryInternal       = api.CategoryInternal
 )
 
 // failure is why an attempt failed, as reported to jobgate: its kind,
@@ -77,9 +77,9 @@ func Permanent(err error) error {
 func Fail(category string, retryable bool, format string, args ...any) error {
 	f := &failure{retryable: retryable, user: fmt.Sprintf(format, args...)}
 	switch category {
-	case job.CategoryBudgetExceeded:
+	case api.CategoryBudgetExceeded:
 		f.kind = wire.KindBudget
-	case job.CategoryInternal:
+	case api.CategoryInternal:
 		f.kind = wire.KindInternal
 	default:
 		f.kind = wire.KindPermanent

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/wire"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Type declares a job type and its handler. Only Name and Work are
@@ -51,7 +51,7 @@ func Register[T any](w *Workers, t Type[T]) error {
 	if t.Work == nil {
 		return fmt.Errorf("worker: type %q: Work is required", t.Name)
 	}
-	if job.Builtin(t.Name) && w.cfg.Credential != wire.JobgateCredential {
+	if wire.Builtin(t.Name) && w.cfg.Credential != wire.JobgateCredential {
 		return fmt.Errorf("worker: %s is a built-in type: only jobgate's own workers run it", t.Name)
 	}
 	if t.Timeout == 0 {
@@ -92,7 +92,7 @@ func Register[T any](w *Workers, t Type[T]) error {
 		TimeoutSeconds: int(t.Timeout / time.Second), Attempts: t.Attempts,
 		MaxResultBytes: t.MaxResultBytes, ContentType: t.ContentType,
 	}
-	check := job.TypeDecl{Name: decl.Name, Description: decl.Description, Schema: decl.Schema,
+	check := api.TypeDecl{Name: decl.Name, Description: decl.Description, Schema: decl.Schema,
 		TimeoutSeconds: decl.TimeoutSeconds, Attempts: decl.Attempts, MaxResultBytes: decl.MaxResultBytes,
 		ContentType: decl.ContentType}
 	if err := check.Validate(); err != nil {

@@ -10,7 +10,7 @@
 //
 //	res, err := workertest.Run(ctx, greetingType(), Params{Name: "Ada", Times: 2})
 //	// res.Outcome == workertest.Succeeded, string(res.Output) == "Hello, Ada! (1)\n...",
-//	// res.Progress == &job.Progress{Done: 2, Total: 2, Unit: "lines"}
+//	// res.Progress == &api.Progress{Done: 2, Total: 2, Unit: "lines"}
 //
 // A plain error is a Retry while attempts remain (RunAttempt with
 // Attempt{Number: 3, Of: 3} runs the last one, where it is Failed);

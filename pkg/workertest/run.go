@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
 	"log/slog"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/jobgate/jobgate/internal/verdict"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/internal/workerhook"
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/worker"
 )
 
@@ -42,12 +43,12 @@ type Result struct {
 	Output []byte
 	// Progress is the last progress the handler reported with
 	// j.Progress, what the job shows when the attempt ends (nil: none).
-	Progress *job.Progress
+	Progress *api.Progress
 	// Error is the job's "error" as its owner would read it (category,
 	// message, retryable) when the attempt failed: the message is the one
 	// the handler wrote for users (worker.Permanent, worker.Fail) or
 	// jobgate's generic one of the category. Nil when it succeeded.
-	Error *job.Failure
+	Error *api.Failure
 	// Err is what the handler returned: the cause the operator reads in
 	// the logs. Nil when it returned nil.
 	Err error
@@ -79,7 +80,7 @@ type Attempt struct {
 //
 // The error is nil unless the attempt could not be run as jobgate would
 // run it: a type Register refuses, params the schema refuses (a
-// *job.ValidationError, which jobgate answers 422 on submission), or a
+// *api.ValidationError, which jobgate answers 422 on submission), or a
 // failure report jobgate would refuse.
 func Run[T any](ctx context.Context, t worker.Type[T], params any) (*Result, error) {
 	return RunAttempt(ctx, t, params, Attempt{})
@@ -124,7 +125,7 @@ func RunAttempt[T any](ctx context.Context, t worker.Type[T], params any, a Atte
 	}
 	r := &Result{Output: out.Output, Err: out.Err}
 	if out.Progress != nil {
-		r.Progress = &job.Progress{Done: out.Progress.Done, Total: out.Progress.Total, Unit: out.Progress.Unit}
+		r.Progress = &api.Progress{Done: out.Progress.Done, Total: out.Progress.Total, Unit: out.Progress.Unit}
 	}
 	switch {
 	case out.NoVerdict != "":
@@ -158,13 +159,13 @@ func admit(decl wire.Declaration, params any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workertest: params: %w", err)
 	}
-	doc, err := job.DecodeStrict(raw)
+	doc, err := canon.DecodeStrict(raw)
 	if err != nil {
-		return nil, &job.ValidationError{Errors: []job.FieldError{{Field: "/params", Message: err.Error()}}}
+		return nil, &api.ValidationError{Errors: []api.FieldError{{Field: "/params", Message: err.Error()}}}
 	}
 	applied, problems := s.Apply(doc)
 	if len(problems) > 0 {
-		return nil, &job.ValidationError{Errors: problems}
+		return nil, &api.ValidationError{Errors: problems}
 	}
 	return json.Marshal(applied)
 }

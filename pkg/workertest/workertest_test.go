@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/job"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/pkg/workertest"
 	"github.com/stretchr/testify/require"
@@ -46,7 +46,7 @@ func TestSuccessKeepsOutputAndProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workertest.Succeeded, res.Outcome)
 	require.Equal(t, "0\n1\n2\n", string(res.Output))
-	require.Equal(t, &job.Progress{Done: 3, Total: 3, Unit: "rows"}, res.Progress)
+	require.Equal(t, &api.Progress{Done: 3, Total: 3, Unit: "rows"}, res.Progress)
 	require.Nil(t, res.Error)
 	require.NoError(t, res.Err)
 	require.Equal(t, "job_1", seen.ID)
@@ -71,7 +71,7 @@ func TestPlainErrorIsARetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workertest.Retry, res.Outcome)
 	require.ErrorIs(t, res.Err, cause, "the operator's cause")
-	require.Equal(t, &job.Failure{Category: job.CategoryRenderError, Retryable: true,
+	require.Equal(t, &api.Failure{Category: api.CategoryRenderError, Retryable: true,
 		Message: "the job's worker reported an error"}, res.Error, "the owner reads a generic message, not the cause")
 
 	// On the last attempt the job fails.
@@ -89,7 +89,7 @@ func TestPermanentIsPermanent(t *testing.T) {
 	res, err := workertest.Run(t.Context(), typ, rows{})
 	require.NoError(t, err)
 	require.Equal(t, workertest.Failed, res.Outcome)
-	require.Equal(t, &job.Failure{Category: job.CategoryRenderError, Message: "region North has no sales before 2020"}, res.Error)
+	require.Equal(t, &api.Failure{Category: api.CategoryRenderError, Message: "region North has no sales before 2020"}, res.Error)
 
 	typ = typeOf("budget", func(context.Context, *worker.Job[rows]) error {
 		return worker.Fail(worker.CategoryBudgetExceeded, true, "too many rows for now")
@@ -97,7 +97,7 @@ func TestPermanentIsPermanent(t *testing.T) {
 	res, err = workertest.Run(t.Context(), typ, rows{})
 	require.NoError(t, err)
 	require.Equal(t, workertest.Retry, res.Outcome)
-	require.Equal(t, &job.Failure{Category: job.CategoryBudgetExceeded, Retryable: true, Message: "too many rows for now"}, res.Error)
+	require.Equal(t, &api.Failure{Category: api.CategoryBudgetExceeded, Retryable: true, Message: "too many rows for now"}, res.Error)
 }
 
 // What else ends an attempt ends it as jobgate ends it.
@@ -116,7 +116,7 @@ func TestPanicTimeoutSizeAndCancel(t *testing.T) {
 	res, err = workertest.Run(t.Context(), slow, rows{})
 	require.NoError(t, err)
 	require.Equal(t, workertest.Retry, res.Outcome)
-	require.Equal(t, &job.Failure{Category: job.CategoryTimeout, Retryable: true,
+	require.Equal(t, &api.Failure{Category: api.CategoryTimeout, Retryable: true,
 		Message: "the attempt did not finish within its time budget of 1s"}, res.Error)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -134,7 +134,7 @@ func TestPanicTimeoutSizeAndCancel(t *testing.T) {
 	res, err = workertest.Run(t.Context(), big, rows{})
 	require.NoError(t, err)
 	require.Equal(t, workertest.Failed, res.Outcome)
-	require.Equal(t, job.CategoryBudgetExceeded, res.Error.Category)
+	require.Equal(t, api.CategoryBudgetExceeded, res.Error.Category)
 	require.ErrorIs(t, res.Err, worker.ErrResultTooLarge)
 }
 
@@ -143,7 +143,7 @@ func TestRefusals(t *testing.T) {
 	t.Parallel()
 	ok := typeOf("fine", func(context.Context, *worker.Job[rows]) error { return nil })
 	_, err := workertest.Run(t.Context(), ok, map[string]any{"rows": 5000})
-	var ve *job.ValidationError
+	var ve *api.ValidationError
 	require.ErrorAs(t, err, &ve, "params the schema refuses are a 422")
 	require.Equal(t, "/params/rows", ve.Errors[0].Field)
 	_, err = workertest.Run(t.Context(), ok, map[string]any{"rows": 1, "extra": true})
@@ -201,13 +201,13 @@ func TestTypeRunsEndToEnd(t *testing.T) {
 	c, err := client.New(d.URL(), tok, client.WithoutJournal())
 	require.NoError(t, err)
 	_, err = c.Submit(ctx, "import", rows{Rows: 1})
-	require.ErrorIs(t, err, job.ErrValidation, "import was never declared")
+	require.ErrorIs(t, err, api.ErrValidation, "import was never declared")
 	sub, err := c.Submit(ctx, "export", rows{Rows: 3})
 	require.NoError(t, err)
 	done, err := c.Wait(ctx, sub.Job.ID, nil)
 	require.NoError(t, err)
-	require.Equal(t, job.StateSucceeded, done.State, "%+v", done.Error)
-	require.Equal(t, &job.Progress{Done: 3, Total: 3, Unit: "rows"}, done.Progress)
+	require.Equal(t, api.StateSucceeded, done.State, "%+v", done.Error)
+	require.Equal(t, &api.Progress{Done: 3, Total: 3, Unit: "rows"}, done.Progress)
 	require.Equal(t, "text/csv", done.Result.ContentType)
 	var out strings.Builder
 	_, err = c.Download(ctx, done.ID, &out)
@@ -271,7 +271,7 @@ func TestVerdictsMatchJobgate(t *testing.T) {
 		require.NoError(t, err)
 		done, err := c.Wait(ctx, sub.Job.ID, nil)
 		require.NoError(t, err)
-		require.Equal(t, job.StateFailed, done.State, name)
+		require.Equal(t, api.StateFailed, done.State, name)
 		res, err := workertest.Run(ctx, declared[name], rows{})
 		require.NoError(t, err)
 		require.Equal(t, workertest.Failed, res.Outcome, name)

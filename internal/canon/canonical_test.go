@@ -1,6 +1,8 @@
-package job
+package canon
 
 import (
+	"github.com/jobgate/jobgate/pkg/api"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -208,13 +210,13 @@ func TestDecodeStrict(t *testing.T) {
 		strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1): "nesting deeper than 64",
 	} {
 		_, err := DecodeStrict([]byte(body))
-		require.ErrorIs(t, err, ErrMalformed, "%q", body)
+		require.ErrorIs(t, err, api.ErrMalformed, "%q", body)
 		require.Contains(t, err.Error(), wantMsg, "%q", body)
 	}
 	_, err = DecodeStrict([]byte(strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)))
 	require.NoError(t, err, "MaxDepth levels are fine")
 	_, err = DecodeStrict([]byte(strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1)))
-	require.ErrorIs(t, err, ErrMalformed)
+	require.ErrorIs(t, err, api.ErrMalformed)
 }
 
 // checkStrictAgrees: what DecodeStrict accepts, encoding/json accepts with
@@ -222,8 +224,8 @@ func TestDecodeStrict(t *testing.T) {
 func checkStrictAgrees(t *testing.T, data []byte) {
 	v, err := DecodeStrict(data)
 	if err != nil {
-		if !errors.Is(err, ErrMalformed) {
-			t.Fatalf("DecodeStrict: error without ErrMalformed: %v", err)
+		if !errors.Is(err, api.ErrMalformed) {
+			t.Fatalf("DecodeStrict: error without api.ErrMalformed: %v", err)
 		}
 		return
 	}
@@ -254,7 +256,7 @@ func FuzzCanonicalize(f *testing.F) {
 		c, err := Canonicalize(data)
 		if err != nil {
 			var ce *CanonicalError
-			if !errors.Is(err, ErrMalformed) && !errors.As(err, &ce) {
+			if !errors.Is(err, api.ErrMalformed) && !errors.As(err, &ce) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return

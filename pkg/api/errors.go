@@ -1,4 +1,4 @@
-package job
+package api
 
 import (
 	"errors"
@@ -6,25 +6,30 @@ import (
 	"strings"
 )
 
-// Sentinel errors. Services wrap them with %w; the problem catalogue
-// (problems.go) turns each into one HTTP status and problem type.
+// Sentinel errors, one per entry of the problem catalogue (problem.go): the
+// server wraps them with %w and writes the problem of each; a client's
+// errors.Is(err, ErrNotFound) matches the problem it read back.
 var (
-	ErrNotFound        = errors.New("job not found")
-	ErrKeyReused       = errors.New("idempotency key reused with a different request")
-	ErrKeyMissing      = errors.New("idempotency key missing")
-	ErrKeyInvalid      = errors.New("idempotency key invalid")
-	ErrMalformed       = errors.New("malformed request")
-	ErrTerminal        = errors.New("job already terminal")
-	ErrResultNotReady  = errors.New("result not ready")
-	ErrJobFailed       = errors.New("job failed")
-	ErrJobCanceled     = errors.New("job canceled")
-	ErrInvalidState    = errors.New("invalid state transition")
-	ErrUnauthorized    = errors.New("unauthorized")
-	ErrUnavailable     = errors.New("job store unavailable")
-	ErrPayloadTooLarge = errors.New("payload too large")
-	ErrRateLimited     = errors.New("rate limited")
-	ErrLinkExpired     = errors.New("result link expired")
-	ErrLinkInvalid     = errors.New("result link invalid")
+	ErrNotFound         = errors.New("job not found")
+	ErrKeyReused        = errors.New("idempotency key reused with a different request")
+	ErrKeyMissing       = errors.New("idempotency key missing")
+	ErrKeyInvalid       = errors.New("idempotency key invalid")
+	ErrMalformed        = errors.New("malformed request")
+	ErrTerminal         = errors.New("job already terminal")
+	ErrResultNotReady   = errors.New("result not ready")
+	ErrJobFailed        = errors.New("job failed")
+	ErrJobCanceled      = errors.New("job canceled")
+	ErrUnauthorized     = errors.New("unauthorized")
+	ErrUnavailable      = errors.New("job store unavailable")
+	ErrPayloadTooLarge  = errors.New("payload too large")
+	ErrRateLimited      = errors.New("rate limited")
+	ErrLinkExpired      = errors.New("result link expired")
+	ErrLinkInvalid      = errors.New("result link invalid")
+	ErrUnsupportedMedia = errors.New("unsupported media type")
+	ErrBadRequest       = errors.New("bad request")
+	ErrResultExpired    = errors.New("result file no longer kept")
+	ErrMethodNotAllowed = errors.New("method not allowed")
+	ErrForbidden        = errors.New("forbidden")
 )
 
 // FieldError names one invalid field of a request. Field is a JSON pointer

@@ -1,4 +1,4 @@
-package job
+package api
 
 // State is where a job is in its life. It only moves forward:
 // queued → running → succeeded | failed, and canceled from queued or running.
@@ -28,7 +28,7 @@ func (s State) Terminal() bool {
 
 // CanTransition reports whether a job may move from s to next. Staying in
 // running is allowed: a new attempt or a progress checkpoint is a change of
-// the record, not of the state.
+// the job, not of its state.
 func (s State) CanTransition(next State) bool {
 	switch s {
 	case StateQueued:

@@ -1,6 +1,6 @@
-package job
+package wire
 
-// BuiltinTypes are the job types jobgate's own workers declare: only
+// builtinTypes are the job types jobgate's own workers declare: only
 // jobgate's credential may declare them, and no count or byte budget of
 // the type table can crowd them out.
 var builtinTypes = map[string]bool{"permit_report": true}

@@ -1,4 +1,4 @@
-package job
+package canon
 
 import (
 	"encoding/json"
@@ -68,7 +68,7 @@ func AppendCanonical(b []byte, v any) ([]byte, error) {
 }
 
 // Canonicalize returns the RFC 8785 form of one JSON text. Input that
-// DecodeStrict refuses is ErrMalformed; a value without canonical form is
+// DecodeStrict refuses is api.ErrMalformed; a value without canonical form is
 // a *CanonicalError.
 func Canonicalize(data []byte) ([]byte, error) {
 	v, err := DecodeStrict(data)
@@ -425,3 +425,4 @@ func appendES6Number(b []byte, f float64) ([]byte, error) {
 
 // maxExactInt is the largest integer every JSON number parser keeps exactly.
 const maxExactInt = 1<<53 - 1
+const hexDigits = "0123456789abcdef"

@@ -1,20 +1,10 @@
-package job
+package api
 
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
-)
-
-// Sentinels that exist only as HTTP problems (the rest are in errors.go).
-var (
-	ErrUnsupportedMedia = errors.New("unsupported media type")
-	ErrBadRequest       = errors.New("bad request")
-	ErrResultExpired    = errors.New("result file no longer kept")
-	ErrMethodNotAllowed = errors.New("method not allowed")
-	ErrForbidden        = errors.New("forbidden")
 )
 
 // ProblemKind is one entry of the problem catalogue: the slug of its type
@@ -36,54 +26,54 @@ type ProblemKind struct {
 // the sentinel by it (Problem.Is). Order matters only where one error matches
 // several sentinels; the first match wins.
 var problemKinds = []ProblemKind{
-	{"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token",
+	{"unauthorized", 401, "Missing or invalid bearer token",
 		"send Authorization: Bearer with a valid, unexpired token", ErrUnauthorized},
-	{"idempotency-key-missing", http.StatusBadRequest, "Idempotency-Key header required",
+	{"idempotency-key-missing", 400, "Idempotency-Key header required",
 		"send an Idempotency-Key header with this request", ErrKeyMissing},
-	{"idempotency-key-invalid", http.StatusBadRequest, "Idempotency-Key header invalid",
+	{"idempotency-key-invalid", 400, "Idempotency-Key header invalid",
 		"send exactly one Idempotency-Key header of 1-255 printable ASCII characters", ErrKeyInvalid},
-	{"malformed-request", http.StatusBadRequest, "Request body is not valid JSON",
+	{"malformed-request", 400, "Request body is not valid JSON",
 		"the body must be one JSON object, with no member name twice", ErrMalformed},
-	{"validation", http.StatusUnprocessableEntity, "Request failed validation",
+	{"validation", 422, "Request failed validation",
 		"one or more fields are invalid", ErrValidation},
-	{"payload-too-large", http.StatusRequestEntityTooLarge, "Request body exceeds 64 KiB",
+	{"payload-too-large", 413, "Request body exceeds 64 KiB",
 		"the request body must be at most 64 KiB", ErrPayloadTooLarge},
-	{"idempotency-key-reused", http.StatusConflict, "Idempotency-Key already used for a different request",
+	{"idempotency-key-reused", 409, "Idempotency-Key already used for a different request",
 		"this Idempotency-Key was already used for a different request", ErrKeyReused},
-	{"not-found", http.StatusNotFound, "Job not found",
+	{"not-found", 404, "Job not found",
 		"no such job is visible to this token", ErrNotFound},
-	{"job-terminal", http.StatusConflict, "Job already finished",
+	{"job-terminal", 409, "Job already finished",
 		"the job has already finished", ErrTerminal},
-	{"result-not-ready", http.StatusConflict, "Result not ready yet",
+	{"result-not-ready", 409, "Result not ready yet",
 		"the job has not finished yet; ask again after Retry-After", ErrResultNotReady},
-	{"job-failed", http.StatusConflict, "Job failed; it has no result",
+	{"job-failed", 409, "Job failed; it has no result",
 		"the job failed; its error says why", ErrJobFailed},
-	{"job-canceled", http.StatusConflict, "Job was canceled; it has no result",
+	{"job-canceled", 409, "Job was canceled; it has no result",
 		"the job was canceled before it had a result", ErrJobCanceled},
-	{"link-expired", http.StatusGone, "Result link expired",
+	{"link-expired", 410, "Result link expired",
 		"the result link expired; the job's result link gives a fresh one", ErrLinkExpired},
-	{"link-invalid", http.StatusForbidden, "Result link invalid",
+	{"link-invalid", 403, "Result link invalid",
 		"the result link is not one this server signed", ErrLinkInvalid},
-	{"result-expired", http.StatusGone, "Result file no longer kept",
+	{"result-expired", 410, "Result file no longer kept",
 		"the result file is no longer kept", ErrResultExpired},
-	{"rate-limited", http.StatusTooManyRequests, "Too many requests",
+	{"rate-limited", 429, "Too many requests",
 		"too many requests; retry after Retry-After", ErrRateLimited},
-	{"unavailable", http.StatusServiceUnavailable, "Job store unavailable; retry with the same key",
+	{"unavailable", 503, "Job store unavailable; retry with the same key",
 		"the job store is unavailable; retry after Retry-After with the same Idempotency-Key", ErrUnavailable},
-	{"unsupported-media-type", http.StatusUnsupportedMediaType, "Request body must be uncompressed application/json",
+	{"unsupported-media-type", 415, "Request body must be uncompressed application/json",
 		"send the body uncompressed, as application/json", ErrUnsupportedMedia},
-	{"bad-request", http.StatusBadRequest, "Bad request",
+	{"bad-request", 400, "Bad request",
 		"the request is not one this server accepts", ErrBadRequest},
-	{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed",
+	{"method-not-allowed", 405, "Method not allowed",
 		"this method is not allowed on this path", ErrMethodNotAllowed},
-	{"forbidden", http.StatusForbidden, "Forbidden",
+	{"forbidden", 403, "Forbidden",
 		"this request is not allowed", ErrForbidden},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its
 // details are not shown to clients: the gateway logs the cause under the
 // problem's request id.
-var InternalProblem = ProblemKind{Slug: "internal", Status: http.StatusInternalServerError, Title: "Internal error",
+var InternalProblem = ProblemKind{Slug: "internal", Status: 500, Title: "Internal error",
 	Detail: "the server failed to handle the request; its log has the cause under this request id"}
 
 // ProblemFor returns the catalogue entry of err: the first whose sentinel err
@@ -133,30 +123,6 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
-// NewProblem builds the problem document of err from the catalogue. The
-// detail is the kind's fixed detail: err's own text is for the log, never
-// for the client, as it may name internals (a store, a subject, a file).
-// Only errors written for the client add to it: a *UserError's message, a
-// *ValidationError's field errors, a *ConflictError's job.
-func NewProblem(err error) *Problem {
-	k := ProblemFor(err)
-	p := &Problem{Type: ProblemTypePrefix + k.Slug, Title: k.Title, Status: k.Status, Detail: k.Detail}
-	var ue *UserError
-	if k.Err != nil && errors.As(err, &ue) && ue.Message != "" && errors.Is(ue, k.Err) {
-		p.Detail = ue.Message
-	}
-	var ve *ValidationError
-	if errors.As(err, &ve) {
-		p.Errors = ve.Errors
-	}
-	var ce *ConflictError
-	if errors.As(err, &ce) {
-		p.JobID = ce.JobID
-		p.Detail = ce.Error()
-	}
-	return p
-}
-
 // Slug is the last segment of the problem type ("not-found").
 func (p *Problem) Slug() string {
 	if i := strings.LastIndexByte(p.Type, '/'); i >= 0 {
@@ -171,7 +137,7 @@ func (p *Problem) Error() string {
 		msg = p.Title
 	}
 	if msg == "" {
-		msg = http.StatusText(p.Status)
+		msg = fmt.Sprintf("HTTP %d", p.Status)
 	}
 	if len(p.Errors) > 0 {
 		// The fields are what a person fixes: name them, not only "invalid".
@@ -208,7 +174,7 @@ func (p *Problem) As(target any) bool {
 			return true
 		}
 	case **ValidationError:
-		if p.Slug() == "validation" || p.Status == http.StatusUnprocessableEntity {
+		if p.Slug() == "validation" || p.Status == 422 {
 			*t = &ValidationError{Errors: p.Errors, Problem: p}
 			return true
 		}

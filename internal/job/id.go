@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"hash"
 	"regexp"
-	"strings"
 	"sync"
 )
 
@@ -17,14 +16,10 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 
 var (
 	scopeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	jobIDPattern   = regexp.MustCompile(`^job_[a-z2-7]{26}$`)
 )
 
 // ValidScopeID reports whether s may be a tenant or requester id.
 func ValidScopeID(s string) bool { return scopeIDPattern.MatchString(s) }
-
-// ValidID reports whether s has the shape of a job id.
-func ValidID(s string) bool { return jobIDPattern.MatchString(s) }
 
 // DeriveID returns the job id for an idempotency key in its scope. It is an
 // HMAC under a deployment secret, so ids are stable across retries and
@@ -45,14 +40,6 @@ func DeriveID(secret []byte, tenant, requester, key string) string {
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
-}
-
-// ValidKey checks an Idempotency-Key value: 1–255 printable ASCII characters.
-func ValidKey(key string) bool {
-	if len(key) == 0 || len(key) > 255 {
-		return false
-	}
-	return !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e })
 }
 
 // IDDeriver derives job ids under one secret like DeriveID, reusing HMAC

@@ -1,9 +1,35 @@
-package job
+package api
 
 import (
 	"encoding/json"
 	"time"
 )
+
+// Failure categories: why a job failed (Failure.Category).
+const (
+	CategoryTimeout        = "timeout"
+	CategoryBudgetExceeded = "budget_exceeded"
+	CategoryRenderError    = "render_error"
+	CategoryWorkerLost     = "worker_lost"
+	CategoryExhausted      = "exhausted"
+	CategoryInternal       = "internal"
+	CategoryCanceled       = "canceled"
+)
+
+// Progress is how far a running job is, when that can be measured.
+type Progress struct {
+	Done  int    `json:"done"`
+	Total int    `json:"total"`
+	Unit  string `json:"unit"`
+}
+
+// Failure says why a job failed (or why its last attempt did, while it
+// waits for the next).
+type Failure struct {
+	Category  string `json:"category"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
 
 // ResultLink is the public face of a result: a signed, short-lived href plus
 // what the file is.
@@ -22,8 +48,7 @@ type Links struct {
 	Result string `json:"result"`
 }
 
-// Resource is the job as clients see it (the contract's job resource). It
-// carries no scope, key hash or fingerprint.
+// Resource is the job as clients see it (the contract's job resource).
 type Resource struct {
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
@@ -43,35 +68,3 @@ type Resource struct {
 
 // JobPath is the status path of a job.
 func JobPath(id string) string { return "/v1/jobs/" + id }
-
-// Resource builds the public view of r. href and expires are the freshly
-// signed result link; pass "" to leave the href out (events carry none).
-func (r *Record) Resource(href string, expires time.Time) *Resource {
-	self := JobPath(r.ID)
-	res := &Resource{
-		ID: r.ID, Type: r.Type, Params: r.Params, State: r.State, Attempt: r.Attempt,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt,
-		FinishedAt: r.FinishedAt, Progress: r.Progress,
-		Links: Links{Self: self, Events: self + "/events", Result: self + "/result"},
-	}
-	if r.State == StateRunning {
-		res.RetryAt = r.RetryAt
-		if r.RetryAt != nil && r.Worker == "" && r.Error != nil {
-			// Waiting for its next attempt: why the last one failed.
-			f := *r.Error
-			res.Error = &f
-		}
-	}
-	if r.State == StateFailed {
-		res.Error = r.Error
-	}
-	if r.State == StateSucceeded && r.Output != nil {
-		res.Result = &ResultLink{ContentType: r.Output.ContentType, Size: r.Output.Size, SHA256: r.Output.SHA256}
-		if href != "" {
-			exp := expires.UTC()
-			res.Result.Href = href
-			res.Result.ExpiresAt = &exp
-		}
-	}
-	return res
-}

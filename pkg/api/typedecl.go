@@ -1,4 +1,4 @@
-package job
+package api
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// TypeDecl is a job type as its workers declare it. It is stored in
-// JetStream (one entry per type name) by every worker process that runs the
-// type, and every gateway accepts the type from the moment it reads it.
+// TypeDecl is a job type as its worker declares it: the params' schema and
+// the limits every job of the type is admitted and run under (the worker
+// protocol's declare message, GET /v1/types/{name}).
 type TypeDecl struct {
 	// Name is the type's name, [a-z][a-z0-9_]{0,63}.
 	Name string `json:"name"`
@@ -27,12 +27,6 @@ type TypeDecl struct {
 	MaxResultBytes int64 `json:"max_result_bytes"`
 	// ContentType is the media type of the results.
 	ContentType string `json:"content_type"`
-	// DeclaredAt is when this version of the declaration was written.
-	DeclaredAt time.Time `json:"declared_at"`
-	// Owner is the id of the worker credential that declared the type
-	// first (internal/wire.CredentialID): only it may declare the type
-	// again or run its jobs, until an operator deletes the type.
-	Owner string `json:"owner,omitempty"`
 }
 
 // Limits of a declaration.
@@ -146,16 +140,4 @@ func (d *TypeDecl) Validate() error {
 		return fmt.Errorf("%w: %w", ErrInvalidType, err)
 	}
 	return nil
-}
-
-// ParamsSchema is a compiled params schema: it validates params decoded by
-// DecodeStrict and returns them with the schema's defaults applied.
-type ParamsSchema interface {
-	Apply(params any) (any, []FieldError)
-}
-
-// Types is what a decoder needs of the declared types: the compiled schema
-// of a type by name.
-type Types interface {
-	Schema(typeName string) (ParamsSchema, bool)
 }

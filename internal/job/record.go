@@ -6,31 +6,6 @@ import (
 	"time"
 )
 
-// Error categories of a failed job.
-const (
-	CategoryTimeout        = "timeout"
-	CategoryBudgetExceeded = "budget_exceeded"
-	CategoryRenderError    = "render_error"
-	CategoryWorkerLost     = "worker_lost"
-	CategoryExhausted      = "exhausted"
-	CategoryInternal       = "internal"
-	CategoryCanceled       = "canceled"
-)
-
-// Progress is how far a running job is, when that can be measured.
-type Progress struct {
-	Done  int    `json:"done"`
-	Total int    `json:"total"`
-	Unit  string `json:"unit"`
-}
-
-// Failure says why a job failed.
-type Failure struct {
-	Category  string `json:"category"`
-	Message   string `json:"message"`
-	Retryable bool   `json:"retryable"`
-}
-
 // Output describes the stored result of a succeeded job. Object is the name
 // in the result object store; it never leaves the server except inside a
 // signed link.

@@ -1,24 +1,17 @@
-package schema
+package job_test
 
 import (
 	"testing"
 
-	"github.com/jobgate/jobgate/pkg/job"
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/stretchr/testify/require"
 )
 
-func permitTypes(t testing.TB) *Registry {
-	s, err := Compile([]byte(permitReport))
-	require.NoError(t, err)
-	r := NewRegistry()
-	r.Set("permit_report", s)
-	return r
-}
-
-// job.DecodeSubmission with the real permit_report schema.
+// DecodeSubmission with the real permit_report schema.
 func TestDecodeSubmissionPermitReport(t *testing.T) {
 	t.Parallel()
-	types := permitTypes(t)
+	types := jobtest.PermitTypes(t)
 	a, err := job.DecodeSubmission([]byte(`{"type":"permit_report","params":{"case_id":47,"revision":29}}`), types)
 	require.NoError(t, err)
 	b, err := job.DecodeSubmission([]byte(`{"type":"permit_report","params":{"case_id":47.0,"revision":29,"pages":10}}`), types)
@@ -48,7 +41,9 @@ func TestDecodeSubmissionPermitReport(t *testing.T) {
 	_, err = job.DecodeSubmission([]byte(`{"type":"permit_report","params":{"case_id":9007199254740993,"revision":29}}`), types)
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "/params/case_id", ve.Errors[0].Field)
-	require.Equal(t, "range", ve.Errors[0].Rule)
+	// The shipped schema bounds ids at 2^53-1: an integer past that is refused
+	// by its bound before it could lose precision.
+	require.Equal(t, "maximum", ve.Errors[0].Rule)
 	_, err = job.DecodeSubmission([]byte(`{"type":"other","params":{}}`), types)
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, []job.FieldError{{Field: "/type", Rule: "enum", Message: `unknown job type "other"`}}, ve.Errors)
@@ -56,7 +51,7 @@ func TestDecodeSubmissionPermitReport(t *testing.T) {
 
 // Admission cost with the real schema.
 func BenchmarkDecodeSubmission(b *testing.B) {
-	types := permitTypes(b)
+	types := jobtest.PermitTypes(b)
 	for name, body := range map[string]string{
 		"all":      `{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":63}}`,
 		"defaults": `{"type":"permit_report","params":{"case_id":47,"revision":29}}`,

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/canon"
+	"github.com/jobgate/jobgate/internal/schema"
 	"sort"
 	"strings"
 )
@@ -21,7 +23,7 @@ type Request struct {
 }
 
 // DecodeSubmission parses a submission body and validates it against the
-// declared types. The body must be one JSON object (DecodeStrict: a
+// declared types. The body must be one JSON object (canon.DecodeStrict: a
 // duplicated member name anywhere, trailing data or invalid JSON is
 // ErrMalformed) with a "type" string and an optional "params" object
 // ({} when absent). Everything else is a *ValidationError whose fields are
@@ -34,8 +36,8 @@ type Request struct {
 // {"params":...,"type":...} and Fingerprint its hex SHA-256. For params of
 // integers these are the bytes the first decoder wrote, so fingerprints of
 // stored jobs do not change.
-func DecodeSubmission(body []byte, types Types) (*Request, error) {
-	v, err := DecodeStrict(body)
+func DecodeSubmission(body []byte, types schema.Types) (*Request, error) {
+	v, err := canon.DecodeStrict(body)
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +48,10 @@ func DecodeSubmission(body []byte, types Types) (*Request, error) {
 	var fe []FieldError
 	for k := range top {
 		if k != "type" && k != "params" {
-			fe = append(fe, FieldError{Field: "/" + EscapePointerToken(k), Rule: "additionalProperties", Message: "is not allowed"})
+			fe = append(fe, FieldError{Field: "/" + canon.EscapePointerToken(k), Rule: "additionalProperties", Message: "is not allowed"})
 		}
 	}
-	var schema ParamsSchema
+	var sch schema.ParamsSchema
 	rawType, present := top["type"]
 	typ, isString := rawType.(string)
 	switch {
@@ -59,7 +61,7 @@ func DecodeSubmission(body []byte, types Types) (*Request, error) {
 		fe = append(fe, FieldError{Field: "/type", Rule: "type", Message: "must be a string"})
 	default:
 		var found bool
-		if schema, found = types.Schema(typ); !found || schema == nil {
+		if sch, found = types.Schema(typ); !found || sch == nil {
 			shown := typ
 			if len(shown) > MaxTypeNameLen { // no name is longer; do not echo a whole body
 				shown = strings.ToValidUTF8(shown[:MaxTypeNameLen], "") + "..."
@@ -76,30 +78,30 @@ func DecodeSubmission(body []byte, types Types) (*Request, error) {
 	if len(fe) > 0 {
 		return nil, validation(fe)
 	}
-	params, fe = schema.Apply(params)
+	params, fe = sch.Apply(params)
 	if len(fe) > 0 {
 		return nil, validation(fe)
 	}
-	canon := make([]byte, 0, len(body)+16)
-	canon = append(canon, `{"params":`...)
-	if canon, err = AppendCanonical(canon, params); err != nil {
-		var ce *CanonicalError
+	buf := make([]byte, 0, len(body)+16)
+	buf = append(buf, `{"params":`...)
+	if buf, err = canon.AppendCanonical(buf, params); err != nil {
+		var ce *canon.CanonicalError
 		if errors.As(err, &ce) {
 			return nil, validation([]FieldError{{Field: "/params" + ce.Pointer, Rule: "range", Message: "has no exact JSON form: " + ce.Reason}})
 		}
 		return nil, err
 	}
-	paramsEnd := len(canon)
-	canon = append(canon, `,"type":`...)
-	if canon, err = appendCanonicalString(canon, typ); err != nil {
+	paramsEnd := len(buf)
+	buf = append(buf, `,"type":`...)
+	if buf, err = canon.AppendCanonical(buf, typ); err != nil {
 		return nil, validation([]FieldError{{Field: "/type", Rule: "type", Message: "must be valid UTF-8"}})
 	}
-	canon = append(canon, '}')
-	sum := sha256.Sum256(canon)
+	buf = append(buf, '}')
+	sum := sha256.Sum256(buf)
 	return &Request{
 		Type:        typ,
-		Params:      json.RawMessage(canon[len(`{"params":`):paramsEnd:paramsEnd]),
-		Canonical:   canon,
+		Params:      json.RawMessage(buf[len(`{"params":`):paramsEnd:paramsEnd]),
+		Canonical:   buf,
 		Fingerprint: hex.EncodeToString(sum[:]),
 	}, nil
 }

@@ -1,6 +1,8 @@
-package job
+package canon
 
 import (
+	"github.com/jobgate/jobgate/pkg/api"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +19,7 @@ const MaxDepth = 64
 // DecodeStrict parses exactly one JSON value (RFC 8259, I-JSON rules) into
 // the types encoding/json produces with UseNumber: map[string]any, []any,
 // string, json.Number, bool and nil. Unlike encoding/json it refuses, with
-// an error wrapping ErrMalformed, what would make two readers disagree on a
+// an error wrapping api.ErrMalformed, what would make two readers disagree on a
 // value: a member name used twice in one object (the error names the member
 // and the JSON pointer of its object), strings that are not valid UTF-8 or
 // hold a lone surrogate escape, trailing data after the value, and nesting
@@ -28,7 +30,7 @@ func DecodeStrict(data []byte) (any, error) {
 	p := strictParser{b: data, s: string(data)}
 	p.ws()
 	if p.i == len(p.b) {
-		return nil, Userf(ErrMalformed, "empty body")
+		return nil, api.Userf(api.ErrMalformed, "empty body")
 	}
 	v, err := p.value(0)
 	if err == nil {
@@ -40,10 +42,10 @@ func DecodeStrict(data []byte) (any, error) {
 	if err != nil {
 		var d *duplicateError
 		if errors.As(err, &d) {
-			return nil, Userf(ErrMalformed, "duplicate member name %q at %s", d.name, pointerOrRoot(d.at))
+			return nil, api.Userf(api.ErrMalformed, "duplicate member name %q at %s", d.name, pointerOrRoot(d.at))
 		}
 		// The parser's own words, about the client's bytes.
-		return nil, Userf(ErrMalformed, "%s", err.Error())
+		return nil, api.Userf(api.ErrMalformed, "%s", err.Error())
 	}
 	return v, nil
 }

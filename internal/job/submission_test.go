@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"errors"
+	"github.com/jobgate/jobgate/internal/schema"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func (s stubSchema) Apply(params any) (any, []FieldError) {
 	return m, nil
 }
 
-func (stubTypes) Schema(name string) (ParamsSchema, bool) {
+func (stubTypes) Schema(name string) (schema.ParamsSchema, bool) {
 	switch name {
 	case "permit_report":
 		return stubSchema{}, true

@@ -1,0 +1,137 @@
+package archtest
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// internalMentions parses the non-test files of the package in dir and
+// returns each exported declaration that names a type of a package under
+// internal/ (a user could not write that type's name, and every change to it
+// would be a change of the public API).
+func internalMentions(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var leaks []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		internal := map[string]string{}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(path, module+"/internal/") {
+				continue
+			}
+			local := path[strings.LastIndexByte(path, '/')+1:]
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+			internal[local] = path
+		}
+		if len(internal) == 0 {
+			continue
+		}
+		check := func(where string, n ast.Node) {
+			if n == nil {
+				return
+			}
+			ast.Inspect(n, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && internal[x.Name] != "" {
+						leaks = append(leaks, fmt.Sprintf("%s: %s mentions %s.%s", fset.Position(sel.Pos()), where, internal[x.Name], sel.Sel.Name))
+					}
+				}
+				return true
+			})
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() || (d.Recv != nil && !exportedRecv(d.Recv)) {
+					continue
+				}
+				check(d.Name.Name, d.Type)
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							checkType(s.Name.Name, s.Type, check)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								check(n.Name, s.Type)
+								for _, v := range s.Values {
+									// An exported constant or variable set
+									// to an internal value carries its type.
+									check(n.Name, v)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return leaks
+}
+
+// checkType checks what a user sees of a type: its exported fields and
+// methods of interfaces, all of an alias or another type expression.
+func checkType(name string, typ ast.Expr, check func(string, ast.Node)) {
+	switch tt := typ.(type) {
+	case *ast.StructType:
+		for _, f := range tt.Fields.List {
+			exported := len(f.Names) == 0 // embedded: its name is its type
+			for _, n := range f.Names {
+				exported = exported || n.IsExported()
+			}
+			if exported {
+				check(name, f.Type)
+			}
+		}
+	case *ast.InterfaceType:
+		for _, m := range tt.Methods.List {
+			check(name, m.Type)
+		}
+	default:
+		check(name, typ)
+	}
+}
+
+func exportedRecv(fl *ast.FieldList) bool {
+	if len(fl.List) == 0 {
+		return false
+	}
+	t := fl.List[0].Type
+	for {
+		switch tt := t.(type) {
+		case *ast.StarExpr:
+			t = tt.X
+		case *ast.IndexExpr:
+			t = tt.X
+		case *ast.IndexListExpr:
+			t = tt.X
+		case *ast.Ident:
+			return tt.IsExported()
+		default:
+			return false
+		}
+	}
+}

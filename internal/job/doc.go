@@ -1,0 +1,9 @@
+// Package job is jobgate's domain package: the stored job record and its
+// lifecycle (which changes each component may make, as compare-and-set
+// writes), scoped job ids and key hashes, store keys, the submission decoder
+// and its fingerprint, type declarations as stored, the record's hand-built
+// codecs, and the one map from errors to problem documents (NewProblem). The
+// contract's own types (states, the resource, failures, problems and their
+// sentinels) are pkg/api's, known here under the same names. It is internal:
+// users see pkg/api.
+package job

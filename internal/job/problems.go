@@ -1,0 +1,27 @@
+package job
+
+import "errors"
+
+// NewProblem builds the problem document of err from the catalogue. The
+// detail is the kind's fixed detail: err's own text is for the log, never
+// for the client, as it may name internals (a store, a subject, a file).
+// Only errors written for the client add to it: a *UserError's message, a
+// *ValidationError's field errors, a *ConflictError's job.
+func NewProblem(err error) *Problem {
+	k := ProblemFor(err)
+	p := &Problem{Type: ProblemTypePrefix + k.Slug, Title: k.Title, Status: k.Status, Detail: k.Detail}
+	var ue *UserError
+	if k.Err != nil && errors.As(err, &ue) && ue.Message != "" && errors.Is(ue, k.Err) {
+		p.Detail = ue.Message
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		p.Errors = ve.Errors
+	}
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		p.JobID = ce.JobID
+		p.Detail = ce.Error()
+	}
+	return p
+}
