@@ -181,6 +181,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		if err == nil && len(differ) == 0 && r.bucket && have.Replicas > 1 && have.AllowDirect {
 			err = leaderReads(ctx, js, have)
 		}
+		if err == nil && len(differ) == 0 && r.stream == StreamWork && !have.AllowDirect {
+			err = directReads(ctx, js, have) // a work stream of an earlier version
+		}
 		if err != nil {
 			return nil, fmt.Errorf("provision %s: %w", r.name, err)
 		}
@@ -379,6 +382,10 @@ func (l Layout) resources() []resource {
 		Retention:   jetstream.WorkQueuePolicy,
 		Duplicates:  l.DuplicateWindow,
 		MaxAge:      l.JobTTL,
+		// The brokers read work by direct get (a lane's oldest message, a
+		// deferred one by sequence): a stale answer of a follower costs
+		// nothing, as every claim is decided on the job record.
+		AllowDirect: true,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
 	}
@@ -530,8 +537,18 @@ func waitLeader(ctx context.Context, js jetstream.JetStream, name string) error 
 // replays what it reads — so it reads what was acknowledged. With one
 // replica there is no follower, and direct gets stay on.
 func leaderReads(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig) error {
+	return setDirect(ctx, js, have, false)
+}
+
+// directReads turns direct gets on for a stream whose readers can take a
+// follower's stale answer.
+func directReads(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig) error {
+	return setDirect(ctx, js, have, true)
+}
+
+func setDirect(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig, on bool) error {
 	cfg := have
-	cfg.AllowDirect = false
+	cfg.AllowDirect = on
 	return retryTransient(ctx, func(ctx context.Context) error {
 		_, err := js.UpdateStream(ctx, cfg)
 		return err

@@ -151,3 +151,25 @@ func TestShortestValidJobTTLProvisions(t *testing.T) {
 	_, err = provision(js, l)
 	require.NoError(t, err)
 }
+
+// The brokers read work by direct get: a work stream provisioned by an
+// earlier version, without direct gets, gains them at the next start.
+func TestProvisionTurnsDirectGetsOnForWork(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	_, err := provision(js, natsjs.DefaultLayout())
+	require.NoError(t, err)
+	work := streamConfig(t, js, natsjs.StreamWork)
+	require.True(t, work.AllowDirect)
+
+	work.AllowDirect = false
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = js.UpdateStream(ctx, work)
+	require.NoError(t, err)
+	require.False(t, streamConfig(t, js, natsjs.StreamWork).AllowDirect)
+
+	_, err = provision(js, natsjs.DefaultLayout())
+	require.NoError(t, err)
+	require.True(t, streamConfig(t, js, natsjs.StreamWork).AllowDirect)
+}
