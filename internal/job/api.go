@@ -18,6 +18,7 @@ type (
 	Problem         = api.Problem
 	ProblemKind     = api.ProblemKind
 	UserError       = api.UserError
+	Attempt         = api.Attempt
 )
 
 const (
@@ -34,6 +35,12 @@ const (
 	CategoryExhausted      = api.CategoryExhausted
 	CategoryInternal       = api.CategoryInternal
 	CategoryCanceled       = api.CategoryCanceled
+
+	OutcomeSucceeded  = api.OutcomeSucceeded
+	OutcomeFailed     = api.OutcomeFailed
+	OutcomeWorkerLost = api.OutcomeWorkerLost
+	OutcomeGivenBack  = api.OutcomeGivenBack
+	OutcomeCanceled   = api.OutcomeCanceled
 
 	ProblemTypePrefix = api.ProblemTypePrefix
 
@@ -70,6 +77,7 @@ var (
 	ErrForbidden        = api.ErrForbidden
 	ErrValidation       = api.ErrValidation
 	ErrInvalidType      = api.ErrInvalidType
+	ErrNotRetryable     = api.ErrNotRetryable
 
 	InternalProblem = api.InternalProblem
 )

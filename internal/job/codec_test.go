@@ -48,6 +48,12 @@ func (f *filler) fill(v reflect.Value, path string) {
 		p := reflect.New(v.Type().Elem())
 		f.fill(p.Elem(), path)
 		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range s.Len() {
+			f.fill(s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
 	case reflect.Struct:
 		for i := range v.NumField() {
 			sf := v.Type().Field(i)
@@ -111,7 +117,7 @@ func TestRecordCodecKeepsEveryField(t *testing.T) {
 	}
 	// Zero values inside the structs a record owns (0, "", false) are
 	// stored too.
-	roundTrip(t, &Record{Params: null, Progress: &Progress{}, Error: &Failure{}, Output: &Output{}}, "empty nested structs")
+	roundTrip(t, &Record{Params: null, Progress: &Progress{}, Error: &Failure{}, Output: &Output{}, Attempts: []Attempt{{}}}, "empty nested structs")
 }
 
 // The resource encoders write what encoding/json writes for every field of

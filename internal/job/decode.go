@@ -77,6 +77,12 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			r.Error, ok = p.failure()
 		case fOutput:
 			r.Output, ok = p.output()
+		case fAttempts:
+			r.Attempts, ok = p.attempts()
+		case fRetryOf:
+			ok = p.into(&r.RetryOf)
+		case fRetriedAs:
+			ok = p.into(&r.RetriedAs)
 		}
 		if !ok {
 			return false
@@ -112,6 +118,9 @@ const (
 	fMaxAttempts
 	fTimeoutSeconds
 	fGivenBack
+	fAttempts
+	fRetryOf
+	fRetriedAs
 )
 
 var recordKeys = map[string]int{
@@ -120,6 +129,7 @@ var recordKeys = map[string]int{
 	"updated_at": fUpdatedAt, "started_at": fStartedAt, "finished_at": fFinishedAt, "retry_at": fRetryAt,
 	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "progress": fProgress, "error": fError, "output": fOutput,
 	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds, "given_back": fGivenBack,
+	"attempts": fAttempts, "retry_of": fRetryOf, "retried_as": fRetriedAs,
 }
 
 // key reads a plain string like str, without copying it.
@@ -284,7 +294,7 @@ func (p *fastParser) object(field func(key []byte) bool) bool {
 	if p.lit('}') {
 		return true
 	}
-	var seen [4][]byte
+	var seen [6][]byte
 	n := 0
 	for {
 		key, ok := p.key()
@@ -362,4 +372,43 @@ func (p *fastParser) output() (*Output, bool) {
 		return ok
 	})
 	return v, ok
+}
+
+// attempts reads the attempt history: a non-empty array of attempt
+// objects (AppendJSON never writes an empty one).
+func (p *fastParser) attempts() ([]Attempt, bool) {
+	if !p.lit('[') {
+		return nil, false
+	}
+	var out []Attempt
+	for {
+		p.ws()
+		var a Attempt
+		ok := p.object(func(k []byte) bool {
+			var ok bool
+			switch string(k) {
+			case "attempt":
+				a.Attempt, ok = p.int()
+			case "worker":
+				ok = p.into(&a.Worker)
+			case "started_at":
+				ok = p.time(&a.StartedAt)
+			case "ended_at":
+				a.EndedAt, ok = p.timePtr()
+			case "outcome":
+				ok = p.into(&a.Outcome)
+			case "error":
+				a.Error, ok = p.failure()
+			}
+			return ok
+		})
+		if !ok {
+			return nil, false
+		}
+		out = append(out, a)
+		if p.lit(',') {
+			continue
+		}
+		return out, p.lit(']')
+	}
 }

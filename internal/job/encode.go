@@ -72,7 +72,43 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = appendString(b, o.SHA256)
 		b = append(b, '}')
 	}
+	b = appendAttempts(b, r.Attempts)
+	if r.RetryOf != "" {
+		b = append(b, `,"retry_of":`...)
+		b = appendString(b, r.RetryOf)
+	}
+	if r.RetriedAs != "" {
+		b = append(b, `,"retried_as":`...)
+		b = appendString(b, r.RetriedAs)
+	}
 	return append(b, '}')
+}
+
+func appendAttempts(b []byte, as []Attempt) []byte {
+	if len(as) == 0 {
+		return b
+	}
+	b = append(b, `,"attempts":[`...)
+	for i := range as {
+		a := &as[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"attempt":`...)
+		b = strconv.AppendInt(b, int64(a.Attempt), 10)
+		b = append(b, `,"worker":`...)
+		b = appendString(b, a.Worker)
+		b = append(b, `,"started_at":`...)
+		b = appendTime(b, a.StartedAt)
+		b = appendOptTime(b, `,"ended_at":`, a.EndedAt)
+		if a.Outcome != "" {
+			b = append(b, `,"outcome":`...)
+			b = appendString(b, a.Outcome)
+		}
+		b = appendFailure(b, a.Error)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // AppendResource appends the public form of res to b (the hot path of every status read; encoding/json gives the same bytes).

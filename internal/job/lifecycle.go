@@ -48,15 +48,17 @@ func (r *Record) Claim(worker string, now time.Time) error {
 	if err := r.Transition(StateRunning, now); err != nil {
 		return err
 	}
+	now = now.UTC()
 	if prevWorker != "" {
 		r.Error = WorkerLost(r)
+		r.endAttempt(OutcomeWorkerLost, r.Error, now)
 	}
-	now = now.UTC()
 	r.Attempt++
 	r.Worker = worker
 	r.HeartbeatAt = &now
 	r.RetryAt = nil
 	r.Progress = nil
+	r.startAttempt(worker, now)
 	return nil
 }
 
@@ -64,10 +66,16 @@ func (r *Record) Claim(worker string, now time.Time) error {
 // stopping): the attempt does not count against the job's cause, and the
 // next attempt is due at once.
 func (r *Record) Release(now time.Time) error {
+	return r.release(OutcomeWorkerLost, now)
+}
+
+// release ends the running attempt without a verdict, recorded as outcome.
+func (r *Record) release(outcome string, now time.Time) error {
 	if r.State != StateRunning {
 		return &TransitionError{From: r.State, To: StateRunning}
 	}
 	now = now.UTC()
+	r.endAttempt(outcome, nil, now)
 	r.Worker = ""
 	r.RetryAt = &now
 	r.HeartbeatAt = &now
@@ -83,7 +91,7 @@ func (r *Record) Release(now time.Time) error {
 // vanished is released by the dispatcher with Release: its attempt counts,
 // so a job that kills its workers still runs out of attempts.
 func (r *Record) GiveBack(now time.Time) error {
-	if err := r.Release(now); err != nil {
+	if err := r.release(OutcomeGivenBack, now); err != nil {
 		return err
 	}
 	if r.GivenBack < r.Attempt {
@@ -103,6 +111,7 @@ func (r *Record) ScheduleRetry(f *Failure, at, now time.Time) error {
 		return &TransitionError{From: r.State, To: StateRunning}
 	}
 	now, at = now.UTC(), at.UTC()
+	r.endAttempt(OutcomeFailed, f, now)
 	r.Worker = ""
 	r.RetryAt = &at
 	r.HeartbeatAt = &now
@@ -129,6 +138,7 @@ func (r *Record) Succeed(out *Output, now time.Time) error {
 	if err := r.Transition(StateSucceeded, now); err != nil {
 		return err
 	}
+	r.endAttempt(OutcomeSucceeded, nil, *r.FinishedAt)
 	r.Output = out
 	r.Error = nil
 	r.HeartbeatAt = r.FinishedAt
@@ -143,6 +153,11 @@ func (r *Record) Fail(f *Failure, now time.Time) error {
 	if err := r.Transition(StateFailed, now); err != nil {
 		return err
 	}
+	outcome := OutcomeFailed
+	if f != nil && f.Category == CategoryWorkerLost {
+		outcome = OutcomeWorkerLost
+	}
+	r.endAttempt(outcome, f, *r.FinishedAt)
 	r.Error = f
 	return nil
 }
@@ -155,5 +170,6 @@ func (r *Record) Cancel(now time.Time) error {
 		}
 		return err
 	}
+	r.endAttempt(OutcomeCanceled, nil, *r.FinishedAt)
 	return nil
 }

@@ -50,6 +50,15 @@ type Record struct {
 	Progress  *Progress `json:"progress,omitempty"`
 	Error     *Failure  `json:"error,omitempty"`
 	Output    *Output   `json:"output,omitempty"`
+	// Attempts is the history of the latest attempts (at most
+	// api.MaxAttemptHistory), each with its full error message: the admin
+	// API shows it, the job's resource never does.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// RetryOf names the job an admin retry made this one from; RetriedAs
+	// the job an admin retry of this one made (the only change a terminal
+	// record ever gets).
+	RetryOf   string `json:"retry_of,omitempty"`
+	RetriedAs string `json:"retried_as,omitempty"`
 
 	// Revision is the store's revision of this record; it is not part of the
 	// stored document and is what compare-and-set updates are made against.
@@ -79,6 +88,20 @@ func (r *Record) Clone() *Record {
 	if r.Output != nil {
 		o := *r.Output
 		c.Output = &o
+	}
+	if r.Attempts != nil {
+		c.Attempts = make([]Attempt, len(r.Attempts))
+		for i, a := range r.Attempts {
+			if a.EndedAt != nil {
+				t := *a.EndedAt
+				a.EndedAt = &t
+			}
+			if a.Error != nil {
+				e := *a.Error
+				a.Error = &e
+			}
+			c.Attempts[i] = a
+		}
 	}
 	return &c
 }

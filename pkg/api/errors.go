@@ -30,6 +30,9 @@ var (
 	ErrResultExpired    = errors.New("result file no longer kept")
 	ErrMethodNotAllowed = errors.New("method not allowed")
 	ErrForbidden        = errors.New("forbidden")
+	// ErrNotRetryable: an admin retry of a job that is neither failed nor
+	// canceled.
+	ErrNotRetryable = errors.New("job not retryable")
 )
 
 // FieldError names one invalid field of a request. Field is a JSON pointer

@@ -68,6 +68,8 @@ var problemKinds = []ProblemKind{
 		"this method is not allowed on this path", ErrMethodNotAllowed},
 	{"forbidden", 403, "Forbidden",
 		"this request is not allowed", ErrForbidden},
+	{"job-not-retryable", 409, "Job cannot be retried",
+		"only a failed or canceled job can be retried", ErrNotRetryable},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its
