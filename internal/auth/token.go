@@ -20,7 +20,10 @@ type Identity struct {
 	Tenant    string
 	Requester string
 	Admin     bool
-	Expires   time.Time
+	// Operator reaches every tenant (the admin API, types, workers); its
+	// Tenant may be empty.
+	Operator bool
+	Expires  time.Time
 }
 
 // MaxIssuedAtSkew is how far in the future a token's iat may lie (the
@@ -57,6 +60,7 @@ func policyOf(opts []Option) policy {
 type claims struct {
 	Tenant    string           `json:"tenant"`
 	Admin     bool             `json:"admin,omitempty"`
+	Operator  bool             `json:"operator,omitempty"`
 	Subject   string           `json:"sub,omitempty"`
 	Issuer    string           `json:"iss,omitempty"`
 	Audience  jwt.ClaimStrings `json:"aud,omitempty"`
@@ -104,14 +108,14 @@ func (c *claims) GetAudience() (jwt.ClaimStrings, error)       { return c.Audien
 // Mint signs a token for id valid for ttl, with the audience and issuer
 // opts give.
 func Mint(secret []byte, id Identity, ttl time.Duration, now time.Time, opts ...Option) (string, error) {
-	if !job.ValidScopeID(id.Tenant) || !job.ValidScopeID(id.Requester) {
-		return "", fmt.Errorf("tenant and subject must match [A-Za-z0-9_-]{1,64}")
+	if !validTenant(id.Tenant, id.Operator) || !job.ValidScopeID(id.Requester) {
+		return "", fmt.Errorf("tenant and subject must match [A-Za-z0-9_-]{1,64} (an operator's tenant may be empty)")
 	}
 	if ttl <= 0 {
 		return "", errors.New("ttl must be positive")
 	}
 	p := policyOf(opts)
-	c := &claims{Tenant: id.Tenant, Admin: id.Admin, Subject: id.Requester, Issuer: p.issuer,
+	c := &claims{Tenant: id.Tenant, Admin: id.Admin, Operator: id.Operator, Subject: id.Requester, Issuer: p.issuer,
 		IssuedAt: secondsOf(now), ExpiresAt: secondsOf(now.Add(ttl))}
 	if p.audience != "" {
 		c.Audience = jwt.ClaimStrings{p.audience}
@@ -193,10 +197,10 @@ func (v *Verifier) VerifyShared(token string) (*Identity, error) {
 	if c.IssuedAt != nil && time.Unix(int64(*c.IssuedAt), 0).After(now.Add(MaxIssuedAtSkew)) {
 		return nil, fmt.Errorf("%w: iat is in the future", job.ErrUnauthorized)
 	}
-	if !job.ValidScopeID(c.Tenant) || !job.ValidScopeID(c.Subject) {
+	if !validTenant(c.Tenant, c.Operator) || !job.ValidScopeID(c.Subject) {
 		return nil, fmt.Errorf("%w: tenant or sub claim malformed", job.ErrUnauthorized)
 	}
-	id = &Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Expires: time.Unix(int64(*c.ExpiresAt), 0)}
+	id = &Identity{Tenant: c.Tenant, Requester: c.Subject, Admin: c.Admin, Operator: c.Operator, Expires: time.Unix(int64(*c.ExpiresAt), 0)}
 	v.mu.Lock()
 	if len(v.cache) >= maxCached {
 		clear(v.cache) // bounded; a cold miss only costs one verification
@@ -206,6 +210,11 @@ func (v *Verifier) VerifyShared(token string) (*Identity, error) {
 	v.cache[strings.Clone(token)] = id
 	v.mu.Unlock()
 	return id, nil
+}
+
+// validTenant: a tenant id, or none for an operator.
+func validTenant(tenant string, operator bool) bool {
+	return job.ValidScopeID(tenant) || (operator && tenant == "")
 }
 
 // SecretFile is where a single-box deployment keeps its generated secret.

@@ -183,3 +183,30 @@ func TestAudienceAndIssuer(t *testing.T) {
 	_, err = NewVerifier(secret, nil, WithAudience("another-api")).Verify(tok)
 	require.ErrorIs(t, err, job.ErrUnauthorized, "another deployment's audience")
 }
+
+// An operator token may leave the tenant out; any other token needs one,
+// and "operator" must be the JSON true to count.
+func TestOperatorTokens(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	now := time.Unix(1_800_000_000, 0)
+	v := NewVerifier(secret, func() time.Time { return now })
+	tok, err := Mint(secret, Identity{Requester: "ops-1", Operator: true}, time.Hour, now)
+	require.NoError(t, err)
+	id, err := v.Verify(tok)
+	require.NoError(t, err)
+	require.True(t, id.Operator)
+	require.Empty(t, id.Tenant)
+
+	_, err = Mint(secret, Identity{Requester: "ops-1"}, time.Hour, now)
+	require.Error(t, err, "a tenant is required of anyone else")
+
+	exp := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
+	_, err = v.Verify(signRaw(secret, hs256, `{"sub":"x","exp":`+exp+`}`))
+	require.ErrorIs(t, err, job.ErrUnauthorized, "no tenant, not an operator")
+	_, err = v.Verify(signRaw(secret, hs256, `{"sub":"x","operator":"true","exp":`+exp+`}`))
+	require.ErrorIs(t, err, job.ErrUnauthorized, "operator must be a boolean")
+	id, err = v.Verify(signRaw(secret, hs256, `{"tenant":"4","sub":"x","operator":false,"exp":`+exp+`}`))
+	require.NoError(t, err)
+	require.False(t, id.Operator)
+}
