@@ -33,6 +33,7 @@ const (
 	CategoryRenderError    = api.CategoryRenderError
 	CategoryWorkerLost     = api.CategoryWorkerLost
 	CategoryExhausted      = api.CategoryExhausted
+	CategoryExpired        = api.CategoryExpired
 	CategoryInternal       = api.CategoryInternal
 	CategoryCanceled       = api.CategoryCanceled
 

@@ -162,6 +162,19 @@ func (r *Record) Fail(f *Failure, now time.Time) error {
 	return nil
 }
 
+// Expire fails a job still queued or running when its record's retention
+// is about to end: a record is never deleted while its job is open. The
+// failure is a new write, which restarts the record's age, so the key goes
+// on protecting the failed job for a whole retention.
+func (r *Record) Expire(retention time.Duration, now time.Time) error {
+	if r.State != StateQueued && r.State != StateRunning {
+		return &TransitionError{From: r.State, To: StateFailed}
+	}
+	was := r.State
+	return r.Fail(&Failure{Category: CategoryExpired,
+		Message: fmt.Sprintf("the job was still %s when its retention (%s) was about to end", was, retention)}, now)
+}
+
 // Cancel ends a queued or running job at its requester's wish.
 func (r *Record) Cancel(now time.Time) error {
 	if err := r.Transition(StateCanceled, now); err != nil {

@@ -160,3 +160,24 @@ func TestAResourceWaitingForARetryShowsTheLastError(t *testing.T) {
 	require.NotNil(t, res.RetryAt)
 	require.Equal(t, f, res.Error)
 }
+
+func TestExpireFailsOnlyOpenJobs(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, from := range allStates {
+		r := &Record{State: from, Attempt: 1, Worker: "w"}
+		err := r.Expire(720*time.Hour, now)
+		if from.Terminal() {
+			require.ErrorIs(t, err, ErrInvalidState, "%s", from)
+			require.Equal(t, from, r.State)
+			continue
+		}
+		require.NoError(t, err, "%s", from)
+		require.Equal(t, StateFailed, r.State)
+		require.Equal(t, CategoryExpired, r.Error.Category)
+		require.False(t, r.Error.Retryable)
+		require.Contains(t, r.Error.Message, string(from))
+		require.Equal(t, now, *r.FinishedAt)
+		require.Equal(t, now, r.UpdatedAt)
+	}
+}

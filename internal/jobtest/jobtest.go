@@ -47,6 +47,13 @@ type Conn struct {
 // off, as a crash would) and provisions the default layout on it.
 func (e *Env) Connect(t testing.TB, name string) *Conn {
 	t.Helper()
+	return e.ConnectLayout(t, name, natsjs.DefaultLayout())
+}
+
+// ConnectLayout is Connect with a layout of the test's own (a short job
+// TTL, say); every connection of one Env must use the same.
+func (e *Env) ConnectLayout(t testing.TB, name string, layout natsjs.Layout) *Conn {
+	t.Helper()
 	nc, err := e.Emb.Connect(name)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -54,7 +61,7 @@ func (e *Env) Connect(t testing.TB, name string) *Conn {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := natsjs.Provision(ctx, js, natsjs.DefaultLayout())
+	res, err := natsjs.Provision(ctx, js, layout)
 	require.NoError(t, err)
 	return &Conn{NC: nc, Res: res}
 }

@@ -12,6 +12,7 @@ const (
 	CategoryRenderError    = "render_error"
 	CategoryWorkerLost     = "worker_lost"
 	CategoryExhausted      = "exhausted"
+	CategoryExpired        = "expired" // still queued or running when its retention was about to end
 	CategoryInternal       = "internal"
 	CategoryCanceled       = "canceled"
 )
