@@ -1,0 +1,620 @@
+// Package index is a gateway's query index of the job records: the admin
+// API's listings and counts. It is derived from the records' change log
+// (the stream under the JOBGATE_JOBS bucket) and kept in a bbolt file in
+// the gateway's data dir; it is never the source of truth. A missing,
+// unreadable or foreign file is rebuilt from the change log, one that is
+// behind resumes where it stopped, and a listing's caller reads each job
+// again from the bucket.
+//
+// What each operation costs: a page reads its entries in one ordered range
+// of the file (one per filter dimension, newest first) plus, for filters
+// the range does not cover, one lookup per entry looked at, bounded by
+// MaxScan; stats read, per job type, three counters, one key for the
+// oldest queued job and at most ~150 time-bucket counters per terminal
+// state — none of it grows with the number of jobs stored.
+package index
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Source is the change log the index is derived from (natsjs.Store).
+type Source interface {
+	LogBounds(ctx context.Context) (natsjs.LogBounds, error)
+	ReadLog(ctx context.Context, from uint64) (Log, error)
+}
+
+// Log is one read of the change log (natsjs.RecordLog).
+type Log interface {
+	Next() (natsjs.RecordChange, error)
+	Stop()
+}
+
+// StoreSource is the change log of a natsjs.Store.
+func StoreSource(s *natsjs.Store) Source { return storeSource{s} }
+
+type storeSource struct{ s *natsjs.Store }
+
+func (s storeSource) LogBounds(ctx context.Context) (natsjs.LogBounds, error) {
+	return s.s.LogBounds(ctx)
+}
+
+func (s storeSource) ReadLog(ctx context.Context, from uint64) (Log, error) {
+	l, err := s.s.ReadLog(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// formatVersion names the file's layout; a file of another is rebuilt.
+const formatVersion = "jobgate-index-1"
+
+var (
+	bMeta   = []byte("meta")
+	bJobs   = []byte("jobs")   // id → entry (JSON)
+	bList   = []byte("list")   // dim scope 0 value 0 created id → nil
+	bRev    = []byte("rev")    // revision id → nil (to drop records the log no longer holds)
+	bCount  = []byte("count")  // scope 0 type 0 class → uint64
+	bQueued = []byte("queued") // scope 0 type 0 created id → nil
+	bFin    = []byte("fin")    // scope 0 type 0 state 0 kind bucket → uint64
+	bTypes  = []byte("types")  // scope 0 type → nil
+
+	kVersion = []byte("version")
+	kSeq     = []byte("seq")
+)
+
+// Entry is what the index keeps of one job.
+type Entry struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"t"`
+	Requester string    `json:"r"`
+	Type      string    `json:"y"`
+	State     job.State `json:"s"`
+	// Class is the state as stats count it: queued, running, retrying
+	// (running, waiting for its next attempt) or the terminal state.
+	Class    string `json:"c"`
+	Category string `json:"e,omitempty"` // failed only
+	Created  int64  `json:"ct"`          // unix nanoseconds
+	Finished int64  `json:"ft,omitempty"`
+	Rev      uint64 `json:"v"`
+}
+
+const classRetrying = "retrying"
+
+func entryOf(r *job.Record) Entry {
+	e := Entry{ID: r.ID, Tenant: r.Tenant, Requester: r.Requester, Type: r.Type, State: r.State,
+		Class: string(r.State), Created: r.CreatedAt.UnixNano(), Rev: r.Revision}
+	if r.State == job.StateRunning && r.Worker == "" && r.RetryAt != nil {
+		e.Class = classRetrying
+	}
+	if r.State == job.StateFailed && r.Error != nil {
+		e.Category = r.Error.Category
+	}
+	if r.FinishedAt != nil {
+		e.Finished = r.FinishedAt.UnixNano()
+	}
+	return e
+}
+
+// Index is one gateway's query index.
+type Index struct {
+	db  *bolt.DB
+	src Source
+	log *slog.Logger
+	now func() time.Time
+
+	applied atomic.Uint64 // the last change log sequence applied
+	mu      sync.Mutex
+	moved   chan struct{} // closed and replaced whenever applied grows
+	stop    context.CancelFunc
+	done    chan struct{}
+	pruned  time.Time // only the applier touches it
+}
+
+// Options tune an index (tests).
+type Options struct {
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Open opens (or creates, or rebuilds) the index file at path and starts
+// following src. Close stops it.
+func Open(path string, src Source, o Options) (*Index, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	db, err := openFile(path, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	x := &Index{db: db, src: src, log: o.Log, now: o.Now, moved: make(chan struct{}), done: make(chan struct{})}
+	_ = db.View(func(tx *bolt.Tx) error {
+		x.applied.Store(u64(tx.Bucket(bMeta).Get(kSeq)))
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	x.stop = cancel
+	go x.run(ctx)
+	return x, nil
+}
+
+// openFile opens path as an index of this format, starting afresh when the
+// file is missing, unreadable or of another format.
+func openFile(path string, log *slog.Logger) (*bolt.DB, error) {
+	for try := 0; ; try++ {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true})
+		if err == nil {
+			err = db.Update(func(tx *bolt.Tx) error {
+				meta, err := tx.CreateBucketIfNotExists(bMeta)
+				if err != nil {
+					return err
+				}
+				if v := meta.Get(kVersion); v != nil && string(v) != formatVersion {
+					return errForeign
+				}
+				for _, b := range [][]byte{bJobs, bList, bRev, bCount, bQueued, bFin, bTypes} {
+					if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+						return err
+					}
+				}
+				return meta.Put(kVersion, []byte(formatVersion))
+			})
+			if err == nil {
+				return db, nil
+			}
+			_ = db.Close()
+		}
+		if try > 0 || errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("index %s: %w", path, err)
+		}
+		log.Warn("query index unreadable, rebuilding it from the change log", "path", path, "err", err)
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return nil, fmt.Errorf("index %s: %w", path, rerr)
+		}
+	}
+}
+
+var errForeign = errors.New("index file of another format")
+
+// Close stops following the change log and closes the file.
+func (x *Index) Close() error {
+	x.stop()
+	<-x.done
+	return x.db.Close()
+}
+
+// Applied is the last change log sequence the index holds.
+func (x *Index) Applied() uint64 { return x.applied.Load() }
+
+// WaitFor waits until the index holds every change up to sequence seq.
+func (x *Index) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		x.mu.Lock()
+		ch := x.moved
+		x.mu.Unlock()
+		if x.applied.Load() >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the query index is behind the job store (at %d of %d)", job.ErrUnavailable, x.applied.Load(), seq)
+		}
+	}
+}
+
+// CatchUp waits, at most wait, until the index holds every change stored
+// before the call: a job admitted before it is counted and listed.
+func (x *Index) CatchUp(ctx context.Context, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	b, err := x.src.LogBounds(ctx)
+	if err != nil {
+		return err
+	}
+	return x.WaitFor(ctx, b.Last)
+}
+
+func (x *Index) advance(seq uint64) {
+	x.applied.Store(seq)
+	x.mu.Lock()
+	close(x.moved)
+	x.moved = make(chan struct{})
+	x.mu.Unlock()
+}
+
+// run follows the change log until ctx ends, reading again after an error.
+func (x *Index) run(ctx context.Context) {
+	defer close(x.done)
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := x.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		x.log.Warn("query index: change log read failed, reading again", "err", err, "applied", x.applied.Load())
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+const batchSize = 1000
+
+// follow reads the change log from the first change the index lacks and
+// applies it in batches, until ctx ends or the read fails.
+func (x *Index) follow(ctx context.Context) error {
+	b, err := x.src.LogBounds(ctx)
+	if err != nil {
+		return err
+	}
+	if x.applied.Load() > b.Last {
+		// The log is younger than the index (a new deployment under the
+		// same data dir): start over.
+		x.log.Warn("query index ahead of the change log, rebuilding it", "applied", x.applied.Load(), "last", b.Last)
+		if err := x.reset(); err != nil {
+			return err
+		}
+	}
+	if err := x.prune(b.First); err != nil {
+		return err
+	}
+	log, err := x.src.ReadLog(ctx, x.applied.Load()+1)
+	if err != nil {
+		return err
+	}
+	changes := make(chan natsjs.RecordChange, batchSize)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(changes)
+		for {
+			c, err := log.Next()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case changes <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		log.Stop()
+		for range changes { //nolint:revive // drain so the reader ends
+		}
+	}()
+	batch := make([]natsjs.RecordChange, 0, batchSize)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c, ok := <-changes:
+			if !ok {
+				return <-readErr
+			}
+			batch = append(batch[:0], c)
+		fill:
+			for len(batch) < batchSize {
+				select {
+				case c, ok := <-changes:
+					if !ok {
+						break fill
+					}
+					batch = append(batch, c)
+				default:
+					break fill
+				}
+			}
+			if err := x.apply(batch); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// reset empties the index.
+func (x *Index) reset() error {
+	err := x.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bJobs, bList, bRev, bCount, bQueued, bFin, bTypes} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bMeta).Put(kSeq, be64(0))
+	})
+	if err == nil {
+		x.applied.Store(0)
+	}
+	return err
+}
+
+// prune drops the jobs whose last known revision the change log no longer
+// holds (below first): their record is gone — expired or purged — and no
+// newer version of it is left to read.
+func (x *Index) prune(first uint64) error {
+	return x.db.Update(func(tx *bolt.Tx) error {
+		t := newTxn(tx, x.now())
+		c := tx.Bucket(bRev).Cursor()
+		var gone []string
+		for k, _ := c.First(); k != nil && len(k) > 8 && binary.BigEndian.Uint64(k) < first; k, _ = c.Next() {
+			gone = append(gone, string(k[8:]))
+		}
+		for _, id := range gone {
+			if old, ok := t.entry(id); ok {
+				t.change(&old, nil)
+			}
+		}
+		return nil
+	})
+}
+
+// apply writes a batch of changes in one transaction.
+func (x *Index) apply(batch []natsjs.RecordChange) error {
+	last := x.applied.Load()
+	now := x.now()
+	err := x.db.Update(func(tx *bolt.Tx) error {
+		t := newTxn(tx, now)
+		for _, c := range batch {
+			last = max(last, c.Revision)
+			id := idOfKey(c.Key)
+			if id == "" {
+				continue
+			}
+			old, had := t.entry(id)
+			if had && old.Rev >= c.Revision {
+				continue // a change the index already holds
+			}
+			var oldp *Entry
+			if had {
+				oldp = &old
+			}
+			if c.Deleted {
+				if had {
+					t.change(oldp, nil)
+				}
+				continue
+			}
+			rec, err := c.Record()
+			if err != nil {
+				x.log.Warn("query index: a record that does not decode is left out", "key_id", id, "revision", c.Revision, "err", err)
+				continue
+			}
+			e := entryOf(rec)
+			t.change(oldp, &e)
+		}
+		if now.Sub(x.pruned) > 10*time.Minute {
+			t.pruneFinishes()
+			x.pruned = now
+		}
+		return tx.Bucket(bMeta).Put(kSeq, be64(last))
+	})
+	if err != nil {
+		return err
+	}
+	x.advance(last)
+	return nil
+}
+
+// idOfKey is the job id of a record key (tenant.requester.id).
+func idOfKey(key string) string {
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 || !job.ValidID(parts[2]) {
+		return ""
+	}
+	return parts[2]
+}
+
+// txn is one write transaction of the index.
+type txn struct {
+	tx                             *bolt.Tx
+	jobs, list, rev, count, queued *bolt.Bucket
+	fin, types                     *bolt.Bucket
+	now                            time.Time
+}
+
+func newTxn(tx *bolt.Tx, now time.Time) *txn {
+	return &txn{tx: tx, jobs: tx.Bucket(bJobs), list: tx.Bucket(bList), rev: tx.Bucket(bRev), count: tx.Bucket(bCount),
+		queued: tx.Bucket(bQueued), fin: tx.Bucket(bFin), types: tx.Bucket(bTypes), now: now}
+}
+
+func (t *txn) entry(id string) (Entry, bool) {
+	return entryIn(t.jobs, id)
+}
+
+func entryIn(b *bolt.Bucket, id string) (Entry, bool) {
+	v := b.Get([]byte(id))
+	if v == nil {
+		return Entry{}, false
+	}
+	var e Entry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return Entry{}, false
+	}
+	return e, true
+}
+
+// change replaces what old contributes (nil: a new job) by what e does
+// (nil: the job is gone). Only the differences are written, so a change
+// that leaves a job's counts alone (an admin retry adding retried_as to a
+// terminal record) touches no counter.
+func (t *txn) change(old, e *Entry) {
+	var oldKeys, newKeys map[string]int
+	if old != nil {
+		oldKeys = contributions(old, t.now)
+		_ = t.rev.Delete(append(be64(old.Rev), old.ID...))
+	}
+	if e != nil {
+		newKeys = contributions(e, t.now)
+		v, _ := json.Marshal(e)
+		_ = t.jobs.Put([]byte(e.ID), v)
+		_ = t.rev.Put(append(be64(e.Rev), e.ID...), nil)
+		for _, scope := range scopes(e) {
+			_ = t.types.Put([]byte(scope+"\x00"+e.Type), nil)
+		}
+	} else if old != nil {
+		_ = t.jobs.Delete([]byte(old.ID))
+	}
+	for k, n := range oldKeys {
+		if newKeys[k] == n {
+			delete(newKeys, k)
+			continue
+		}
+		t.apply(k, -n)
+	}
+	for k, n := range newKeys {
+		t.apply(k, n)
+	}
+}
+
+// A contribution's key starts with the bucket it goes to: L list, Q
+// queued, C counter, F finish counter. Membership keys count 1.
+func (t *txn) apply(k string, n int) {
+	key := []byte(k[1:])
+	switch k[0] {
+	case 'L':
+		t.member(t.list, key, n)
+	case 'Q':
+		t.member(t.queued, key, n)
+	case 'C':
+		add(t.count, key, n)
+	case 'F':
+		add(t.fin, key, n)
+	}
+}
+
+func (t *txn) member(b *bolt.Bucket, key []byte, n int) {
+	if n > 0 {
+		_ = b.Put(key, nil)
+	} else {
+		_ = b.Delete(key)
+	}
+}
+
+// add changes a counter by n; it never goes below zero, and one at zero
+// is removed.
+func add(b *bolt.Bucket, key []byte, n int) {
+	v := int64(u64(b.Get(key))) + int64(n)
+	if v <= 0 {
+		_ = b.Delete(key)
+		return
+	}
+	_ = b.Put(key, be64(uint64(v)))
+}
+
+// finishKept is how long the finish counters are kept: a day's window and
+// the partial hours at its ends.
+const finishKept = 26 * time.Hour
+
+// pruneFinishes drops the finish counters older than finishKept.
+func (t *txn) pruneFinishes() {
+	floor := t.now.Add(-finishKept)
+	c := t.fin.Cursor()
+	var old [][]byte
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) < 9 {
+			continue
+		}
+		kind, at := k[len(k)-9], int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+		unit := time.Minute
+		if kind == 'h' {
+			unit = time.Hour
+		}
+		if time.Unix(0, at*int64(unit)).Add(unit).Before(floor) {
+			old = append(old, append([]byte(nil), k...))
+		}
+	}
+	for _, k := range old {
+		_ = t.fin.Delete(k)
+	}
+}
+
+// scopes are the tenant scopes a job counts in: its tenant's, and every
+// tenant's (""), which operators read.
+func scopes(e *Entry) [2]string { return [2]string{e.Tenant, ""} }
+
+// contributions lists the keys a job adds to the index.
+func contributions(e *Entry, now time.Time) map[string]int {
+	out := make(map[string]int, 16)
+	created := string(be64(uint64(e.Created))) + e.ID
+	for _, scope := range scopes(e) {
+		out["L"+listPrefix(dimAll, scope, "")+created] = 1
+		out["L"+listPrefix(dimType, scope, e.Type)+created] = 1
+		out["L"+listPrefix(dimState, scope, string(e.State))+created] = 1
+		if e.Category != "" {
+			out["L"+listPrefix(dimCategory, scope, e.Category)+created] = 1
+		}
+		st := scope + "\x00" + e.Type + "\x00"
+		switch e.Class {
+		case string(job.StateQueued):
+			out["C"+st+e.Class] = 1
+			out["Q"+st+created] = 1
+		case string(job.StateRunning), classRetrying:
+			out["C"+st+e.Class] = 1
+		default:
+			if e.Finished == 0 || now.Sub(time.Unix(0, e.Finished)) > finishKept {
+				break
+			}
+			f := time.Unix(0, e.Finished)
+			out["F"+st+e.Class+"\x00m"+string(be64(uint64(f.Unix()/60)))] = 1
+			out["F"+st+e.Class+"\x00h"+string(be64(uint64(f.Unix()/3600)))] = 1
+		}
+	}
+	out["L"+listPrefix(dimRequester, e.Tenant, e.Requester)+created] = 1
+	return out
+}
+
+// The list dimensions: one ordered range per scope and value.
+const (
+	dimAll       = 'a'
+	dimType      = 'y'
+	dimState     = 's'
+	dimCategory  = 'c'
+	dimRequester = 'r'
+)
+
+func listPrefix(dim byte, scope, value string) string {
+	return string(dim) + scope + "\x00" + value + "\x00"
+}
+
+func be64(n uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return b[:]
+}
+
+func u64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// hasPrefix for readability where keys are compared with prefixes.
+func hasPrefix(k []byte, p string) bool { return bytes.HasPrefix(k, []byte(p)) }
