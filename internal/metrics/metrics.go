@@ -22,7 +22,7 @@ type Metrics struct {
 	RelayPublished    *prometheus.CounterVec   // kind: work, event
 	RelayBacklog      prometheus.Gauge         // record changes not yet relayed
 	JobsByState       *prometheus.GaugeVec     // state
-	Stalled           *prometheus.CounterVec   // outcome: redispatched, failed
+	Stalled           *prometheus.CounterVec   // outcome: redispatched, failed, expired
 	RenderDuration    *prometheus.HistogramVec // outcome
 	RenderAttempts    *prometheus.CounterVec   // outcome: succeeded, retry, failed, canceled, skipped
 	TenantQueued      *prometheus.GaugeVec     // tenant (TopN + "other"): queued jobs
@@ -54,7 +54,7 @@ func New() *Metrics {
 			Name: "jobgate_open_jobs", Help: "Jobs not yet terminal, by state, as the dispatcher sees them.",
 		}, []string{"state"}),
 		Stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobgate_stalled_jobs_total", Help: "Stalled running jobs the sweeper handled, by outcome.",
+			Name: "jobgate_stalled_jobs_total", Help: "Jobs the sweeper handled (stalled running jobs, lost work, open jobs at the end of their retention), by outcome.",
 		}, []string{"outcome"}),
 		RenderDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "jobgate_render_duration_seconds", Help: "Duration of render attempts, by outcome.",
