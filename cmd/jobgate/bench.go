@@ -124,6 +124,8 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 	cfg.Gateway.SubmitRate, cfg.Gateway.SubmitBurst = 1e9, 1<<30
 	// The load sections open thousands of streams as one requester.
 	cfg.Gateway.MaxStreamsPerRequester, cfg.Gateway.MaxLongPollsPerRequester = 1<<30, 1<<30
+	cfg.Gateway.MaxStreamsPerTenant, cfg.Gateway.MaxLongPollsPerTenant = 1<<30, 1<<30
+	cfg.Gateway.MaxStreams, cfg.Gateway.MaxLongPolls = 1<<30, 1<<30
 	if m.Getenv("JOBGATE_BENCH_GATEWAY_PUBLISHES_WORK") == "1" { // the pipeline section's comparison
 		cfg.Gateway.LeaveWorkToRelay = false
 	}

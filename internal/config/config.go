@@ -110,6 +110,14 @@ type Gateway struct {
 	// past them a request answers 429 with Retry-After.
 	MaxStreamsPerRequester   int `yaml:"max_streams_per_requester"`
 	MaxLongPollsPerRequester int `yaml:"max_long_polls_per_requester"`
+	// MaxStreamsPerTenant and MaxLongPollsPerTenant cap them for all of a
+	// tenant's requesters together, MaxStreams and MaxLongPolls for the
+	// whole gateway process (each gateway of a deployment counts its own);
+	// past them too a request answers 429 with Retry-After.
+	MaxStreamsPerTenant   int `yaml:"max_streams_per_tenant"`
+	MaxLongPollsPerTenant int `yaml:"max_long_polls_per_tenant"`
+	MaxStreams            int `yaml:"max_streams"`
+	MaxLongPolls          int `yaml:"max_long_polls"`
 	// StreamWriteTimeout cuts off an event stream whose client stopped
 	// reading: one write may wait this long.
 	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
@@ -181,7 +189,8 @@ func Default() Config {
 		NATS:          NATS{Replicas: 1},
 		Renderer:      Renderer{Concurrency: 2, MaxOutputBytes: 64 << 20},
 		Gateway: Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100, LeaveWorkToRelay: true,
-			MaxStreamsPerRequester: 20, MaxLongPollsPerRequester: 20, StreamWriteTimeout: 30 * time.Second},
+			MaxStreamsPerRequester: 20, MaxLongPollsPerRequester: 20, MaxStreamsPerTenant: 2000, MaxLongPollsPerTenant: 2000,
+			MaxStreams: 10000, MaxLongPolls: 10000, StreamWriteTimeout: 30 * time.Second},
 		Notifier: Notifier{
 			WebhookRetries: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
@@ -267,6 +276,10 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	boolean("JOBGATE_DEV", &c.Dev)
 	num("JOBGATE_MAX_STREAMS_PER_REQUESTER", &c.Gateway.MaxStreamsPerRequester)
 	num("JOBGATE_MAX_LONG_POLLS_PER_REQUESTER", &c.Gateway.MaxLongPollsPerRequester)
+	num("JOBGATE_MAX_STREAMS_PER_TENANT", &c.Gateway.MaxStreamsPerTenant)
+	num("JOBGATE_MAX_LONG_POLLS_PER_TENANT", &c.Gateway.MaxLongPollsPerTenant)
+	num("JOBGATE_MAX_STREAMS", &c.Gateway.MaxStreams)
+	num("JOBGATE_MAX_LONG_POLLS", &c.Gateway.MaxLongPolls)
 	dur("JOBGATE_STREAM_WRITE_TIMEOUT", &c.Gateway.StreamWriteTimeout)
 	return errors.Join(errs...)
 }
@@ -318,6 +331,15 @@ func (c *Config) Validate() error {
 	for t, w := range c.Renderer.TenantWeights {
 		if w < 1 || w > 1000 {
 			errs = append(errs, fmt.Errorf("renderer.tenant_weights[%s] must be 1 to 1000, got %d", t, w))
+		}
+	}
+	for name, n := range map[string]int{
+		"gateway.max_streams_per_requester": c.Gateway.MaxStreamsPerRequester, "gateway.max_long_polls_per_requester": c.Gateway.MaxLongPollsPerRequester,
+		"gateway.max_streams_per_tenant": c.Gateway.MaxStreamsPerTenant, "gateway.max_long_polls_per_tenant": c.Gateway.MaxLongPollsPerTenant,
+		"gateway.max_streams": c.Gateway.MaxStreams, "gateway.max_long_polls": c.Gateway.MaxLongPolls,
+	} {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", name, n))
 		}
 	}
 	if c.Renderer.Concurrency < 1 {
