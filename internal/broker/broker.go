@@ -267,14 +267,27 @@ func (b *Broker) forgetDecl(typ string) {
 	b.mu.Unlock()
 }
 
-// event publishes the event of a change the broker wrote (the relay fills
-// in for a broker that died before it).
-func (b *Broker) event(rec *job.Record) {
+// eventAfter publishes the event of a change the broker wrote (the relay
+// fills in for a broker that died before it). after is the sequence of the
+// job's newest event as the broker knows it (0: it does not, and the event
+// stream is asked); it returns the sequence of the job's newest event now,
+// 0 when the publish failed.
+func (b *Broker) eventAfter(rec *job.Record, after uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
 	defer cancel()
-	if _, _, err := b.res.Events.PublishAfter(ctx, rec, 0); err != nil {
+	seq, _, err := b.res.Events.PublishAfter(ctx, rec, after)
+	if err != nil {
 		b.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
+		return 0
 	}
+	return seq
+}
+
+// schedOf is the type's scheduler if this broker runs one.
+func (b *Broker) schedOf(typ string) *sched {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.scheds[typ]
 }
 
 func (b *Broker) observe(typ, outcome string) {

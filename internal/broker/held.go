@@ -26,8 +26,13 @@ type heldJob struct {
 // held checks that the request's credential owns the type, and that its
 // token is the job's current claim: the job of that type is running under
 // that attempt and has not been given back. A refusal says lost when the
-// job has moved on (canceled, finished, taken over).
-func (b *Broker) held(ctx context.Context, r *request, h wire.Held) (*heldJob, *wire.Reply) {
+// job has moved on (canceled, finished, taken over). A verdict (done, fail,
+// give-back) is checked against the record as this broker last wrote it
+// when it made the claim: the verdict's write is a compare-and-set on that
+// revision, which fails, and is checked again on a fresh read, if anyone
+// changed the job since. Other requests (a beat, whose answer is how a
+// worker learns of a cancel) read the record.
+func (b *Broker) held(ctx context.Context, r *request, h wire.Held, verdict bool) (*heldJob, *wire.Reply) {
 	d, bad := b.decl(ctx, r.cred, r.typ)
 	if bad != nil {
 		return nil, bad
@@ -37,6 +42,11 @@ func (b *Broker) held(ctx context.Context, r *request, h wire.Held) (*heldJob, *
 	}
 	if _, _, _, valid := natsjs.ScopeOf(h.Key); !valid {
 		return nil, refuse(wire.CodeBadRequest, "not a job key")
+	}
+	if s := b.schedOf(r.typ); verdict && s != nil {
+		if rec, _ := s.known(h.Key); rec != nil && b.check(rec, d, h) == nil {
+			return &heldJob{decl: d, rec: rec}, nil
+		}
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -88,6 +98,9 @@ func (b *Broker) write(ctx context.Context, h *heldJob, held wire.Held, fn func(
 		}
 		err := b.res.Jobs.Update(octx, next)
 		if err == nil {
+			if s := b.schedOf(next.Type); s != nil {
+				s.wrote(next, 0)
+			}
 			return next, nil
 		}
 		if !errors.Is(err, natsjs.ErrStale) {
@@ -139,7 +152,7 @@ func (b *Broker) beat(ctx context.Context, r *request) *wire.Reply {
 	if err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
-	h, bad := b.held(ctx, r, req.Held)
+	h, bad := b.held(ctx, r, req.Held, false)
 	if bad != nil {
 		return bad
 	}
@@ -160,7 +173,7 @@ func (b *Broker) beat(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	if moved {
-		b.event(rec)
+		b.publishChange(rec)
 	}
 	return ok
 }
@@ -177,7 +190,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 	if err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
-	h, bad := b.held(ctx, r, req.Held)
+	h, bad := b.held(ctx, r, req.Held, true)
 	if bad != nil {
 		if bad.Error.Code == wire.CodeLost && b.succeededBy(ctx, req.Held) {
 			// A done again whose first answer was lost: it stands.
@@ -225,7 +238,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.log.Info("job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
-	b.ended(r.typ, rec, "succeeded", true)
+	b.ended(r.typ, rec, "succeeded")
 	return ok
 }
 
@@ -236,7 +249,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 // the log.
 func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	var req wire.FailRequest
-	h, bad := b.decodeHeld(ctx, r, &req, &req.Held)
+	h, bad := b.decodeHeld(ctx, r, &req, &req.Held, true)
 	if bad != nil {
 		return bad
 	}
@@ -266,7 +279,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	b.dropResult(h.rec.Key(), objectName(h.rec))
 	b.log.Info("attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
-	b.ended(r.typ, rec, outcome, outcome == "failed")
+	b.ended(r.typ, rec, outcome)
 	return ok
 }
 
@@ -275,7 +288,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 // lets the next worker take it at once.
 func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	var req wire.GiveBackRequest
-	h, bad := b.decodeHeld(ctx, r, &req, &req.Held)
+	h, bad := b.decodeHeld(ctx, r, &req, &req.Held, true)
 	if bad != nil {
 		return bad
 	}
@@ -286,11 +299,26 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
 	b.log.Info("job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "reason", clip(req.Reason, 64))
-	b.ended(r.typ, rec, "given_back", true)
+	b.ended(r.typ, rec, "given_back")
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
+	s := b.schedOf(r.typ)
+	var old *holding
+	if s != nil {
+		old = s.finish(rec.Key())
+	}
+	// A fresh work message lets the next worker take the job at once; the
+	// old one goes once the fresh one is stored, else it is the job's way
+	// back.
 	if err := b.res.Work.Publish(octx, rec, int(rec.Revision)); err != nil {
 		b.log.Warn("work of a given-back job left to its pending delivery", "job_id", rec.ID, "err", err)
+		if old != nil {
+			s.later(&natsjs.LaneMsg{Seq: old.seq, Key: rec.Key(), Tenant: old.tenant, Requester: old.requester}, now.Add(outageDelay(1)))
+		}
+		return ok
+	}
+	if old != nil {
+		b.drop(octx, s, old, rec.Key())
 	}
 	return ok
 }
@@ -346,30 +374,54 @@ func clip(s string, n int) string {
 
 // decodeHeld decodes a request about a held job into req (whose held
 // names the job and claim) and checks the claim (held).
-func (b *Broker) decodeHeld(ctx context.Context, r *request, req any, held *wire.Held) (*heldJob, *wire.Reply) {
+func (b *Broker) decodeHeld(ctx context.Context, r *request, req any, held *wire.Held, verdict bool) (*heldJob, *wire.Reply) {
 	if bad := r.decode(req); bad != nil {
 		return nil, bad
 	}
-	return b.held(ctx, r, *held)
+	return b.held(ctx, r, *held, verdict)
 }
 
-// ended accounts for an attempt's verdict: the claim's slot freed (free:
-// the job needs none any more), the outcome counted, the change announced.
-func (b *Broker) ended(typ string, rec *job.Record, outcome string, free bool) {
-	if free {
-		b.released(typ, rec.Key())
-	}
+// ended accounts for an attempt's verdict: the outcome counted, the change
+// announced, and then what the job needs next. A job that ended needs its
+// slot and its work message no more: both go now, not when the message
+// would have come up again. A job waiting for its retry keeps its slot,
+// and its message comes up when the retry is due.
+func (b *Broker) ended(typ string, rec *job.Record, outcome string) {
 	b.observe(typ, outcome)
-	b.event(rec)
+	b.publishChange(rec)
+	s := b.schedOf(typ)
+	if s == nil {
+		return
+	}
+	switch {
+	case rec.State.Terminal():
+		if h := s.finish(rec.Key()); h != nil {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
+			defer cancel()
+			b.drop(ctx, s, h, rec.Key())
+		}
+	case rec.RetryAt != nil && rec.Worker == "":
+		s.retryAt(rec.Key(), *rec.RetryAt)
+	}
 }
 
-// released ends this broker's hold of a job that needs its slot no more
-// (a tenant's cap counts it no longer).
-func (b *Broker) released(typ, key string) {
-	b.mu.Lock()
-	s := b.scheds[typ]
-	b.mu.Unlock()
-	if s != nil {
-		s.release(key)
+// publishChange publishes the event of a change this broker wrote of a job,
+// after the job's newest event as the broker knows it.
+func (b *Broker) publishChange(rec *job.Record) {
+	s := b.schedOf(rec.Type)
+	if s == nil {
+		b.eventAfter(rec, 0)
+		return
+	}
+	_, after := s.known(rec.Key())
+	s.wrote(rec, b.eventAfter(rec, after))
+}
+
+// drop deletes the work message of a hold that ended; one that cannot be
+// deleted now is looked at again later (and then found done).
+func (b *Broker) drop(ctx context.Context, s *sched, h *holding, key string) {
+	if err := s.lanes.Remove(ctx, h.seq); err != nil {
+		b.log.Debug("work message not removed, looked at again later", "seq", h.seq, "err", err)
+		s.later(&natsjs.LaneMsg{Seq: h.seq, Key: key, Tenant: h.tenant, Requester: h.requester}, b.cfg.Now().Add(outageDelay(1)))
 	}
 }

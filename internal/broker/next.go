@@ -161,9 +161,8 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 		return nil
 	}
 	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
-	s.hold(msg.Key, msg.Tenant)
 	rec := c.rec
-	b.event(rec)
+	s.hold(msg, rec, b.eventAfter(rec, 0))
 	b.log.Info("job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
 	return &wire.Assignment{
 		Key: rec.Key(), ID: rec.ID, Type: rec.Type, Tenant: rec.Tenant, Requester: rec.Requester,
@@ -182,7 +181,7 @@ func (b *Broker) remove(ctx context.Context, s *sched, msg *natsjs.LaneMsg) {
 		return
 	}
 	if msg.Key != "" {
-		s.release(msg.Key)
+		s.finish(msg.Key)
 	}
 }
 
@@ -283,7 +282,7 @@ func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool 
 	}
 	b.log.Info("job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
 	b.observe(d.Name, "failed")
-	b.event(rec)
+	b.eventAfter(rec, 0)
 	return true
 }
 

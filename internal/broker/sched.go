@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"github.com/jobgate/jobgate/internal/job"
 	"sync"
 	"time"
 
@@ -54,7 +55,19 @@ type sched struct {
 	listedAt time.Time
 	listTook time.Duration
 	lastSeq  uint64
-	held     map[string]string // job key → tenant, of the claims this broker made
+	held     map[string]*holding // by job key, the claims this broker made
+}
+
+// holding is a claim this broker made: it counts against its tenant's cap
+// until the job needs no slot, names the work message it came from, and,
+// while the claim stands, keeps the record as this broker last wrote it and
+// the sequence of the job's newest event as it knows it, so that the
+// worker's verdict needs neither read again.
+type holding struct {
+	tenant, requester string
+	seq               uint64
+	rec               *job.Record
+	event             uint64
 }
 
 type tenantQ struct {
@@ -75,6 +88,7 @@ type laneQ struct {
 	recheck   time.Time // when a lane that looked empty is read again
 	lastPick  uint64
 	deferred  map[uint64]time.Time // sequence → when to look at it again
+	dues      dueQ                 // the same, by due time
 	// taken holds the messages read from the cursor and not settled yet:
 	// a concurrent read that meets one reads past it, so requests racing
 	// on one lane take different jobs instead of racing for one claim.
@@ -83,7 +97,7 @@ type laneQ struct {
 
 func newSched(b *Broker, typ string) *sched {
 	return &sched{b: b, typ: typ, lanes: b.res.Work.Lanes(typ), tenants: map[string]*tenantQ{},
-		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]string{}}
+		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]*holding{}}
 }
 
 // start removes the consumers of earlier versions, subscribes to notices
@@ -265,11 +279,8 @@ func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, 
 		}
 	}
 	lane.lastPick = s.picks
-	for seq, due := range lane.deferred {
-		if !due.After(now) {
-			delete(lane.deferred, seq)
-			return best, lane, seq
-		}
+	if seq, ok := lane.takeDue(now); ok {
+		return best, lane, seq
 	}
 	return best, lane, 0
 }
@@ -278,12 +289,8 @@ func laneReady(l *laneQ, now time.Time) bool {
 	if l.work || (!l.recheck.IsZero() && !l.recheck.After(now)) {
 		return true
 	}
-	for _, due := range l.deferred {
-		if !due.After(now) {
-			return true
-		}
-	}
-	return false
+	top, ok := l.firstDue()
+	return ok && !top.due.After(now)
 }
 
 // forgetIdleLocked drops lanes with nothing to do and tenants without
@@ -352,20 +359,60 @@ func (s *sched) settled(msg *natsjs.LaneMsg) {
 // later looks at a message again at due.
 func (s *sched) later(msg *natsjs.LaneMsg, due time.Time) {
 	s.mu.Lock()
-	s.laneLocked(msg.Tenant, msg.Requester).deferred[msg.Seq] = due
+	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, due)
 	s.mu.Unlock()
 }
 
-// hold counts a claim this broker made against its tenant's cap until
-// release.
-func (s *sched) hold(key, tenant string) {
+// hold counts a claim this broker made of msg's job against its tenant's
+// cap until finish, with the record the claim wrote and its event's
+// sequence.
+func (s *sched) hold(msg *natsjs.LaneMsg, rec *job.Record, event uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.held[key]; ok {
-		s.unreserveLocked(tenant) // held already: the pick's slot goes back
+	if _, ok := s.held[msg.Key]; ok {
+		s.unreserveLocked(msg.Tenant) // held already: the pick's slot goes back
+	}
+	s.held[msg.Key] = &holding{tenant: msg.Tenant, requester: msg.Requester, seq: msg.Seq, rec: rec, event: event}
+}
+
+// known returns the record of a held job as this broker last wrote it and
+// its newest event's sequence; nil and 0 when this broker holds no claim of
+// it (another broker made it) or the claim ended.
+func (s *sched) known(key string) (*job.Record, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[key]; h != nil {
+		return h.rec, h.event
+	}
+	return nil, 0
+}
+
+// wrote keeps what this broker wrote of a held job and the sequence of the
+// event it published of it (0: none).
+func (s *sched) wrote(rec *job.Record, event uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[rec.Key()]
+	if h == nil {
 		return
 	}
-	s.held[key] = tenant
+	if h.rec == nil || rec.Revision > h.rec.Revision {
+		h.rec = rec
+	}
+	h.event = max(h.event, event)
+}
+
+// retryAt looks at a held job's work message again when its retry is due;
+// the job keeps its slot, and no claim stands until then.
+func (s *sched) retryAt(key string, due time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[key]
+	if h == nil {
+		return
+	}
+	h.rec = nil
+	s.laneLocked(h.tenant, h.requester).deferTo(h.seq, due)
 }
 
 // unreserve gives back the slot a pick reserved when it led to no claim.
@@ -392,18 +439,26 @@ func (s *sched) signalLocked() {
 	}
 }
 
-func (s *sched) release(key string) {
+// finish ends this broker's hold of a job that needs its slot no more and
+// forgets its deferred work message, returning the hold (nil: none).
+func (s *sched) finish(key string) *holding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tenant, ok := s.held[key]
-	if !ok {
-		return
+	h := s.held[key]
+	if h == nil {
+		return nil
 	}
 	delete(s.held, key)
-	if t := s.tenants[tenant]; t != nil && t.held > 0 {
-		t.held--
+	if t := s.tenants[h.tenant]; t != nil {
+		if t.held > 0 {
+			t.held--
+		}
+		if l := t.lanes[h.requester]; l != nil {
+			l.undefer(h.seq)
+		}
 	}
 	s.wakeLocked()
+	return h
 }
 
 // wait blocks until news of work, a deferred message's due time (at most
@@ -414,10 +469,8 @@ func (s *sched) wait(ctx context.Context, now time.Time) {
 	next := now.Add(idleWake)
 	for _, t := range s.tenants {
 		for _, l := range t.lanes {
-			for _, due := range l.deferred {
-				if due.Before(next) {
-					next = due
-				}
+			if top, ok := l.firstDue(); ok && top.due.Before(next) {
+				next = top.due
 			}
 			if !l.recheck.IsZero() && l.recheck.Before(next) {
 				next = l.recheck

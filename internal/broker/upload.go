@@ -47,7 +47,7 @@ type upload struct {
 // open starts the upload of a held job's result on this broker.
 func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	var req wire.Held
-	h, bad := b.decodeHeld(ctx, r, &req, &req)
+	h, bad := b.decodeHeld(ctx, r, &req, &req, false)
 	if bad != nil {
 		return bad
 	}
