@@ -53,6 +53,10 @@ type Config struct {
 	// LeaveWorkToRelay: commit only; the dispatcher's relay publishes the
 	// work message from the record change log (see internal/config).
 	LeaveWorkToRelay bool
+	// IndexDir is where the admin API's query index lives (a bbolt file
+	// derived from the record change log, rebuilt when missing). Empty: a
+	// temporary dir, removed on Stop, so every start rebuilds it.
+	IndexDir string
 	// Dev enables the /dev/token login used by the page in development.
 	Dev bool
 	// Failpoints injects faults (gateway.after-commit).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 )
@@ -68,12 +69,16 @@ type deps struct {
 	types   typeSource
 	index   jobIndex
 	watch   func() (recordWatch, error)
+	// querySrc is the change log the admin API's query index is derived
+	// from (nil: no admin listings or stats).
+	querySrc index.Source
 }
 
 func depsOf(res *natsjs.Resources) deps {
 	d := deps{
 		jobs: res.Jobs, work: res.Work, events: res.Events, secrets: res.Secrets, files: res.Files, types: res.Types,
-		watch: func() (recordWatch, error) { return res.Jobs.WatchChanges() },
+		watch:    func() (recordWatch, error) { return res.Jobs.WatchChanges() },
+		querySrc: index.StoreSource(res.Jobs),
 	}
 	if res.Index != nil {
 		d.index = res.Index
@@ -91,6 +96,9 @@ type Gateway struct {
 	secrets  secretStore
 	files    resultFiles
 	index    jobIndex // nil: pages are read from the records
+	indexSrc index.Source
+	query    queryIndex // the admin API's query index, open while started
+	indexTmp string     // its temporary dir, when no IndexDir is configured
 	log      *slog.Logger
 	app      *fiber.App
 	verifier *auth.Verifier
@@ -132,7 +140,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, index: d.index, log: log,
+		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, index: d.index, indexSrc: d.querySrc, log: log,
 		types:    newTypeRegistry(d.types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),
@@ -221,6 +229,9 @@ func (g *Gateway) init(ctx context.Context) error {
 		return err
 	}
 	g.signer = &linkSigner{key: linkKey, ttl: g.cfg.LinkTTL, now: g.cfg.Now}
+	if g.query == nil {
+		return g.openIndex()
+	}
 	return nil
 }
 
@@ -234,6 +245,7 @@ func (g *Gateway) Stop() {
 		defer appLogs.Delete(g.app)
 		defer g.changes.close()
 		defer g.types.stop()
+		defer g.closeIndex()
 		if err := g.app.ShutdownWithTimeout(10 * time.Second); err != nil {
 			g.log.Warn("gateway shutdown", "err", err)
 		}

@@ -33,6 +33,7 @@ func (g *Gateway) routes() {
 	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
 	v1.Get("/types", g.readLimit, g.listTypes)
 	v1.Get("/types/:name", g.readLimit, g.getType)
+	g.adminRoutes(v1)
 	g.pageRoutes()
 	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })
 }
@@ -73,6 +74,10 @@ func (g *Gateway) authenticate(c *fiber.Ctx) error {
 	if err != nil {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="jobgate", error="invalid_token"`)
 		return writeProblem(c, job.ErrUnauthorized)
+	}
+	if id.Tenant == "" && !strings.HasPrefix(c.Path(), "/v1/admin/") && !strings.HasPrefix(c.Path(), "/v1/types") {
+		// An operator without a tenant has no jobs of its own.
+		return writeProblem(c, job.Userf(job.ErrForbidden, "a token without a tenant reaches only the admin API and the types"))
 	}
 	c.Locals(identityKey, id) // a pointer: no copy on the heap per request
 	return c.Next()

@@ -1,0 +1,464 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/index"
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/api"
+)
+
+// The admin API (/v1/admin): a tenant admin reaches every job of its
+// tenant, an operator every job. Listings and counts come from the
+// gateway's query index (internal/index), derived from the record change
+// log; each job shown is read again from the bucket, the source of truth.
+
+// queryIndex is what the admin API needs of the query index (index.Index).
+type queryIndex interface {
+	Page(q index.Query) (index.Page, error)
+	Stats(tenant string, now time.Time) ([]api.TypeStats, error)
+	Lookup(id string) (index.Entry, bool)
+	CatchUp(ctx context.Context, wait time.Duration) error
+	Close() error
+}
+
+// adminIndexWait bounds how long an admin read waits for the query index to
+// hold every change stored before the call; past it the answer is 503 with
+// Retry-After (an index being rebuilt).
+const adminIndexWait = 2 * time.Second
+
+// openIndex opens the query index in the configured dir (a temporary one,
+// removed on Stop, when none is).
+func (g *Gateway) openIndex() error {
+	if g.indexSrc == nil {
+		return nil
+	}
+	dir := g.cfg.IndexDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "jobgate-index-")
+		if err != nil {
+			return fmt.Errorf("gateway: query index: %w", err)
+		}
+		dir, g.indexTmp = tmp, tmp
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("gateway: query index: %w", err)
+	}
+	x, err := index.Open(filepath.Join(dir, "jobs.index"), g.indexSrc, index.Options{Log: g.log, Now: g.cfg.Now})
+	if err != nil {
+		return fmt.Errorf("gateway: query index: %w", err)
+	}
+	g.query = x
+	return nil
+}
+
+func (g *Gateway) closeIndex() {
+	if g.query != nil {
+		if err := g.query.Close(); err != nil {
+			g.log.Warn("query index close", "err", err)
+		}
+	}
+	if g.indexTmp != "" {
+		_ = os.RemoveAll(g.indexTmp)
+	}
+}
+
+func (g *Gateway) adminRoutes(v1 fiber.Router) {
+	ad := v1.Group("/admin", g.adminRole, g.readLimit)
+	ad.Get("/jobs", g.adminListJobs)
+	ad.Get("/jobs/:id", g.adminGetJob)
+	ad.Post("/jobs/:id/cancel", g.adminCancelJob)
+	ad.Post("/jobs/:id/retry", g.adminRetryJob)
+	ad.Get("/stats", g.adminStats)
+}
+
+// adminRole lets through tenant admins and operators only.
+func (g *Gateway) adminRole(c *fiber.Ctx) error {
+	id := identity(c)
+	if !id.Admin && !id.Operator {
+		return writeProblem(c, job.Userf(job.ErrForbidden, "the admin API needs a tenant admin or an operator token"))
+	}
+	return c.Next()
+}
+
+// adminScope is the tenant an admin request reads: a tenant admin's own,
+// an operator's ?tenant= ("" for every tenant).
+func adminScope(id auth.Identity, tenant string) string {
+	if id.Operator {
+		return tenant
+	}
+	return id.Tenant
+}
+
+// reaches says whether id's role reaches the job.
+func reaches(id auth.Identity, rec *job.Record) bool {
+	return id.Operator || (id.Admin && rec.Tenant == id.Tenant)
+}
+
+var adminListParams = map[string]bool{"tenant": true, "requester": true, "type": true, "state": true, "category": true,
+	"created_after": true, "created_before": true, "limit": true, "cursor": true}
+
+var categories = map[string]bool{job.CategoryTimeout: true, job.CategoryBudgetExceeded: true, job.CategoryRenderError: true,
+	job.CategoryWorkerLost: true, job.CategoryExhausted: true, api.CategoryExpired: true, job.CategoryInternal: true, job.CategoryCanceled: true}
+
+// checkParams refuses unknown and repeated query parameters.
+func checkParams(c *fiber.Ctx, allowed map[string]bool, path string) error {
+	var bad error
+	seen := make(map[string]bool, len(allowed))
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+		if bad != nil {
+			return
+		}
+		name := string(k)
+		switch {
+		case !allowed[name]:
+			bad = job.Userf(errBadQuery, "unknown query parameter %q of %s", truncate(k, 32), path)
+		case seen[name]:
+			bad = job.Userf(errBadQuery, "query parameter %q given more than once", name)
+		}
+		seen[name] = true
+	})
+	return bad
+}
+
+// adminQuery reads the filters of GET /v1/admin/jobs.
+func adminQuery(c *fiber.Ctx, id auth.Identity) (index.Query, error) {
+	q := index.Query{Limit: api.DefaultAdminPage}
+	if err := checkParams(c, adminListParams, "GET /v1/admin/jobs"); err != nil {
+		return q, err
+	}
+	scopeID := func(name string) (string, error) {
+		s := c.Query(name)
+		if s != "" && !job.ValidScopeID(s) {
+			return "", job.Userf(errBadQuery, "%s must match [A-Za-z0-9_-]{1,64}", name)
+		}
+		return strings.Clone(s), nil
+	}
+	tenant, err := scopeID("tenant")
+	if err != nil {
+		return q, err
+	}
+	q.Tenant = adminScope(id, tenant)
+	if q.Requester, err = scopeID("requester"); err != nil {
+		return q, err
+	}
+	if s := c.Query("type"); s != "" {
+		if !job.ValidTypeName(s) {
+			return q, job.Userf(errBadQuery, "type must be a job type name ([a-z][a-z0-9_]{0,63})")
+		}
+		q.Type = strings.Clone(s)
+	}
+	if s := c.Query("state"); s != "" {
+		q.State = job.State(strings.Clone(s))
+		if !q.State.Valid() {
+			return q, job.Userf(errBadQuery, "state must be queued, running, succeeded, failed or canceled")
+		}
+	}
+	if s := c.Query("category"); s != "" {
+		if !categories[s] {
+			return q, job.Userf(errBadQuery, "category must be a failure category (timeout, budget_exceeded, render_error, worker_lost, exhausted, expired, internal, canceled)")
+		}
+		q.Category = strings.Clone(s)
+	}
+	for name, dst := range map[string]*time.Time{"created_after": &q.CreatedAfter, "created_before": &q.CreatedBefore} {
+		if s := c.Query(name); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil || len(s) > 40 {
+				return q, job.Userf(errBadQuery, "%s must be an RFC 3339 time", name)
+			}
+			*dst = t
+		}
+	}
+	if s := c.Query("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > api.MaxAdminPage {
+			return q, job.Userf(errBadQuery, "limit must be 1 to %d", api.MaxAdminPage)
+		}
+		q.Limit = n
+	}
+	if s := c.Query("cursor"); s != "" {
+		if len(s) > api.MaxAdminCursorLen {
+			return q, job.Userf(errBadQuery, "cursor is not one this server issued")
+		}
+		q.After = strings.Clone(s)
+	}
+	return q, nil
+}
+
+// adminIndex is the query index caught up with the store, or an error.
+func (g *Gateway) adminIndex(ctx context.Context) (queryIndex, error) {
+	if g.query == nil {
+		return nil, fmt.Errorf("%w: this gateway has no query index", job.ErrUnavailable)
+	}
+	if err := g.query.CatchUp(ctx, adminIndexWait); err != nil {
+		return nil, err
+	}
+	return g.query, nil
+}
+
+// adminListJobs is GET /v1/admin/jobs.
+func (g *Gateway) adminListJobs(c *fiber.Ctx) error {
+	id := identity(c)
+	q, err := adminQuery(c, id)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout+adminIndexWait)
+	defer cancel()
+	x, err := g.adminIndex(ctx)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	page, err := x.Page(q)
+	if err != nil {
+		if errors.Is(err, job.ErrBadRequest) {
+			err = job.Userf(errBadQuery, "cursor is not one this server issued")
+		}
+		return writeProblem(c, err)
+	}
+	out := api.AdminJobPage{Jobs: make([]api.AdminJob, 0, len(page.Entries)), NextCursor: page.Next}
+	for _, e := range page.Entries {
+		rec, err := g.jobs.Get(ctx, job.StoreKey(e.Tenant, e.Requester, e.ID))
+		if errors.Is(err, job.ErrNotFound) {
+			continue // gone since the index was written
+		}
+		if err != nil {
+			return writeProblem(c, err)
+		}
+		if !keepsRecord(&q, rec) {
+			continue // changed since the index was written
+		}
+		out.Jobs = append(out.Jobs, adminView(rec, false))
+	}
+	return g.writeAdmin(c, http.StatusOK, out)
+}
+
+func keepsRecord(q *index.Query, r *job.Record) bool {
+	cat := ""
+	if r.State == job.StateFailed && r.Error != nil {
+		cat = r.Error.Category
+	}
+	return (q.Tenant == "" || r.Tenant == q.Tenant) && (q.Requester == "" || r.Requester == q.Requester) &&
+		(q.Type == "" || r.Type == q.Type) && (q.State == "" || r.State == q.State) && (q.Category == "" || cat == q.Category)
+}
+
+// adminView is the admin API's view of a job; with detail, its attempts
+// and retry links. It carries no signed result link: that is the owner's.
+func adminView(rec *job.Record, detail bool) api.AdminJob {
+	v := api.AdminJob{Resource: *rec.Resource("", time.Time{}), Tenant: rec.Tenant, Requester: rec.Requester,
+		RetryOf: rec.RetryOf, RetriedAs: rec.RetriedAs}
+	if detail {
+		v.Attempts = rec.Attempts
+	}
+	return v
+}
+
+func (g *Gateway) writeAdmin(c *fiber.Ctx, status int, v any) error {
+	body, err := jsonMarshal(v)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "private, no-store")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(status).Send(body)
+}
+
+// adminFind reads a job the role reaches; anything else is not found.
+func (g *Gateway) adminFind(ctx context.Context, id auth.Identity, jobID string) (*job.Record, error) {
+	if !job.ValidID(jobID) {
+		return nil, fmt.Errorf("job %q: %w", jobID, job.ErrNotFound)
+	}
+	var rec *job.Record
+	var err error
+	if e, ok := g.lookupIndexed(ctx, jobID); ok {
+		rec, err = g.jobs.Get(ctx, job.StoreKey(e.Tenant, e.Requester, e.ID))
+	} else if !id.Operator {
+		rec, err = g.jobs.FindInTenant(ctx, id.Tenant, jobID)
+	} else {
+		err = fmt.Errorf("job %s: %w", jobID, job.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !reaches(id, rec) {
+		return nil, fmt.Errorf("job %s: %w", jobID, job.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// lookupIndexed finds a job's scope in the query index, caught up first
+// when it does not hold the job yet.
+func (g *Gateway) lookupIndexed(ctx context.Context, jobID string) (index.Entry, bool) {
+	if g.query == nil {
+		return index.Entry{}, false
+	}
+	if e, ok := g.query.Lookup(jobID); ok {
+		return e, true
+	}
+	if err := g.query.CatchUp(ctx, adminIndexWait); err != nil {
+		return index.Entry{}, false
+	}
+	return g.query.Lookup(jobID)
+}
+
+// adminGetJob is GET /v1/admin/jobs/{id}.
+func (g *Gateway) adminGetJob(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout+adminIndexWait)
+	defer cancel()
+	rec, err := g.adminFind(ctx, identity(c), strings.Clone(c.Params("id")))
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	c.Set(fiber.HeaderETag, etag(rec))
+	return g.writeAdmin(c, http.StatusOK, adminView(rec, true))
+}
+
+// adminCancelJob is POST /v1/admin/jobs/{id}/cancel: DELETE /v1/jobs/{id}
+// for any job the role reaches.
+func (g *Gateway) adminCancelJob(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout+adminIndexWait)
+	defer cancel()
+	id := identity(c)
+	rec, err := g.adminFind(ctx, id, strings.Clone(c.Params("id")))
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	now := g.cfg.Now()
+	updated, err := g.jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error {
+		if r.State.Terminal() {
+			return fmt.Errorf("job %s is %s: %w", r.ID, r.State, job.ErrTerminal)
+		}
+		return r.Cancel(now)
+	})
+	if err != nil {
+		if errors.Is(err, natsjs.ErrStale) {
+			err = fmt.Errorf("%w: %w", job.ErrUnavailable, err)
+		}
+		return writeProblem(c, err)
+	}
+	g.log.Info("job canceled by an admin", "job_id", updated.ID, "tenant", updated.Tenant, "by", id.Requester, "operator", id.Operator)
+	if _, err := g.events.Publish(ctx, updated); err != nil {
+		g.log.Warn("cancel event left to the relay", "job_id", updated.ID, "err", err)
+	}
+	return g.writeAdmin(c, http.StatusAccepted, adminView(updated, true))
+}
+
+// retryKey is the key under which an admin retry of job old with the
+// admin's Idempotency-Key is admitted in the old job's scope. It holds a
+// NUL, which no client's Idempotency-Key can: a retry never takes the id of
+// a submission.
+func retryKey(oldID, key string) string { return "\x00admin-retry\x00" + oldID + "\x00" + key }
+
+// adminRetryJob is POST /v1/admin/jobs/{id}/retry: a failed or canceled job
+// gets a new job (same type, params, tenant and requester; retry_of the old
+// one), admitted once per Idempotency-Key; the old one keeps its state and
+// gains retried_as.
+func (g *Gateway) adminRetryJob(c *fiber.Ctx) error {
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout+adminIndexWait)
+	defer cancel()
+	id := identity(c)
+	old, err := g.adminFind(ctx, id, strings.Clone(c.Params("id")))
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	rk := retryKey(old.ID, key)
+	newID := g.ids.Derive(old.Tenant, old.Requester, rk)
+	newKey := job.StoreKey(old.Tenant, old.Requester, newID)
+	if existing, err := g.jobs.Get(ctx, newKey); err == nil {
+		return g.retried(ctx, c, old, existing, http.StatusOK)
+	} else if !errors.Is(err, job.ErrNotFound) {
+		return writeProblem(c, err)
+	}
+	if old.State != job.StateFailed && old.State != job.StateCanceled {
+		return writeProblem(c, job.Userf(job.ErrNotRetryable, "the job is %s; only a failed or canceled job can be retried", old.State))
+	}
+	now := g.cfg.Now().UTC()
+	rec := &job.Record{ID: newID, Tenant: old.Tenant, Requester: old.Requester, KeyHash: g.ids.KeyHash(old.Tenant, old.Requester, rk),
+		Fingerprint: old.Fingerprint, Type: old.Type, Params: old.Params, State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
+		MaxAttempts: old.MaxAttempts, TimeoutSeconds: old.TimeoutSeconds, RetryOf: old.ID}
+	if d, ok := g.types.decl(old.Type); ok {
+		rec.MaxAttempts, rec.TimeoutSeconds = d.Attempts, d.TimeoutSeconds
+	}
+	switch err := g.jobs.Create(ctx, rec); {
+	case errors.Is(err, natsjs.ErrExists):
+		existing, err := g.jobs.Get(ctx, newKey)
+		if err != nil {
+			return writeProblem(c, err)
+		}
+		return g.retried(ctx, c, old, existing, http.StatusOK)
+	case err != nil:
+		return writeProblem(c, err)
+	}
+	g.log.Info("job retried by an admin", "job_id", rec.ID, "retry_of", old.ID, "tenant", rec.Tenant, "by", id.Requester, "operator", id.Operator)
+	if !g.cfg.LeaveWorkToRelay {
+		if err := g.work.Publish(ctx, rec, 0); err != nil {
+			g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
+		}
+	}
+	return g.retried(ctx, c, old, rec, http.StatusCreated)
+}
+
+// retried links the old job to its retry (retried_as, the one change a
+// terminal record gets: its state and times stay) and answers the new job.
+// A replay links it again, so a link lost with a crash is made then.
+func (g *Gateway) retried(ctx context.Context, c *fiber.Ctx, old, rec *job.Record, status int) error {
+	if old.RetriedAs != rec.ID {
+		_, err := g.jobs.Mutate(ctx, old.Key(), func(r *job.Record) error {
+			r.RetriedAs = rec.ID
+			return nil
+		})
+		if err != nil {
+			return writeProblem(c, err)
+		}
+	}
+	c.Set(fiber.HeaderLocation, "/v1/admin/jobs/"+rec.ID)
+	if status == http.StatusOK {
+		c.Set("Idempotent-Replayed", "true")
+	}
+	return g.writeAdmin(c, status, adminView(rec, true))
+}
+
+var statsParams = map[string]bool{"tenant": true}
+
+// adminStats is GET /v1/admin/stats: per type, from the query index's
+// counters (their cost does not grow with the jobs stored).
+func (g *Gateway) adminStats(c *fiber.Ctx) error {
+	id := identity(c)
+	if err := checkParams(c, statsParams, "GET /v1/admin/stats"); err != nil {
+		return writeProblem(c, err)
+	}
+	tenant := c.Query("tenant")
+	if tenant != "" && !job.ValidScopeID(tenant) {
+		return writeProblem(c, job.Userf(errBadQuery, "tenant must match [A-Za-z0-9_-]{1,64}"))
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), adminIndexWait+time.Second)
+	defer cancel()
+	x, err := g.adminIndex(ctx)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	scope := adminScope(id, strings.Clone(tenant))
+	now := g.cfg.Now().UTC()
+	types, err := x.Stats(scope, now)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	if types == nil {
+		types = []api.TypeStats{}
+	}
+	return g.writeAdmin(c, http.StatusOK, api.Stats{Tenant: scope, At: now, Types: types})
+}
