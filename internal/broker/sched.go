@@ -93,6 +93,10 @@ type laneQ struct {
 	// a concurrent read that meets one reads past it, so requests racing
 	// on one lane take different jobs instead of racing for one claim.
 	taken map[uint64]bool
+	// turn lets one request at a time read from the cursor: requests that
+	// read it together would all get the same message and read again,
+	// each, for every one of them that wins it.
+	turn chan struct{}
 }
 
 func newSched(b *Broker, typ string) *sched {
@@ -152,7 +156,7 @@ func (s *sched) laneLocked(tenant, requester string) *laneQ {
 	t := s.tenantLocked(tenant)
 	l := t.lanes[requester]
 	if l == nil {
-		l = &laneQ{requester: requester, deferred: map[uint64]time.Time{}, taken: map[uint64]bool{}}
+		l = &laneQ{requester: requester, deferred: map[uint64]time.Time{}, taken: map[uint64]bool{}, turn: make(chan struct{}, 1)}
 		t.lanes[requester] = l
 	}
 	return l
@@ -313,6 +317,12 @@ func (s *sched) forgetIdleLocked(now time.Time) {
 func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*natsjs.LaneMsg, error) {
 	if seq != 0 {
 		return s.lanes.At(ctx, seq)
+	}
+	select {
+	case l.turn <- struct{}{}:
+		defer func() { <-l.turn }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	for range 16 {
 		s.mu.Lock()
