@@ -29,6 +29,17 @@ type Config struct {
 	// published again. It should exceed the
 	// work queue's de-duplication window. Default 15m.
 	QueuedCheckAfter time.Duration
+	// JobTTL is the job records' retention; zero takes the record
+	// store's (the deployment's JOBGATE_JOB_TTL). A job still open
+	// ExpireMargin before CreatedAt+JobTTL is failed expired.
+	JobTTL time.Duration
+	// ExpireMargin is how long before the end of its retention an open
+	// job is failed expired. A record lives JobTTL after its last write
+	// (never less than after its creation), so failing it by then leaves
+	// sweeper passes, and clock skew between processes, to spare.
+	// Default max(2×SweepInterval, min(1h, JobTTL/4)), at most JobTTL/2:
+	// 1h at the default 720h retention.
+	ExpireMargin time.Duration
 	// RelayBatch is how many record changes the relay fetches at once.
 	// Default 100.
 	RelayBatch int
@@ -82,6 +93,9 @@ func (c Config) validate() error {
 	if c.RenderTimeout <= 0 || c.Grace <= 0 || c.SweepInterval <= 0 || c.QueuedCheckAfter <= 0 {
 		errs = append(errs, errors.New("render timeout, grace, sweep interval and queued check must be positive"))
 	}
+	if c.JobTTL < 0 || c.ExpireMargin < 0 || c.JobTTL > 0 && c.ExpireMargin >= c.JobTTL {
+		errs = append(errs, fmt.Errorf("job TTL and expire margin must not be negative, the margin within the TTL; got %s and %s", c.JobTTL, c.ExpireMargin))
+	}
 	if c.RelayBatch < 1 {
 		errs = append(errs, fmt.Errorf("relay batch must be at least 1, got %d", c.RelayBatch))
 	}
@@ -89,6 +103,24 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("follow lanes must be 1 to 1024, got %d", c.FollowLanes))
 	}
 	return errors.Join(errs...)
+}
+
+// retention is the job TTL (cfg's, else the store's) and the margin before
+// its end at which an open job is failed expired; zero when neither
+// knows the TTL.
+func (c Config) retention(store time.Duration) (ttl, margin time.Duration) {
+	ttl = c.JobTTL
+	if ttl == 0 {
+		ttl = store
+	}
+	if ttl <= 0 {
+		return 0, 0
+	}
+	margin = c.ExpireMargin
+	if margin == 0 {
+		margin = min(max(2*c.SweepInterval, min(time.Hour, ttl/4)), ttl/2)
+	}
+	return ttl, margin
 }
 
 // staleAfter is how long a running job may go without a sign of life: its

@@ -12,7 +12,9 @@
 // for longer than its attempt timeout plus Grace is re-dispatched while
 // attempts remain and failed with its last attempt's cause (worker_lost
 // when the worker vanished) after, and a job long queued whose work
-// message is gone gets a new one; no job is failed for waiting. And it
+// message is gone gets a new one; no job is failed for waiting, short of
+// its retention: one still open ExpireMargin before CreatedAt+JobTTL fails
+// expired, by a write that renews its record. And it
 // runs the broker of internal/broker, which answers every worker's
 // requests in a queue group, schedules each type's work fairly between
 // tenants and requesters, and checks and writes every claim, beat, result

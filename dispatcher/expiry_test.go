@@ -3,12 +3,20 @@ package dispatcher
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/gateway"
+	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -66,4 +74,85 @@ func TestRelayTakesExpiryMarkersQuietly(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "every change, the marker too, is acknowledged")
 	require.NotContains(t, logs.String(), "level=ERROR")
 	require.NotContains(t, logs.String(), "undecodable")
+}
+
+// A job still queued near the end of its retention fails expired, its one
+// event is published, and its key keeps protecting it past the moment its
+// record would have expired unchanged: the failure's write restarted the
+// record's age. Real TTLs, one minute long (the shortest a layout takes).
+func TestSweeperFailsAJobNearTheEndOfItsRetentionAndItsKeyOutlivesIt(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Minute
+	layout := natsjs.DefaultLayout()
+	layout.JobTTL, layout.DuplicateWindow = ttl, 30*time.Second
+	env := jobtest.Start(t)
+	gwConn := env.ConnectLayout(t, "gateway", layout)
+	jobtest.DeclareTypes(t, gwConn.Res) // no worker of it runs: the job stays queued
+	secret := []byte("expiry-secret")
+	g, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, gwConn.Res, testLogger())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, g.Start(ctx))
+	t.Cleanup(g.Stop)
+	cfg := testConfig()
+	cfg.ExpireMargin = ttl - 4*time.Second // expired 4 s after its admission
+	d, err := New(cfg, env.ConnectLayout(t, "dispatcher", layout).Res, testLogger())
+	require.NoError(t, err)
+	require.NoError(t, d.Start(context.Background()))
+	t.Cleanup(d.Stop)
+
+	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
+	require.NoError(t, err)
+	submit := func() (int, http.Header, job.Resource) {
+		req, err := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/v1/jobs",
+			strings.NewReader(`{"type":"permit_report","params":{"case_id":47,"revision":29}}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Idempotency-Key", "expires-queued")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r job.Resource
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		return resp.StatusCode, resp.Header, r
+	}
+	status, _, admitted := submit()
+	require.Equal(t, http.StatusAccepted, status)
+	key := job.StoreKey("4", "reviewer-47", admitted.ID)
+
+	failed := jobtest.Terminal(t, gwConn.Res, key, 40*time.Second)
+	require.Equal(t, job.StateFailed, failed.State)
+	require.Equal(t, job.CategoryExpired, failed.Error.Category)
+	require.True(t, failed.FinishedAt.Before(failed.CreatedAt.Add(ttl)), "failed before the record could expire")
+	entry, err := gwConn.Res.Jobs.KV().Get(context.Background(), key)
+	require.NoError(t, err)
+	require.False(t, entry.Created().Before(failed.FinishedAt.Add(-time.Second)), "the failure is a new message: the record's age restarted")
+
+	rec := &job.Record{ID: admitted.ID, Tenant: "4", Requester: "reviewer-47"}
+	require.Eventually(t, func() bool { return len(jobtest.Events(t, gwConn.Res, rec)) == 2 }, 20*time.Second, 20*time.Millisecond)
+	events := jobtest.Events(t, gwConn.Res, rec)
+	require.Equal(t, []job.State{job.StateQueued, job.StateFailed}, jobtest.States(events), "the admission's event and one of the failure")
+	require.Equal(t, fmt.Sprintf("%s.%d", failed.ID, failed.Revision), events[1].MsgID)
+	require.Equal(t, job.CategoryExpired, events[1].Resource.Error.Category)
+
+	replay := func() {
+		t.Helper()
+		status, h, r := submit()
+		require.Equal(t, http.StatusOK, status, "the same key and params replay the failed job")
+		require.Equal(t, "true", h.Get("Idempotent-Replayed"))
+		require.Equal(t, admitted.ID, r.ID)
+		require.Equal(t, job.StateFailed, r.State)
+		require.Equal(t, job.CategoryExpired, r.Error.Category)
+	}
+	replay()
+	// Read it until well past the moment the admission's write would
+	// have expired: it must stay readable all along.
+	for past := failed.CreatedAt.Add(ttl + 3*time.Second); time.Now().Before(past); time.Sleep(250 * time.Millisecond) {
+		_, err := gwConn.Res.Jobs.Get(context.Background(), key)
+		require.NoError(t, err, "the failed job's record outlives its admission's retention")
+	}
+	replay()
+	require.Len(t, jobtest.Events(t, gwConn.Res, rec), 2, "no other event")
 }

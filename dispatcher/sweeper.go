@@ -75,12 +75,20 @@ func (d *Dispatcher) watch(ctx context.Context, w *natsjs.RecordWatch, ready cha
 	}
 }
 
-// sweep recovers the running jobs that went silent and checks on the
-// queued jobs that waited long.
+// sweep fails the open jobs whose retention is about to end, recovers the
+// running jobs that went silent and checks on the queued jobs that waited
+// long. It looks only at the open jobs the watch keeps in memory, never at
+// the bucket.
 func (d *Dispatcher) sweep(ctx context.Context) {
 	now := d.cfg.Now()
 	d.observeGauges(ctx)
-	stale, queued := d.running.due(now, now.Add(-d.cfg.QueuedCheckAfter))
+	expiring, stale, queued := d.running.due(now, now.Add(-d.cfg.QueuedCheckAfter), d.expiresBefore(now))
+	for _, key := range expiring {
+		if ctx.Err() != nil {
+			return
+		}
+		d.expire(ctx, key)
+	}
 	for _, key := range stale {
 		if ctx.Err() != nil {
 			return
@@ -181,9 +189,9 @@ func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 
 // checkQueued looks after a job queued for long: a job whose work message
 // is gone (lost between commit and publish beyond the relay's reach, or
-// dropped) gets a new one. A queued job is never failed for waiting: an
-// outage, or a type whose workers are all stopped, delays it; it runs when
-// a worker of its type is back.
+// dropped) gets a new one. A queued job is never failed for waiting (short
+// of its retention, see expire): an outage, or a type whose workers are
+// all stopped, delays it; it runs when a worker of its type is back.
 func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
@@ -221,4 +229,66 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 		return
 	}
 	d.settled(octx, rec, "sweeper")
+}
+
+// expire fails an open job whose retention is about to end, so that its
+// record is never deleted while the job is open and its owner is told. The
+// failure is written by compare-and-set, a new message in the bucket that
+// restarts the record's age: the key protects the failed job for a whole
+// JobTTL more. A lost race leaves the job to the next sweep, which sees
+// the version that won.
+func (d *Dispatcher) expire(ctx context.Context, key string) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	cur, err := d.jobs.Get(octx, key)
+	if err != nil {
+		if !errors.Is(err, job.ErrNotFound) {
+			d.log.Warn("sweeper: could not read job", "key", key, "err", err)
+		}
+		return
+	}
+	now := d.cfg.Now().UTC()
+	if cur.State.Terminal() || !cur.CreatedAt.Before(d.expiresBefore(now)) {
+		return
+	}
+	next := cur.Clone()
+	ttl, _ := d.retention()
+	if err := next.Expire(ttl, now); err != nil {
+		return
+	}
+	if err := d.jobs.Update(octx, next); err != nil {
+		if !errors.Is(err, natsjs.ErrStale) {
+			d.log.Warn("sweeper: could not expire job", "job_id", cur.ID, "err", err)
+		}
+		return
+	}
+	d.cfg.Metrics.StalledJob("expired")
+	d.log.Info("job failed", "by", "sweeper", "job_id", next.ID, "was", cur.State, "category", next.Error.Category,
+		"created_at", next.CreatedAt)
+	if _, err := d.events.Publish(octx, next); err != nil {
+		d.log.Debug("event left to the relay", "job_id", next.ID, "err", err)
+	}
+}
+
+// storeTTL is what a record store that knows its retention offers
+// (natsjs.Store).
+type storeTTL interface{ TTL() time.Duration }
+
+// retention is the job TTL and the expire margin in force.
+func (d *Dispatcher) retention() (ttl, margin time.Duration) {
+	var store time.Duration
+	if s, ok := d.jobs.(storeTTL); ok {
+		store = s.TTL()
+	}
+	return d.cfg.retention(store)
+}
+
+// expiresBefore is the creation time before which an open job is failed
+// expired at now; the zero time (nothing expires) when the TTL is unknown.
+func (d *Dispatcher) expiresBefore(now time.Time) time.Time {
+	ttl, margin := d.retention()
+	if ttl == 0 {
+		return time.Time{}
+	}
+	return now.Add(-(ttl - margin))
 }

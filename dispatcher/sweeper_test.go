@@ -105,3 +105,33 @@ func TestSweeperLeavesASilentJobWhoseWorkWaitsInTheQueue(t *testing.T) {
 	require.Equal(t, rec.Revision, after.Revision)
 	require.Equal(t, []string{rec.ID}, b.workIDs(t, rec), "no duplicate work")
 }
+
+func TestSweeperFailsARunningJobNearTheEndOfItsRetention(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t, func(c *Config) { c.RenderTimeout = time.Hour })
+	ttl, margin := d.retention()
+	require.Equal(t, 720*time.Hour, ttl, "the store's")
+	require.Equal(t, time.Hour, margin, "the default margin at the default 720h retention")
+	old := time.Now().Add(-719*time.Hour - 30*time.Minute).UTC()
+	young := time.Now().Add(-718 * time.Hour).UTC()
+	rec := b.put(t, "running-for-a-month", func(r *job.Record) {
+		r.CreatedAt = old
+		running(1, "renderer-x", time.Now())(r) // alive: only its age ends it
+	})
+	left := b.put(t, "younger", func(r *job.Record) { r.CreatedAt = young })
+
+	done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 10*time.Second)
+	require.Equal(t, job.StateFailed, done.State)
+	require.Equal(t, job.CategoryExpired, done.Error.Category)
+	require.Contains(t, done.Error.Message, "running")
+	require.Eventually(t, func() bool {
+		evs := jobtest.Events(t, b.conn.Res, rec)
+		return len(evs) == 1 && evs[0].Resource.Error.Category == job.CategoryExpired
+	}, 10*time.Second, 20*time.Millisecond)
+
+	require.Eventually(t, func() bool { return d.running.len() == 1 }, 10*time.Second, 10*time.Millisecond)
+	d.sweep(context.Background())
+	after, err := b.conn.Res.Jobs.Get(context.Background(), left.Key())
+	require.NoError(t, err)
+	require.Equal(t, job.StateQueued, after.State, "a job an hour and more from the end of its retention is left")
+}

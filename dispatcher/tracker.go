@@ -15,6 +15,7 @@ type tracked struct {
 	lastSign   time.Time     // last sign of life: heartbeat, retry due, or last change
 	staleAfter time.Duration // silence after which a running job is recovered
 	changed    time.Time
+	created    time.Time // the retention's start: an open job is failed expired near its end
 	lastCheck  time.Time // queued jobs: when their work message was last looked up
 	suspect    uint64    // queued jobs: a delivered, unclaimed work message seen at lastCheck
 }
@@ -37,7 +38,7 @@ func (t *tracker) observe(key string, r *job.Record, staleAfter time.Duration) {
 		return
 	}
 	prev := t.jobs[key]
-	e := &tracked{state: r.State, tenant: r.Tenant, lastSign: lastSign(r), changed: r.UpdatedAt, staleAfter: staleAfter}
+	e := &tracked{state: r.State, tenant: r.Tenant, lastSign: lastSign(r), changed: r.UpdatedAt, created: r.CreatedAt, staleAfter: staleAfter}
 	if prev != nil {
 		e.lastCheck, e.suspect = prev.lastCheck, prev.suspect
 	}
@@ -50,13 +51,19 @@ func (t *tracker) forget(key string) {
 	t.mu.Unlock()
 }
 
-// due lists the running jobs silent for longer than their own stale limit
-// and not looked at since then, and the queued jobs unchanged since before
-// queuedBefore whose work message was not looked up since then.
-func (t *tracker) due(now, queuedBefore time.Time) (stale, queued []string) {
+// due lists the open jobs created before expireBefore (near the end of
+// their retention), the running jobs silent for longer than their own
+// stale limit and not looked at since then, and the queued jobs unchanged
+// since before queuedBefore whose work message was not looked up since
+// then. A job is in one list at most.
+func (t *tracker) due(now, queuedBefore, expireBefore time.Time) (expiring, stale, queued []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, e := range t.jobs {
+		if !e.created.IsZero() && e.created.Before(expireBefore) {
+			expiring = append(expiring, k)
+			continue
+		}
 		switch e.state {
 		case job.StateRunning:
 			staleBefore := now.Add(-e.staleAfter)
@@ -69,7 +76,7 @@ func (t *tracker) due(now, queuedBefore time.Time) (stale, queued []string) {
 			}
 		}
 	}
-	return stale, queued
+	return expiring, stale, queued
 }
 
 func (t *tracker) checked(key string, at time.Time) {

@@ -52,6 +52,10 @@ func (s *Store) Create(ctx context.Context, r *job.Record) error {
 	return nil
 }
 
+// TTL is the records' retention (the layout's JobTTL): a record lives this
+// long after its last write, which renews it.
+func (s *Store) TTL() time.Duration { return s.ttl }
+
 // Reads is the number of records read so far (tests).
 func (s *Store) Reads() uint64 { return s.reads.Load() }
 
