@@ -263,6 +263,10 @@ func (x *Index) run(ctx context.Context) {
 
 const batchSize = 1000
 
+// batchLinger bounds how long a change waits for others to share its
+// transaction.
+const batchLinger = 20 * time.Millisecond
+
 // follow reads the change log from the first change the index lacks and
 // applies it in batches, until ctx ends or the read fails.
 func (x *Index) follow(ctx context.Context) error {
@@ -317,6 +321,10 @@ func (x *Index) follow(ctx context.Context) error {
 				return <-readErr
 			}
 			batch = append(batch[:0], c)
+			// Changes come one at a time under a steady load: waiting a
+			// moment for more makes one transaction (one fsync) of many
+			// instead of one of each, at the cost of that moment's lag.
+			linger := time.NewTimer(batchLinger)
 		fill:
 			for len(batch) < batchSize {
 				select {
@@ -325,10 +333,14 @@ func (x *Index) follow(ctx context.Context) error {
 						break fill
 					}
 					batch = append(batch, c)
-				default:
+				case <-linger.C:
 					break fill
+				case <-ctx.Done():
+					linger.Stop()
+					return ctx.Err()
 				}
 			}
+			linger.Stop()
 			if err := x.apply(batch); err != nil {
 				return err
 			}
