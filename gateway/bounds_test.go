@@ -3,7 +3,9 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -72,7 +74,7 @@ func TestLongPollsPerRequesterAreCapped(t *testing.T) {
 	require.Eventually(t, func() bool {
 		g.polls.mu.Lock()
 		defer g.polls.mu.Unlock()
-		return g.polls.n["4/reviewer-47"] == 1
+		return g.polls.requesters["4/reviewer-47"] == 1
 	}, 10*time.Second, 5*time.Millisecond)
 	over := b.do(t, http.MethodGet, "/v1/jobs/"+id+"?wait=3s", tok, "", "If-None-Match: "+tag)
 	require.Equal(t, http.StatusTooManyRequests, over.status)
@@ -181,4 +183,90 @@ func TestHeadOfAnEventStreamOpensNone(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 	require.Equal(t, "text/event-stream", r.header.Get("Content-Type"))
 	require.Zero(t, g.SSEStreams())
+}
+
+// streamer is one requester with a job of its own to watch.
+type streamer struct{ tok, id string }
+
+func (b *testBundle) streamer(t *testing.T, tenant, sub string) streamer {
+	t.Helper()
+	tok := b.token(t, tenant, sub, false)
+	return streamer{tok, b.submit(t, tok, "k-"+sub, permit).job(t).ID}
+}
+
+func requireRefused(t *testing.T, r *http.Response, cap string) {
+	t.Helper()
+	require.Equal(t, http.StatusTooManyRequests, r.StatusCode)
+	require.Equal(t, "5", r.Header.Get("Retry-After"))
+	body, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	var p map[string]any
+	require.NoError(t, json.Unmarshal(body, &p))
+	require.Equal(t, "/problems/rate-limited", p["type"])
+	require.Contains(t, p["detail"], cap)
+}
+
+func TestEventStreamsPerTenantAndPerServerAreCapped(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t, func(c *Config) {
+		c.MaxStreamsPerRequester, c.MaxStreamsPerTenant, c.MaxStreams, c.StreamHeartbeat = 2, 3, 5, 20*time.Millisecond
+	})
+	a1, a2, a3 := b.streamer(t, "4", "a1"), b.streamer(t, "4", "a2"), b.streamer(t, "4", "a3")
+	first := b.openStream(t, a1.tok, a1.id)
+	require.Equal(t, http.StatusOK, first.StatusCode)
+	require.Equal(t, http.StatusOK, b.openStream(t, a1.tok, a1.id).StatusCode)
+	require.Equal(t, http.StatusOK, b.openStream(t, a2.tok, a2.id).StatusCode)
+	// Tenant 4 holds its 3, from requesters each under their own cap.
+	requireRefused(t, b.openStream(t, a3.tok, a3.id), "this tenant has 3 event streams open")
+
+	c1, c2 := b.streamer(t, "5", "c1"), b.streamer(t, "6", "c2")
+	require.Equal(t, http.StatusOK, b.openStream(t, c1.tok, c1.id).StatusCode, "another tenant still gets its stream")
+	require.Equal(t, http.StatusOK, b.openStream(t, c1.tok, c1.id).StatusCode)
+	// The server holds its 5: a tenant with none open is refused too.
+	requireRefused(t, b.openStream(t, c2.tok, c2.id), "this server has 5 event streams open")
+	require.EqualValues(t, 5, g.SSEStreams())
+
+	// A closed stream gives its slot back (noticed at the next heartbeat),
+	// to its tenant and to the server.
+	first.Body.Close()
+	require.Eventually(t, func() bool { return g.streams.open() == 4 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, http.StatusOK, b.openStream(t, a3.tok, a3.id).StatusCode)
+	requireRefused(t, b.openStream(t, c2.tok, c2.id), "this server")
+}
+
+func TestLongPollsPerTenantAndPerServerAreCapped(t *testing.T) {
+	t.Parallel()
+	g, b := setup(t, func(c *Config) { c.MaxLongPollsPerTenant, c.MaxLongPolls = 1, 2 })
+	poll := func(s streamer, wait string) (response, error) {
+		tag := b.do(t, http.MethodGet, "/v1/jobs/"+s.id, s.tok, "").header.Get("ETag")
+		return b.try(http.MethodGet, "/v1/jobs/"+s.id+"?wait="+wait, s.tok, "", "If-None-Match: "+tag)
+	}
+	a1, a2, c1, d1 := b.streamer(t, "4", "a1"), b.streamer(t, "4", "a2"), b.streamer(t, "5", "c1"), b.streamer(t, "6", "d1")
+	done := make(chan int, 2)
+	for _, s := range []streamer{a1, c1} {
+		go func() {
+			r, err := poll(s, "3s")
+			if err != nil {
+				done <- 0
+				return
+			}
+			done <- r.status
+		}()
+	}
+	require.Eventually(t, func() bool { return g.polls.open() == 2 }, 10*time.Second, 5*time.Millisecond)
+	over, err := poll(a2, "3s")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, over.status, "tenant 4 has its one long-poll waiting")
+	require.Contains(t, over.json(t)["detail"], "this tenant")
+	over, err = poll(d1, "3s")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, over.status, "the server has its two")
+	require.Contains(t, over.json(t)["detail"], "this server")
+	require.NotEmpty(t, over.header.Get("Retry-After"))
+	require.Equal(t, http.StatusNotModified, <-done)
+	require.Equal(t, http.StatusNotModified, <-done)
+	require.Eventually(t, func() bool { return g.polls.open() == 0 }, 10*time.Second, 5*time.Millisecond)
+	r, err := poll(a2, "100ms")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotModified, r.status, "the slots are free again")
 }

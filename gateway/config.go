@@ -43,6 +43,16 @@ type Config struct {
 	// MaxLongPollsPerRequester caps the ?wait= long-polls one requester has
 	// waiting at once, likewise (default 20).
 	MaxLongPollsPerRequester int
+	// MaxStreamsPerTenant and MaxLongPollsPerTenant cap them per tenant, all
+	// its requesters together (default 2,000 each); MaxStreams and
+	// MaxLongPolls cap them for this gateway process, all tenants together
+	// (default 10,000 each: an open stream costs about 50 KiB,
+	// docs/performance.md). Past either, 429 with Retry-After as above.
+	// They count per gateway process: N gateways hold N times as many.
+	MaxStreamsPerTenant   int
+	MaxLongPollsPerTenant int
+	MaxStreams            int
+	MaxLongPolls          int
 	// StreamWriteTimeout is how long one write of an event stream may wait
 	// for the client to take the bytes; a client that stopped reading is cut
 	// off after it, freeing its stream (default 30s).
@@ -94,6 +104,18 @@ func (c *Config) withDefaults() Config {
 	if out.MaxLongPollsPerRequester == 0 {
 		out.MaxLongPollsPerRequester = 20
 	}
+	if out.MaxStreamsPerTenant == 0 {
+		out.MaxStreamsPerTenant = 2000
+	}
+	if out.MaxLongPollsPerTenant == 0 {
+		out.MaxLongPollsPerTenant = 2000
+	}
+	if out.MaxStreams == 0 {
+		out.MaxStreams = 10000
+	}
+	if out.MaxLongPolls == 0 {
+		out.MaxLongPolls = 10000
+	}
 	if out.StreamWriteTimeout == 0 {
 		out.StreamWriteTimeout = 30 * time.Second
 	}
@@ -120,8 +142,9 @@ func (c *Config) validate() error {
 	if c.LinkTTL < time.Second {
 		errs = append(errs, fmt.Errorf("link TTL must be at least 1s, got %s", c.LinkTTL))
 	}
-	if c.MaxStreamsPerRequester < 1 || c.MaxLongPollsPerRequester < 1 {
-		errs = append(errs, errors.New("streams and long-polls per requester must be at least 1"))
+	if c.MaxStreamsPerRequester < 1 || c.MaxLongPollsPerRequester < 1 || c.MaxStreamsPerTenant < 1 ||
+		c.MaxLongPollsPerTenant < 1 || c.MaxStreams < 1 || c.MaxLongPolls < 1 {
+		errs = append(errs, errors.New("streams and long-polls per requester, per tenant and in all must be at least 1"))
 	}
 	if c.StreamWriteTimeout <= 0 || c.StreamHeartbeat <= 0 {
 		errs = append(errs, errors.New("stream write timeout and heartbeat must be positive"))

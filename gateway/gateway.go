@@ -109,8 +109,8 @@ type Gateway struct {
 	reads    *limiter
 	submits  *limiter
 	cancels  *limiter
-	streams  *holds // open event streams per requester
-	polls    *holds // waiting long-polls per requester
+	streams  *holds // open event streams
+	polls    *holds // waiting long-polls
 	changes  *changeFeed
 	sseOpen  atomic.Int64
 
@@ -147,8 +147,8 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
 		cancels:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
-		streams:  newHolds("event streams", cfg.MaxStreamsPerRequester),
-		polls:    newHolds("long-polls", cfg.MaxLongPollsPerRequester),
+		streams:  newHolds("event streams", cfg.MaxStreamsPerRequester, cfg.MaxStreamsPerTenant, cfg.MaxStreams),
+		polls:    newHolds("long-polls", cfg.MaxLongPollsPerRequester, cfg.MaxLongPollsPerTenant, cfg.MaxLongPolls),
 		stopped:  make(chan struct{}),
 		changes:  newChangeFeed(d.watch),
 	}

@@ -49,14 +49,14 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
 		return c.SendStatus(fiber.StatusOK)
 	}
-	who := requesterOf(c)
-	if !g.streams.acquire(who) {
-		return g.streams.refuse(c)
+	tenant, who := tenantOf(c), requesterOf(c)
+	if full := g.streams.acquire(tenant, who); full != "" {
+		return g.streams.refuse(c, full)
 	}
 	key := rec.Key()
 	ch, err := g.changes.watch(key)
 	if err != nil {
-		g.streams.release(who)
+		g.streams.release(tenant, who)
 		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -84,7 +84,7 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(hc net.Conn) {
 		defer g.sseOpen.Add(-1)
-		defer g.streams.release(who)
+		defer g.streams.release(tenant, who)
 		defer g.changes.unwatch(key, ch)
 		w := newStreamWriter(hc, g.cfg.StreamWriteTimeout, fctx.Request.Header.IsHTTP11())
 		if err := w.head(fctx.Response.Header.Header()); err != nil {

@@ -58,12 +58,12 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 		}
 	}
 	if wait > 0 && inm != "" && etagMatches(inm, rec) && !rec.State.Terminal() {
-		who := requesterOf(c)
-		if !g.polls.acquire(who) {
-			return g.polls.refuse(c)
+		tenant, who := tenantOf(c), requesterOf(c)
+		if full := g.polls.acquire(tenant, who); full != "" {
+			return g.polls.refuse(c, full)
 		}
 		rec, err = g.waitForChange(c.UserContext(), rec, min(wait, g.cfg.MaxWait))
-		g.polls.release(who)
+		g.polls.release(tenant, who)
 		if err != nil {
 			return writeProblem(c, err)
 		}
