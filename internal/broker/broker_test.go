@@ -211,6 +211,9 @@ func TestFailureMessagesForTheOwner(t *testing.T) {
 	require.NotNil(t, retry.RetryAt, "retried while attempts remain")
 	require.Equal(t, job.CategoryRenderError, retry.Error.Category)
 	require.NotContains(t, retry.Error.Message, "10.1.2.3")
+	require.NotEmpty(t, retry.Attempts)
+	last := retry.Attempts[len(retry.Attempts)-1]
+	require.Equal(t, "dial tcp 10.1.2.3:5432: connection refused", last.Error.Message, "the operator reads the cause")
 
 	b := tb.next(t, credA, "flaky", "worker-a")
 	require.Equal(t, 2, b.Attempt)

@@ -262,16 +262,26 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	retryAt := now.Add(b.retryDelay(h.rec.Attempt))
 	outcome := "failed"
 	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
+		// The worker's own message is the operator's: it goes to the
+		// attempt's history, which only the admin API shows.
 		if f.Retryable && n.AttemptsUsed() < maxAttempts {
 			outcome = "retry"
-			return n.ScheduleRetry(f, retryAt, now)
+			if err := n.ScheduleRetry(f, retryAt, now); err != nil {
+				return err
+			}
+			n.NoteCause(req.Message)
+			return nil
 		}
 		outcome = "failed"
 		final := *f
 		if f.Retryable {
 			final.Message = fmt.Sprintf("%s (attempt %d of %d)", f.Message, n.Attempt, maxAttempts)
 		}
-		return n.Fail(&final, now)
+		if err := n.Fail(&final, now); err != nil {
+			return err
+		}
+		n.NoteCause(req.Message)
+		return nil
 	})
 	if bad != nil {
 		return bad
