@@ -13,7 +13,7 @@ import (
 // stubTypes declares "permit_report" with a schema that only adds the
 // pages default, and "strict" whose schema refuses everything: enough to
 // test the envelope, which is DecodeSubmission's own job. The real schemas
-// are tested with DecodeSubmission in internal/schema.
+// are tested with DecodeSubmission in permit_submission_test.go.
 type stubTypes struct{}
 
 type stubSchema struct{ refuse bool }
@@ -141,4 +141,18 @@ func FuzzDecodeSubmission(f *testing.F) {
 			t.Fatalf("params not valid JSON: %s", r.Params)
 		}
 	})
+}
+
+// Two spellings of one double are one request (docs/api.md): the
+// fingerprint follows the value a worker decodes, not the bytes.
+func TestEqualDoublesAreOneRequest(t *testing.T) {
+	t.Parallel()
+	a, err := DecodeSubmission([]byte(`{"type":"permit_report","params":{"ratio":0.1}}`), stubTypes{})
+	require.NoError(t, err)
+	b, err := DecodeSubmission([]byte(`{"type":"permit_report","params":{"ratio":0.10000000000000001}}`), stubTypes{})
+	require.NoError(t, err)
+	require.Equal(t, a.Fingerprint, b.Fingerprint)
+	c, err := DecodeSubmission([]byte(`{"type":"permit_report","params":{"ratio":0.1000000000000001}}`), stubTypes{})
+	require.NoError(t, err)
+	require.NotEqual(t, a.Fingerprint, c.Fingerprint, "another double is another request")
 }
