@@ -53,9 +53,9 @@ func writeProblem(c *fiber.Ctx, err error) error {
 		p.RequestID = id
 	}
 	switch {
-	case p.Status >= http.StatusInternalServerError && p.Status != http.StatusServiceUnavailable:
+	case p.Status >= http.StatusInternalServerError && p.Status != http.StatusServiceUnavailable && p.Status != http.StatusInsufficientStorage:
 		logProblem(c, slog.LevelError, id, p, err)
-	case p.Status == http.StatusServiceUnavailable:
+	case p.Status == http.StatusServiceUnavailable, p.Status == http.StatusInsufficientStorage:
 		logProblem(c, slog.LevelWarn, id, p, err)
 	default:
 		logProblem(c, slog.LevelDebug, id, p, err)
@@ -63,6 +63,10 @@ func writeProblem(c *fiber.Ctx, err error) error {
 	switch p.Status {
 	case http.StatusServiceUnavailable:
 		c.Set(fiber.HeaderRetryAfter, "2")
+	case http.StatusInsufficientStorage:
+		// Space comes back as records and results reach their TTL, or when
+		// an operator raises a budget: not within seconds.
+		c.Set(fiber.HeaderRetryAfter, "60")
 	case http.StatusTooManyRequests:
 		if c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
 			c.Set(fiber.HeaderRetryAfter, "1")

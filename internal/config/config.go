@@ -41,6 +41,13 @@ type Config struct {
 	JobTTL time.Duration `yaml:"job_ttl"`
 	// ResultTTL is how long result files are kept.
 	ResultTTL time.Duration `yaml:"result_ttl"`
+	// StoreMaxBytes is the byte budget of each of the job records, work
+	// queue, events, index, notices and deliveries; ResultsMaxBytes that
+	// of the result files. Admission answers 507 storage-full once any of
+	// them is 90% full. An embedded server is given their sum as its
+	// JetStream storage; an external one must have it to spare.
+	StoreMaxBytes   int64 `yaml:"store_max_bytes"`
+	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
 	// ResultLinkTTL is the lifetime of a signed result link.
 	ResultLinkTTL time.Duration `yaml:"result_link_ttl"`
 	// RenderTimeout is the time budget of one render attempt.
@@ -195,6 +202,9 @@ func Default() Config {
 			WebhookRetries: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
 		},
+
+		StoreMaxBytes:   4 << 30, // natsjs.DefaultStoreMaxBytes
+		ResultsMaxBytes: 16 << 30,
 	}
 }
 
@@ -241,6 +251,16 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 			*dst = n
 		}
 	}
+	size := func(name string, dst *int64) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				return
+			}
+			*dst = n
+		}
+	}
 	boolean := func(name string, dst *bool) {
 		if v := getenv(name); v != "" {
 			b, err := strconv.ParseBool(v)
@@ -267,6 +287,8 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	str("JOBGATE_METRICS_TOKEN", &c.MetricsToken)
 	dur("JOBGATE_JOB_TTL", &c.JobTTL)
 	dur("JOBGATE_RESULT_TTL", &c.ResultTTL)
+	size("JOBGATE_STORE_MAX_BYTES", &c.StoreMaxBytes)
+	size("JOBGATE_RESULTS_MAX_BYTES", &c.ResultsMaxBytes)
 	dur("JOBGATE_RESULT_LINK_TTL", &c.ResultLinkTTL)
 	dur("JOBGATE_RENDER_TIMEOUT", &c.RenderTimeout)
 	num("JOBGATE_MAX_ATTEMPTS", &c.MaxAttempts)
@@ -304,6 +326,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ResultTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("result_ttl must be at least 1m, got %s", c.ResultTTL))
+	}
+	if c.StoreMaxBytes < 64<<20 || c.ResultsMaxBytes < 64<<20 {
+		errs = append(errs, fmt.Errorf("store_max_bytes and results_max_bytes must be at least 64 MiB (67108864), got %d and %d", c.StoreMaxBytes, c.ResultsMaxBytes))
 	}
 	if c.ResultLinkTTL < time.Second {
 		errs = append(errs, fmt.Errorf("result_link_ttl must be at least 1s, got %s", c.ResultLinkTTL))

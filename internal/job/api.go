@@ -67,6 +67,7 @@ var (
 	ErrJobCanceled      = api.ErrJobCanceled
 	ErrUnauthorized     = api.ErrUnauthorized
 	ErrUnavailable      = api.ErrUnavailable
+	ErrStorageFull      = api.ErrStorageFull
 	ErrPayloadTooLarge  = api.ErrPayloadTooLarge
 	ErrRateLimited      = api.ErrRateLimited
 	ErrLinkExpired      = api.ErrLinkExpired

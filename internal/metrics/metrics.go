@@ -16,7 +16,7 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Admissions        *prometheus.CounterVec   // outcome: new, replayed, conflict, invalid, unavailable
+	Admissions        *prometheus.CounterVec   // outcome: new, replayed, conflict, invalid, unavailable, storage_full
 	AdmissionDuration prometheus.Histogram     // seconds per admitted or replayed submission
 	LongPolls         prometheus.Gauge         // waiting long-polls
 	RelayPublished    *prometheus.CounterVec   // kind: work, event
@@ -27,6 +27,8 @@ type Metrics struct {
 	RenderAttempts    *prometheus.CounterVec   // outcome: succeeded, retry, failed, canceled, skipped
 	TenantQueued      *prometheus.GaugeVec     // tenant (TopN + "other"): queued jobs
 	TenantOldest      *prometheus.GaugeVec     // tenant (TopN + "other"): age of the oldest queued job
+	StorageBytes      *prometheus.GaugeVec     // resource: bytes stored
+	StorageBudget     *prometheus.GaugeVec     // resource: byte budget (0: none)
 }
 
 // New creates the metrics and registers them (plus Go and process
@@ -34,6 +36,12 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
+		StorageBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobgate_storage_bytes", Help: "Bytes stored in each budgeted stream, bucket and object store, as a gateway last read them.",
+		}, []string{"resource"}),
+		StorageBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobgate_storage_budget_bytes", Help: "Byte budget of each stream, bucket and object store (0: none); admission stops at 90% of any.",
+		}, []string{"resource"}),
 		Admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobgate_admissions_total", Help: "Submissions by outcome.",
 		}, []string{"outcome"}),
@@ -77,7 +85,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,
 		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts,
-		m.TenantQueued, m.TenantOldest,
+		m.TenantQueued, m.TenantOldest, m.StorageBytes, m.StorageBudget,
 	)
 	return m
 }

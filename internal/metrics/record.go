@@ -101,3 +101,11 @@ func (m *Metrics) SetTenantQueues(qs []TenantQueue, now time.Time) {
 		m.TenantOldest.WithLabelValues(Other).Set(max(now.Sub(other.Oldest).Seconds(), 0))
 	}
 }
+
+// SetStorage records one resource's bytes stored and its byte budget.
+func (m *Metrics) SetStorage(resource string, bytes, budget int64) {
+	if m != nil {
+		m.StorageBytes.WithLabelValues(resource).Set(float64(bytes))
+		m.StorageBudget.WithLabelValues(resource).Set(float64(budget))
+	}
+}

@@ -22,6 +22,11 @@ type EmbeddedConfig struct {
 	// syncs every SyncInterval (default 2m) and an OS crash can lose
 	// acknowledged writes.
 	SyncAlways bool
+	// MaxStore is the JetStream file storage the server grants, which must
+	// hold the layout's byte budgets (Layout.StorageReserve); zero grants
+	// DefaultLayout's. Left to itself a server grants 75% of the disk space
+	// free when it starts, and refuses budgets past that.
+	MaxStore int64
 	// Configure, if set, may adjust the server options before start (the
 	// notifier's tenant users, tests).
 	Configure func(*server.Options) error
@@ -47,6 +52,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		NoLog:              true,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
+		JetStreamMaxStore:  cfg.MaxStore,
+	}
+	if opts.JetStreamMaxStore == 0 {
+		opts.JetStreamMaxStore = DefaultLayout().StorageReserve()
 	}
 	if cfg.Listen != "" {
 		host, port, err := net.SplitHostPort(cfg.Listen)

@@ -28,6 +28,24 @@ type Layout struct {
 	DuplicateWindow time.Duration
 	// EventsMaxAge is how long events stay replayable on JOBGATE_EVENTS.
 	EventsMaxAge time.Duration
+	// StoreMaxBytes is the byte budget of each of the job records, work,
+	// events, index, notices and deliveries. At it a write is refused
+	// (discard new: nothing stored is ever dropped for room), which the
+	// adapters report as job.ErrStorageFull.
+	StoreMaxBytes int64
+	// ResultsMaxBytes is the byte budget of the results object store.
+	ResultsMaxBytes int64
+}
+
+// smallBucketBytes is the budget of the small buckets (secrets, type
+// declarations, worker presence): a gateway keeps at most 4 MiB of
+// declarations, the others hold a few keys.
+const smallBucketBytes = 64 << 20
+
+// StorageReserve is what the layout's budgets add up to: the JetStream
+// storage a server must grant them (an embedded server is given it).
+func (l Layout) StorageReserve() int64 {
+	return 6*l.StoreMaxBytes + l.ResultsMaxBytes + 3*smallBucketBytes
 }
 
 // DefaultLayout is the layout of an embedded single-node deployment.
@@ -38,8 +56,17 @@ func DefaultLayout() Layout {
 		ResultTTL:       168 * time.Hour,
 		DuplicateWindow: 10 * time.Minute,
 		EventsMaxAge:    72 * time.Hour,
+		StoreMaxBytes:   DefaultStoreMaxBytes,
+		ResultsMaxBytes: DefaultResultsMaxBytes,
 	}
 }
+
+// The default byte budgets: 4 GiB holds about five million job records (or
+// their work messages, events, ...: 0.6 to 1 KiB each), 16 GiB of results.
+const (
+	DefaultStoreMaxBytes   = 4 << 30
+	DefaultResultsMaxBytes = 16 << 30
+)
 
 func (l Layout) validate() error {
 	if l.Replicas < 1 || l.Replicas > 5 {
@@ -54,6 +81,9 @@ func (l Layout) validate() error {
 	}
 	if l.ResultTTL < time.Minute {
 		return fmt.Errorf("result TTL must be at least 1m, got %s", l.ResultTTL)
+	}
+	if l.StoreMaxBytes < 64<<10 || l.ResultsMaxBytes < 64<<10 {
+		return fmt.Errorf("store and results byte budgets must be at least 64 KiB, got %d and %d", l.StoreMaxBytes, l.ResultsMaxBytes)
 	}
 	if l.DuplicateWindow <= 0 || l.EventsMaxAge <= 0 {
 		return errors.New("duplicate window and events max age must be positive")
@@ -73,6 +103,13 @@ const (
 	settingHistory   = "history"
 	settingSubjects  = "subjects"
 	settingMarkerTTL = "limit marker TTL"
+)
+
+// The byte budgets, as an operator finds them.
+const (
+	SettingStoreBytes   = "store byte budget (store_max_bytes, JOBGATE_STORE_MAX_BYTES)"
+	SettingResultsBytes = "results byte budget (results_max_bytes, JOBGATE_RESULTS_MAX_BYTES)"
+	settingSmallBytes   = "byte budget"
 )
 
 // ErrLayoutMismatch: a stream, bucket or object store already exists with
@@ -354,6 +391,8 @@ type expect struct {
 	retention  *jetstream.RetentionPolicy
 	subjects   []string
 	markerTTL  time.Duration
+	maxBytes   int64
+	bytesName  string // the setting maxBytes comes from
 }
 
 func (l Layout) resources() []resource {
@@ -364,16 +403,17 @@ func (l Layout) resources() []resource {
 		History:        1,
 		TTL:            l.JobTTL,
 		LimitMarkerTTL: time.Minute,
+		MaxBytes:       l.StoreMaxBytes,
 		Replicas:       l.Replicas,
 		Storage:        jetstream.FileStorage,
 	}
 	metaKV := jetstream.KeyValueConfig{
 		Bucket: BucketMeta, Description: "jobgate deployment secrets", History: 1,
-		Replicas: l.Replicas, Storage: jetstream.FileStorage,
+		MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
 	noticesKV := jetstream.KeyValueConfig{
 		Bucket: BucketNotices, Description: "jobgate notifier send records", History: 1,
-		TTL: l.JobTTL, Replicas: l.Replicas, Storage: jetstream.FileStorage,
+		TTL: l.JobTTL, MaxBytes: l.StoreMaxBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
 	work := jetstream.StreamConfig{
 		Name:        StreamWork,
@@ -388,6 +428,8 @@ func (l Layout) resources() []resource {
 		AllowDirect: true,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
+		MaxBytes:    l.StoreMaxBytes,
+		Discard:     jetstream.DiscardNew,
 	}
 	events := jetstream.StreamConfig{
 		Name:        StreamEvents,
@@ -398,6 +440,8 @@ func (l Layout) resources() []resource {
 		MaxAge:      l.EventsMaxAge,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
+		MaxBytes:    l.StoreMaxBytes,
+		Discard:     jetstream.DiscardNew,
 	}
 	// Pending deliveries live no longer than the events they deliver.
 	deliveries := jetstream.StreamConfig{
@@ -409,14 +453,16 @@ func (l Layout) resources() []resource {
 		MaxAge:      l.EventsMaxAge,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
+		MaxBytes:    l.StoreMaxBytes,
+		Discard:     jetstream.DiscardNew,
 	}
 	typesKV := jetstream.KeyValueConfig{
 		Bucket: BucketTypes, Description: "jobgate job types, declared by their workers", History: 1,
-		Replicas: l.Replicas, Storage: jetstream.FileStorage,
+		MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
 	workersKV := jetstream.KeyValueConfig{
 		Bucket: BucketWorkers, Description: "jobgate live worker processes per job type", History: 1,
-		TTL: PresenceTTL, LimitMarkerTTL: time.Minute, Replicas: l.Replicas, Storage: jetstream.FileStorage,
+		TTL: PresenceTTL, LimitMarkerTTL: time.Minute, MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
 	index := jetstream.StreamConfig{
 		Name:        StreamIndex,
@@ -428,10 +474,12 @@ func (l Layout) resources() []resource {
 		AllowDirect: true,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
+		MaxBytes:    l.StoreMaxBytes,
+		Discard:     jetstream.DiscardNew,
 	}
 	results := jetstream.ObjectStoreConfig{
 		Bucket: BucketResults, Description: "jobgate rendered results",
-		TTL: l.ResultTTL, Replicas: l.Replicas, Storage: jetstream.FileStorage,
+		TTL: l.ResultTTL, MaxBytes: l.ResultsMaxBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
 	kv := func(c jetstream.KeyValueConfig) func(context.Context, jetstream.JetStream) error {
 		return func(ctx context.Context, js jetstream.JetStream) error {
@@ -444,31 +492,31 @@ func (l Layout) resources() []resource {
 	}
 	return []resource{
 		{name: BucketJobs, bucket: true, stream: "KV_" + BucketJobs, create: kv(jobsKV), want: expect{
-			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1, markerTTL: time.Minute}},
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1, markerTTL: time.Minute, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		{name: BucketMeta, bucket: true, stream: "KV_" + BucketMeta, create: kv(metaKV), want: expect{
-			replicas: l.Replicas, history: 1}},
+			replicas: l.Replicas, history: 1, maxBytes: smallBucketBytes, bytesName: settingSmallBytes}},
 		{name: BucketNotices, bucket: true, stream: "KV_" + BucketNotices, create: kv(noticesKV), want: expect{
-			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1}},
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, history: 1, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		{name: BucketTypes, bucket: true, stream: "KV_" + BucketTypes, create: kv(typesKV), want: expect{
-			replicas: l.Replicas, history: 1}},
+			replicas: l.Replicas, history: 1, maxBytes: smallBucketBytes, bytesName: settingSmallBytes}},
 		{name: BucketWorkers, bucket: true, stream: "KV_" + BucketWorkers, create: kv(workersKV), want: expect{
-			replicas: l.Replicas, maxAge: PresenceTTL, ageSetting: "worker presence TTL", history: 1, markerTTL: time.Minute}},
+			replicas: l.Replicas, maxAge: PresenceTTL, ageSetting: "worker presence TTL", history: 1, markerTTL: time.Minute, maxBytes: smallBucketBytes, bytesName: settingSmallBytes}},
 		{name: StreamWork, stream: StreamWork, create: stream(work), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
-			retention: &workQueue, subjects: work.Subjects}},
+			retention: &workQueue, subjects: work.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		{name: StreamEvents, stream: StreamEvents, create: stream(events), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
-			retention: &limits, subjects: events.Subjects}},
+			retention: &limits, subjects: events.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		{name: StreamDeliveries, stream: StreamDeliveries, create: stream(deliveries), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
-			retention: &workQueue, subjects: deliveries.Subjects}},
+			retention: &workQueue, subjects: deliveries.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		{name: StreamIndex, stream: StreamIndex, create: stream(index), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
-			retention: &limits, subjects: index.Subjects}},
+			retention: &limits, subjects: index.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)
 			return err
-		}, want: expect{replicas: l.Replicas, maxAge: l.ResultTTL, ageSetting: SettingResultTTL}},
+		}, want: expect{replicas: l.Replicas, maxAge: l.ResultTTL, ageSetting: SettingResultTTL, maxBytes: l.ResultsMaxBytes, bytesName: SettingResultsBytes}},
 	}
 }
 
@@ -494,6 +542,14 @@ func ensure(ctx context.Context, js jetstream.JetStream, r resource) (jetstream.
 		// result is not visible yet may safely be repeated.
 		err = retryTransient(ctx, func(ctx context.Context) error { return r.create(ctx, js) })
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !errors.Is(err, jetstream.ErrBucketExists) {
+			// Creates racing for one resource may each be counted against
+			// the server's storage until one of them wins: if the
+			// resource exists now, the refusal was the race's.
+			if storageRefused(err) {
+				if have, ok := raced(ctx, js, r.stream); ok {
+					return have, nil
+				}
+			}
 			return cfg, explainCreate(err, r)
 		}
 		select {
@@ -559,11 +615,38 @@ func setDirect(ctx context.Context, js jetstream.JetStream, have jetstream.Strea
 // transient.
 func explainCreate(err error, r resource) error {
 	var api *jetstream.APIError
+	if storageRefused(err) {
+		return fmt.Errorf("%s's byte budget (%d) does not fit in the JetStream storage the NATS server has left "+
+			"(max_file_store); lower %s or %s, or give the server more: %w", r.name, r.want.maxBytes, SettingStoreBytes, SettingResultsBytes, err)
+	}
 	if errors.As(err, &api) && api.ErrorCode == 10074 { // replicas > 1 not supported in non-clustered mode
 		return fmt.Errorf("%d replicas need a JetStream cluster of at least %d servers; set %s to 1 for a single server: %w",
 			r.want.replicas, r.want.replicas, SettingReplicas, err)
 	}
 	return mapErr(err)
+}
+
+// raced reads the stream a racing create may have made, a few times over
+// a moment.
+func raced(ctx context.Context, js jetstream.JetStream, name string) (jetstream.StreamConfig, bool) {
+	for range 5 {
+		if s, err := js.Stream(ctx, name); err == nil {
+			return s.CachedInfo().Config, true
+		}
+		select {
+		case <-ctx.Done():
+			return jetstream.StreamConfig{}, false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return jetstream.StreamConfig{}, false
+}
+
+// storageRefused reports JetStream refusing a resource whose byte budget
+// the server's storage cannot grant (insufficient storage resources).
+func storageRefused(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == 10047
 }
 
 // compare reports every setting of the existing backing stream that differs
@@ -598,6 +681,12 @@ func (r resource) compare(have jetstream.StreamConfig) []*MismatchError {
 	}
 	if w.subjects != nil && fmt.Sprint(have.Subjects) != fmt.Sprint(w.subjects) {
 		differ(settingSubjects, fmt.Sprint(have.Subjects), fmt.Sprint(w.subjects))
+	}
+	// A resource an earlier version created has no budget (unlimited): it
+	// is accepted as it is, and an operator gives it one deliberately
+	// (docs/operations.md); a budget other than the layout's is a mismatch.
+	if w.maxBytes != 0 && have.MaxBytes > 0 && have.MaxBytes != w.maxBytes {
+		differ(w.bytesName, fmt.Sprint(have.MaxBytes), fmt.Sprint(w.maxBytes))
 	}
 	if w.markerTTL != 0 && (have.SubjectDeleteMarkerTTL != w.markerTTL || !have.AllowMsgTTL) {
 		differ(settingMarkerTTL, durationOrNone(have.SubjectDeleteMarkerTTL), w.markerTTL.String())

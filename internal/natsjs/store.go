@@ -174,11 +174,25 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		return fmt.Errorf("%w: %w", job.ErrNotFound, err)
+	case StorageFull(err): // answered 503 too, so before Unavailable
+		return fmt.Errorf("%w: %w", job.ErrStorageFull, err)
 	case Unavailable(err):
 		return fmt.Errorf("%w: %w", job.ErrUnavailable, err)
 	}
 	return err
 }
+
+// StorageFull reports whether err is JetStream refusing a write because the
+// stream is at its byte budget ("maximum bytes exceeded"): nothing written,
+// and trying again helps only once space is freed.
+func StorageFull(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsErrMaxBytes
+}
+
+// jsErrMaxBytes is JetStream's error code for a write past a stream's
+// MaxBytes with discard new.
+const jsErrMaxBytes = 10077
 
 // Unavailable reports whether err means JetStream could not be reached or did
 // not answer in time, so nothing is known to have been written.

@@ -21,6 +21,7 @@ var (
 	ErrJobCanceled      = errors.New("job canceled")
 	ErrUnauthorized     = errors.New("unauthorized")
 	ErrUnavailable      = errors.New("job store unavailable")
+	ErrStorageFull      = errors.New("storage budget used up")
 	ErrPayloadTooLarge  = errors.New("payload too large")
 	ErrRateLimited      = errors.New("rate limited")
 	ErrLinkExpired      = errors.New("result link expired")

@@ -58,6 +58,8 @@ var problemKinds = []ProblemKind{
 		"the result file is no longer kept", ErrResultExpired},
 	{"rate-limited", 429, "Too many requests",
 		"too many requests; retry after Retry-After", ErrRateLimited},
+	{"storage-full", 507, "Storage full; nothing was admitted",
+		"the deployment's storage budget is used up; nothing was admitted: retry after Retry-After with the same Idempotency-Key", ErrStorageFull},
 	{"unavailable", 503, "Job store unavailable; retry with the same key",
 		"the job store is unavailable; retry after Retry-After with the same Idempotency-Key", ErrUnavailable},
 	{"unsupported-media-type", 415, "Request body must be uncompressed application/json",
