@@ -55,6 +55,16 @@ func (g *Gateway) openIndex() error {
 		return fmt.Errorf("gateway: query index: %w", err)
 	}
 	x, err := index.Open(filepath.Join(dir, "jobs.index"), g.indexSrc, index.Options{Log: g.log, Now: g.cfg.Now})
+	if errors.Is(err, index.ErrLocked) && g.indexTmp == "" {
+		// Another gateway keeps its index there: this one builds its own.
+		g.log.Warn("query index held by another process, building one in a temporary dir", "dir", dir)
+		tmp, terr := os.MkdirTemp("", "jobgate-index-")
+		if terr != nil {
+			return fmt.Errorf("gateway: query index: %w", terr)
+		}
+		g.indexTmp = tmp
+		x, err = index.Open(filepath.Join(tmp, "jobs.index"), g.indexSrc, index.Options{Log: g.log, Now: g.cfg.Now})
+	}
 	if err != nil {
 		return fmt.Errorf("gateway: query index: %w", err)
 	}

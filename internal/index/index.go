@@ -161,7 +161,7 @@ func Open(path string, src Source, o Options) (*Index, error) {
 // file is missing, unreadable or of another format.
 func openFile(path string, log *slog.Logger) (*bolt.DB, error) {
 	for try := 0; ; try++ {
-		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true})
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
 		if err == nil {
 			err = db.Update(func(tx *bolt.Tx) error {
 				meta, err := tx.CreateBucketIfNotExists(bMeta)
@@ -183,7 +183,10 @@ func openFile(path string, log *slog.Logger) (*bolt.DB, error) {
 			}
 			_ = db.Close()
 		}
-		if try > 0 || errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("index %s: %w", path, ErrLocked)
+		}
+		if try > 0 {
 			return nil, fmt.Errorf("index %s: %w", path, err)
 		}
 		log.Warn("query index unreadable, rebuilding it from the change log", "path", path, "err", err)
@@ -194,6 +197,10 @@ func openFile(path string, log *slog.Logger) (*bolt.DB, error) {
 }
 
 var errForeign = errors.New("index file of another format")
+
+// ErrLocked: another process holds the index file (two gateways given one
+// data dir).
+var ErrLocked = errors.New("query index file held by another process")
 
 // Close stops following the change log and closes the file.
 func (x *Index) Close() error {

@@ -183,3 +183,15 @@ func TestIndexPageIsBounded(t *testing.T) {
 	_, err = x.Page(Query{Limit: 5, After: string(long)})
 	require.ErrorIs(t, err, job.ErrBadRequest)
 }
+
+// Two gateways given one data dir: the second finds the file held and says
+// so (the gateway then builds its own index elsewhere) instead of waiting.
+func TestIndexFileHeldElsewhereIsReported(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	res := env.Connect(t, "index").Res
+	path := filepath.Join(t.TempDir(), "index.db")
+	openIndex(t, path, res)
+	_, err := Open(path, StoreSource(res.Jobs), Options{})
+	require.ErrorIs(t, err, ErrLocked)
+}

@@ -3,6 +3,7 @@ package system
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/gateway"
@@ -89,6 +90,15 @@ func (s *System) newNotifier(res *natsjs.Resources) (*notifier.Notifier, error) 
 	return notifier.New(cfg, res, s.log.With("service", "notifier"))
 }
 
+// indexDir keeps the gateway's query index in the data dir, so a restart
+// resumes it instead of rebuilding it from the whole change log.
+func indexDir(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, "index")
+}
+
 // newGateway builds the HTTP gateway on the listener claimed first.
 func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 	c := &s.settings
@@ -115,5 +125,6 @@ func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 		Failpoints:               s.fp,
 		Metrics:                  s.metrics,
 		MetricsToken:             c.MetricsToken,
+		IndexDir:                 indexDir(c.DataDir),
 	}, res, s.log.With("component", "gateway"))
 }
