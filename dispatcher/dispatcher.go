@@ -11,6 +11,7 @@ import (
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/startstop"
 )
 
 // records is what the dispatcher needs of the job record store
@@ -64,11 +65,14 @@ type Dispatcher struct {
 	relayLog *natsjs.ChangeLog // for the relay backlog gauge
 	startTry time.Duration     // natsjs.StartTry; shorter in tests
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc
-	stops    []func()
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	life startstop.Lifecycle
+	// force is the context of the store and publish operations of the
+	// relay and the indexer: a change in hand is relayed even while the
+	// dispatcher stops, until Stop's deadline passes.
+	force       context.Context
+	forceCancel context.CancelFunc
+	stops       []func()
+	wg          sync.WaitGroup
 }
 
 // New builds a dispatcher; Start runs it.
@@ -104,33 +108,39 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	return d, nil
 }
 
-// Start creates the relay consumer and starts the record watch; it returns
-// once both are in place.
+// Start creates the relay and indexer consumers, starts the record watch
+// and the broker; it returns once all are in place. ctx bounds only this
+// start-up (and natsjs.StartBound): the dispatcher then runs until Stop.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cancel != nil {
-		return errors.New("dispatcher: already started")
+	if err := d.life.Start(ctx, d.start, d.stop); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
 	}
-	// Ending the caller's context stops the dispatcher's loops as Stop does.
-	runCtx, cancel := context.WithCancel(ctx)
-	d.cancel = cancel
-	sctx, scancel := context.WithTimeout(ctx, natsjs.StartBound)
+	return nil
+}
+
+func (d *Dispatcher) start(startCtx, runCtx context.Context) error {
+	// loops is runCtx, also ended by a failed start-up, which stops what
+	// it started before it returns.
+	loops, cancel := context.WithCancel(runCtx)
+	d.force, d.forceCancel = context.WithCancel(context.WithoutCancel(runCtx))
+	sctx, scancel := context.WithTimeout(startCtx, natsjs.StartBound)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
 		d.startRelay, d.startIndexer, d.startSweeper, d.startBroker,
 	} {
-		stop, err := start(sctx, runCtx)
+		stop, err := start(sctx, loops)
 		if err != nil {
 			cancel()
 			for _, s := range d.stops {
 				s()
 			}
 			d.wg.Wait()
-			return fmt.Errorf("dispatcher: %w", err)
+			d.forceCancel()
+			return err
 		}
 		d.stops = append(d.stops, stop)
 	}
+	context.AfterFunc(loops, cancel) // released with runCtx
 	d.log.Info("dispatcher started", "grace", d.cfg.Grace, "sweep_interval", d.cfg.SweepInterval)
 	return nil
 }
@@ -156,23 +166,36 @@ func (d *Dispatcher) untilAvailable(ctx context.Context, op func(context.Context
 	return natsjs.UntilAvailable(ctx, d.startTry, op)
 }
 
-// Stop ends the loops and waits for them. A record change being relayed
-// finishes first; one not yet acknowledged is relayed again by another
-// dispatcher (or this one's successor).
-func (d *Dispatcher) Stop() {
-	d.stopOnce.Do(func() {
-		d.mu.Lock()
-		if d.cancel != nil {
-			d.cancel()
-		}
-		stops := d.stops
-		d.mu.Unlock()
-		for _, s := range stops {
+// Stop ends the loops and waits for them within ctx. A record change being
+// relayed finishes first; one not yet acknowledged is relayed again by
+// another dispatcher (or this one's successor). When ctx ends first, the
+// operations in flight are cancelled and Stop returns an error wrapping
+// ctx.Err(). It is safe to call more than once and before or without
+// Start; a Stop during Start ends the start-up.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	if err := d.life.Stop(ctx); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	return nil
+}
+
+func (d *Dispatcher) stop(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, s := range d.stops {
 			s()
 		}
 		d.wg.Wait()
-		d.log.Info("dispatcher stopped")
-	})
+	}()
+	err := startstop.Wait(ctx, done, d.forceCancel)
+	d.forceCancel()
+	if err != nil {
+		d.log.Warn("dispatcher stopped before its loops ended", "err", err)
+		return err
+	}
+	d.log.Info("dispatcher stopped")
+	return nil
 }
 
 func (d *Dispatcher) spawn(f func()) {

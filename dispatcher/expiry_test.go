@@ -49,7 +49,7 @@ func TestRelayTakesExpiryMarkersQuietly(t *testing.T) {
 	d, err := New(testConfig(), env.Connect(t, "dispatcher").Res, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 
 	rec := env.Commit(t, conn.Res, jobtest.Request{Key: "short-lived", Pages: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -94,13 +94,13 @@ func TestSweeperFailsAJobNearTheEndOfItsRetentionAndItsKeyOutlivesIt(t *testing.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, g.Start(ctx))
-	t.Cleanup(g.Stop)
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	cfg := testConfig()
 	cfg.ExpireMargin = ttl - 4*time.Second // expired 4 s after its admission
 	d, err := New(cfg, env.ConnectLayout(t, "dispatcher", layout).Res, testLogger())
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 
 	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
 	require.NoError(t, err)

@@ -23,7 +23,8 @@ const laneDepth = 32
 // trips each, and one loop over every tenant's changes capped the whole
 // pipeline at one job per round trip. A failed pull is retried after a
 // second; the lanes end when the consumer is stopped, after the changes in
-// hand.
+// hand. handle gets d.force, not ctx: a change in hand is handled to its
+// end unless a Stop runs out of time.
 func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.ChangeLog, key func(subject string) string, handle func(context.Context, *natsjs.LoggedChange)) {
 	lanes := make([]chan *natsjs.LoggedChange, d.cfg.FollowLanes)
 	for i := range lanes {
@@ -31,7 +32,7 @@ func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.Ch
 		lanes[i] = lane
 		d.spawn(func() {
 			for c := range lane {
-				handle(ctx, c)
+				handle(d.force, c)
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func (d *Dispatcher) indexChange(ctx context.Context, c *natsjs.LoggedChange) {
 		_ = c.Term("undecodable record") // the relay logs it
 		return
 	}
-	octx, cancel := opCtx(context.WithoutCancel(ctx))
+	octx, cancel := opCtx(ctx) // ctx is d.force: it ends only when a Stop runs out of time
 	defer cancel()
 	if err := d.index.Append(octx, rec); err != nil {
 		d.log.Warn("indexer: job not listed, will retry", "job_id", rec.ID, "err", err)

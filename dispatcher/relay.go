@@ -53,7 +53,7 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 		_ = c.Term("undecodable record")
 		return
 	}
-	octx, cancel := opCtx(context.WithoutCancel(ctx))
+	octx, cancel := opCtx(ctx) // ctx is d.force: it ends only when a Stop runs out of time
 	defer cancel()
 	switch {
 	case rec.State == job.StateQueued:

@@ -48,7 +48,7 @@ func (b *testBundle) start(t *testing.T, name string, opts ...func(*Config)) *Di
 	d, err := New(cfg, b.env.Connect(t, name).Res, testLogger().With("dispatcher", name))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return d
 }
 

@@ -38,7 +38,7 @@ func TestStartOutlastsAnUnansweredConsumerCreate(t *testing.T) {
 	store := &lostAnswer{records: d.jobs}
 	d.jobs, d.startTry = store, 300*time.Millisecond
 	require.NoError(t, d.Start(context.Background()))
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	require.GreaterOrEqual(t, store.calls.Load(), int32(2), "the unanswered create was made again")
 
 	rec := env.Commit(t, conn.Res, jobtest.Request{Key: "after-a-lost-answer"})

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,8 +16,8 @@ func TestStopLeavesNoGoroutineBehind(t *testing.T) {
 	d, b := setup(t)
 	rec := b.env.Commit(t, b.conn.Res, jobtest.Request{Key: "before-stop"})
 	require.Eventually(t, func() bool { return len(b.workIDs(t, rec)) == 1 }, 10*time.Second, 20*time.Millisecond)
-	d.Stop()
-	d.Stop() // a second Stop is a no-op
+	require.NoError(t, d.Stop(context.Background()))
+	require.NoError(t, d.Stop(context.Background()), "a second Stop is a no-op")
 	require.Eventually(t, func() bool { return strings.Count(goroutineDump(), "jobgate/dispatcher.(*") == 0 },
 		5*time.Second, 20*time.Millisecond, "goroutines left:\n%s", goroutineDump())
 }

@@ -295,7 +295,7 @@ func TestReplayThroughASecondGateway(t *testing.T) {
 	require.NoError(t, err)
 	g2.cfg.Addr = "127.0.0.1:0"
 	require.NoError(t, g2.Start(context.Background()))
-	t.Cleanup(g2.Stop)
+	t.Cleanup(func() { require.NoError(t, g2.Stop(context.Background())) })
 	require.False(t, g2.seen.has(key), "the second gateway has not seen the key")
 	b2 := *b
 	b2.url = "http://" + g2.Addr()

@@ -51,7 +51,7 @@ func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 	if err := g.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { g.Stop(); nc.Close(); emb.Shutdown() })
+	b.Cleanup(func() { _ = g.Stop(context.Background()); nc.Close(); emb.Shutdown() })
 	bundle.emb, bundle.res, bundle.url = emb, res, "http://"+g.Addr()
 	bundle.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	return g, bundle

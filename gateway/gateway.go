@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/startstop"
 )
 
 // records is what the gateway needs of the job record store
@@ -115,8 +115,8 @@ type Gateway struct {
 	sseOpen  atomic.Int64
 
 	ln      net.Listener
-	stopped chan struct{}
-	once    sync.Once
+	stopped chan struct{} // closed when Stop begins: streams and long-polls end
+	life    startstop.Lifecycle
 }
 
 // New builds a gateway on provisioned resources.
@@ -189,16 +189,26 @@ func (g *Gateway) Addr() string {
 	return g.ln.Addr().String()
 }
 
-// Start loads the deployment secrets and begins serving; it returns once the
-// listener is bound, so a port clash is an error here and not in a goroutine.
+// Start loads the deployment secrets and the declared types and begins
+// serving; it returns once the listener is bound, so a port clash is an
+// error here and not in a goroutine. ctx bounds only this start-up: the
+// gateway then serves, and watches the declared types, until Stop.
 func (g *Gateway) Start(ctx context.Context) error {
-	if err := g.init(ctx); err != nil {
-		return err
-	}
+	return g.life.Start(ctx, func(sctx, runCtx context.Context) error {
+		if err := g.init(sctx, runCtx); err != nil {
+			return err
+		}
+		return g.listen()
+	}, g.stop)
+}
+
+func (g *Gateway) listen() error {
 	ln := g.cfg.Listener
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", g.cfg.Addr); err != nil {
+			g.types.stop()
+			g.closeIndex()
 			return fmt.Errorf("gateway listen %s: %w", g.cfg.Addr, err)
 		}
 	}
@@ -213,13 +223,19 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
-// init loads what the handlers need from JetStream; Start calls it, and
-// in-memory tests that use App() without listening call Init.
-func (g *Gateway) init(ctx context.Context) error {
-	if err := g.types.start(ctx); err != nil {
+// init loads what the handlers need from JetStream within ctx; the type
+// watch runs on runCtx's values until Stop. Start calls it, and in-memory
+// tests that use App() without listening call Init. On an error it undoes
+// what it started.
+func (g *Gateway) init(ctx, runCtx context.Context) (err error) {
+	if err := g.types.start(ctx, context.WithoutCancel(runCtx)); err != nil {
 		return fmt.Errorf("gateway: job types: %w", err)
 	}
-	var err error
+	defer func() {
+		if err != nil {
+			g.types.stop()
+		}
+	}()
 	if g.idSecret, err = g.secrets.Get(ctx, natsjs.SecretJobID); err != nil {
 		return err
 	}
@@ -235,19 +251,40 @@ func (g *Gateway) init(ctx context.Context) error {
 	return nil
 }
 
-// Init prepares the gateway for App().Test without a listener.
-func (g *Gateway) Init(ctx context.Context) error { return g.init(ctx) }
+// Init prepares the gateway for App().Test without a listener: Start
+// without listening (Stop ends it).
+func (g *Gateway) Init(ctx context.Context) error { return g.life.Start(ctx, g.init, g.stop) }
 
-// Stop drains in-flight requests (bounded) and stops listening.
-func (g *Gateway) Stop() {
-	g.once.Do(func() {
-		close(g.stopped)
-		defer appLogs.Delete(g.app)
-		defer g.changes.close()
-		defer g.types.stop()
-		defer g.closeIndex()
-		if err := g.app.ShutdownWithTimeout(10 * time.Second); err != nil {
-			g.log.Warn("gateway shutdown", "err", err)
-		}
-	})
+// stopBound bounds a Stop whose ctx has no deadline: a request that never
+// ends must not hold the process.
+const stopBound = 10 * time.Second
+
+// Stop ends event streams and long-polls, stops listening and drains the
+// requests in flight within ctx (10 s when ctx has no deadline), then stops
+// the type watch. When the drain did not finish in time it returns an
+// error wrapping ctx.Err(). It is safe to call more than once and before
+// or without Start; a Stop during Start ends the start-up.
+func (g *Gateway) Stop(ctx context.Context) error {
+	if err := g.life.Stop(ctx); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+func (g *Gateway) stop(ctx context.Context) error {
+	close(g.stopped)
+	defer appLogs.Delete(g.app)
+	defer g.changes.close()
+	defer g.types.stop()
+	defer g.closeIndex()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, stopBound)
+		defer cancel()
+	}
+	if err := g.app.ShutdownWithContext(ctx); err != nil {
+		g.log.Warn("gateway shutdown: requests cut off", "err", err)
+		return fmt.Errorf("drain: %w", err)
+	}
+	return nil
 }

@@ -95,7 +95,7 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 			return
 		}
 		stopped = true
-		g.Stop()
+		require.NoError(t, g.Stop(context.Background()))
 		nc.Close()
 		emb.Shutdown()
 	}

@@ -207,7 +207,7 @@ func TestLongPollWokenByTheChangeFeed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll was not woken by the change")
 	}
-	g.Stop()
+	require.NoError(t, g.Stop(context.Background()))
 	select {
 	case <-w.stopped:
 	case <-time.After(5 * time.Second):

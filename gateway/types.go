@@ -80,10 +80,10 @@ func newTypeRegistry(src typeSource, log *slog.Logger) *typeRegistry {
 		decls: map[string]*job.TypeDecl{}, workers: map[string]natsjs.Presence{}}
 }
 
-// start begins both watches and returns once the current declarations are
-// loaded (a gateway that starts after its workers accepts their types at
-// once).
-func (t *typeRegistry) start(ctx context.Context) error {
+// start begins both watches, on run's values until stop, and returns once
+// the current declarations are loaded within ctx (a gateway that starts
+// after its workers accepts their types at once).
+func (t *typeRegistry) start(ctx, run context.Context) error {
 	if t.src == nil {
 		return errors.New("no type source")
 	}
@@ -92,7 +92,7 @@ func (t *typeRegistry) start(ctx context.Context) error {
 		t.mu.Unlock()
 		return nil
 	}
-	wctx, cancel := context.WithCancel(context.Background())
+	wctx, cancel := context.WithCancel(run)
 	t.cancel = cancel
 	t.loading, t.pending = true, map[string]pendingDecl{}
 	t.mu.Unlock()

@@ -65,7 +65,7 @@ func (f *flakySource) WatchWorkers(context.Context, func(string, *natsjs.Presenc
 func TestTypeRegistryStartOutlastsAMomentaryOutage(t *testing.T) {
 	t.Parallel()
 	reg := newTypeRegistry(&flakySource{failures: 3}, slog.New(slog.DiscardHandler))
-	require.NoError(t, reg.start(context.Background()))
+	require.NoError(t, reg.start(context.Background(), context.Background()))
 	reg.stop()
 }
 

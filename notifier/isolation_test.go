@@ -235,10 +235,11 @@ func TestStopWithNothingInFlightDoesNotWaitItsGrace(t *testing.T) {
 		AllowPrivate: true,
 		StopGrace:    time.Minute,
 	})
-	stopped := make(chan struct{})
-	go func() { n.Stop(); close(stopped) }()
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.Stop(context.Background()) }()
 	select {
-	case <-stopped:
+	case err := <-stopped:
+		require.NoError(t, err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Stop waited for its grace with nothing in flight")
 	}

@@ -75,8 +75,8 @@ func TestMailExactlyOnceAcrossCopiesInstancesAndRedelivery(t *testing.T) {
 
 	// Redelivery of every event, as after a crash before the acks: the
 	// consumer starts over from the first event on a fresh instance.
-	first.Stop()
-	second.Stop()
+	require.NoError(t, first.Stop(context.Background()))
+	require.NoError(t, second.Stop(context.Background()))
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	require.NoError(t, b.res.JS.DeleteConsumer(ctx, natsjs.StreamEvents, natsjs.NotifierConsumerName("4")))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/startstop"
 )
 
 // noticeStore is what the notifier keeps in the NOTICES bucket: delivery
@@ -73,7 +74,7 @@ type Notifier struct {
 	feeds  []interface{ Stop() }
 	cancel context.CancelFunc // cancels the deliveries in flight, late in Stop
 	wg     sync.WaitGroup     // workers
-	stop   sync.Once
+	life   startstop.Lifecycle
 	// stopping is closed when Stop begins: deliverers waiting out their
 	// endpoint's pause return at once.
 	stopping chan struct{}
@@ -120,14 +121,23 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 }
 
 // Start binds to the durable consumers (the events', and one per
-// destination) and starts the workers. It returns once events flow; Stop
-// ends them. Deliveries run on a context of their own (ctx's values, not
-// its end): Stop ends them.
+// destination) and starts the workers. It returns once events flow. ctx
+// bounds only this start-up (and natsjs.StartBound): the notifier then
+// runs until Stop, on a context of its own that keeps ctx's values.
 func (n *Notifier) Start(ctx context.Context) error {
+	if err := n.life.Start(ctx, n.start, n.stop); err != nil {
+		return fmt.Errorf("notifier: %w", err)
+	}
+	return nil
+}
+
+func (n *Notifier) start(ctx, runCtx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.dests = n.destinations()
-	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Deliveries in flight outlive runCtx, which ends when Stop begins:
+	// Stop gives them their grace, then cancels work.
+	work, cancel := context.WithCancel(context.WithoutCancel(runCtx))
 	n.cancel = cancel
 	fail := func(err error) error {
 		for _, f := range n.feeds {
@@ -135,7 +145,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		}
 		cancel()
 		n.wg.Wait()
-		return fmt.Errorf("notifier: %w", err)
+		return err
 	}
 	// Each consumer create is tried again while the cluster elects a
 	// leader (natsjs.UntilAvailable), within one bound for the start.
@@ -241,33 +251,39 @@ func (n *Notifier) startRouter(ctx context.Context, feed eventFeed) {
 }
 
 // Stop stops taking events and tasks, lets in-flight deliveries finish for
-// up to StopGrace, then cancels them (they are redelivered to another
-// instance). It is safe to call more than once and without Start.
-func (n *Notifier) Stop() {
-	n.stop.Do(func() {
-		n.mu.Lock()
-		feeds, cancel := n.feeds, n.cancel
-		n.mu.Unlock()
-		if cancel == nil {
-			return
-		}
-		close(n.stopping)
-		for _, f := range feeds {
-			f.Stop()
-		}
-		done := make(chan struct{})
-		go func() { n.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(n.cfg.StopGrace):
-			n.log.Warn("notifier stop: canceling deliveries still in flight")
-			cancel()
-			<-done
-		}
+// up to StopGrace (less when ctx's deadline is nearer), then cancels them
+// (they are redelivered to another instance). When ctx ended before the
+// deliveries did, it returns an error wrapping ctx.Err(). It is safe to
+// call more than once and before or without Start; a Stop during Start
+// ends the start-up.
+func (n *Notifier) Stop(ctx context.Context) error {
+	if err := n.life.Stop(ctx); err != nil {
+		return fmt.Errorf("notifier: %w", err)
+	}
+	return nil
+}
+
+func (n *Notifier) stop(ctx context.Context) error {
+	n.mu.Lock()
+	feeds, cancel := n.feeds, n.cancel
+	n.mu.Unlock()
+	close(n.stopping)
+	for _, f := range feeds {
+		f.Stop()
+	}
+	gctx, cancelGrace := context.WithTimeout(ctx, n.cfg.StopGrace)
+	defer cancelGrace()
+	err := startstop.WaitGroup(gctx, &n.wg, func() {
+		n.log.Warn("notifier stop: canceling deliveries still in flight")
 		cancel()
-		n.http.CloseIdleConnections()
-		n.log.Info("notifier stopped", "instance", n.cfg.Instance)
 	})
+	cancel()
+	n.http.CloseIdleConnections()
+	n.log.Info("notifier stopped", "instance", n.cfg.Instance)
+	if ctx.Err() != nil && err != nil {
+		return err
+	}
+	return nil // past StopGrace the deliveries go to another instance: no failure
 }
 
 // keepAlive tells JetStream every interval that msg is still being worked

@@ -67,7 +67,7 @@ func TestWebhookURLSecretsStayOutOfLogsAndState(t *testing.T) {
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n0, b := setup(t, Config{})
-	n0.Stop() // the deliveries are this test's notifier's, with its logger
+	require.NoError(t, n0.Stop(context.Background())) // the deliveries are this test's notifier's, with its logger
 	cfg := Config{
 		Webhooks:     map[string][]Webhook{"4": {{URL: dead, Secret: testSecret}, {URL: refusing, Secret: testSecret}}},
 		AllowPrivate: true,
@@ -76,7 +76,7 @@ func TestWebhookURLSecretsStayOutOfLogsAndState(t *testing.T) {
 	}
 	n, err := New(cfg, b.res, log)
 	require.NoError(t, err)
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { require.NoError(t, n.Stop(context.Background())) })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	require.NoError(t, n.Start(ctx))

@@ -73,7 +73,7 @@ func (b *testBundle) build(t testing.TB, cfg Config) *Notifier {
 	}
 	n, err := New(cfg, b.res, log)
 	require.NoError(t, err)
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { _ = n.Stop(context.Background()) }) // a test that stops it checks how
 	return n
 }
 

@@ -132,7 +132,7 @@ func TestWebhookGoneDisablesEndpointForEveryInstance(t *testing.T) {
 	require.Eventually(t, func() bool { return first.Stats().Settled == 2 }, waitTimeout, 10*time.Millisecond)
 	require.Equal(t, 1, gone.count(), "410 is not retried")
 	require.Equal(t, int64(1), first.Stats().EndpointsDisabled)
-	first.Stop()
+	require.NoError(t, first.Stop(context.Background()))
 
 	// A new instance (no memory of the first) skips the disabled endpoint
 	// and still serves the other one.
@@ -201,7 +201,7 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 	// At dial time: an endpoint whose name passed the start-up check but
 	// resolves to loopback now (the URL here stands for such a name).
 	n, b := setup(t, Config{Retries: []time.Duration{10 * time.Millisecond}})
-	n.Stop()
+	require.NoError(t, n.Stop(context.Background()))
 	ep, err := newEndpoint("4", Webhook{URL: rcv.srv.URL, Secret: testSecret})
 	require.NoError(t, err)
 	n2 := b.build(t, Config{Retries: []time.Duration{10 * time.Millisecond}, Instance: "guarded"})

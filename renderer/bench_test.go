@@ -30,7 +30,7 @@ func benchJob(b *testing.B, pages int) {
 	if err := r.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(r.Stop)
+	b.Cleanup(func() { _ = r.Stop(context.Background()) })
 	i := 0
 	for b.Loop() {
 		i++

@@ -1,6 +1,7 @@
 package renderer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -40,8 +41,9 @@ type Config struct {
 	// Failpoints injects faults (renderer.mid-render). Nil is off.
 	Failpoints *failpoint.Set
 	// OnRender, if set, is called when an attempt starts rendering, with
-	// the job's id, scope and attempt (tests count renders with it).
-	OnRender func(r *job.Record)
+	// the attempt's context and the job's id, scope and attempt (tests
+	// count renders with it, or hold a render until its context ends).
+	OnRender func(ctx context.Context, r *job.Record)
 	// Metrics records render attempts and durations; nil records nothing.
 	Metrics *metrics.Metrics
 	// Now is the clock. Default time.Now.

@@ -62,7 +62,8 @@ func New(cfg Config, wc worker.Config) (*Renderer, error) {
 // Worker is the name this renderer writes into the records it claims.
 func (r *Renderer) Worker() string { return r.workers.Name() }
 
-// Start declares permit_report and starts pulling its work.
+// Start declares permit_report and starts pulling its work (see
+// worker.Workers.Start: ctx bounds only the start-up).
 func (r *Renderer) Start(ctx context.Context) error {
 	if err := r.workers.Start(ctx); err != nil {
 		return fmt.Errorf("renderer: %w", err)
@@ -70,10 +71,16 @@ func (r *Renderer) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops pulling, lets running renders finish for DrainTimeout, then
-// interrupts the rest (their jobs go back to the queue for another
-// renderer) and waits for them.
-func (r *Renderer) Stop() { r.workers.Stop() }
+// Stop stops pulling, lets running renders finish for DrainTimeout (less
+// when ctx's deadline is nearer), then interrupts the rest (their jobs go
+// back to the queue for another renderer) and waits for them within ctx
+// (see worker.Workers.Stop).
+func (r *Renderer) Stop(ctx context.Context) error {
+	if err := r.workers.Stop(ctx); err != nil {
+		return fmt.Errorf("renderer: %w", err)
+	}
+	return nil
+}
 
 // render is one attempt of a permit report.
 func (r *Renderer) render(ctx context.Context, j *worker.Job[reportParams]) error {
@@ -85,7 +92,7 @@ func (r *Renderer) render(ctx context.Context, j *worker.Job[reportParams]) erro
 		return permanent(job.CategoryBudgetExceeded, "%d pages exceed the page budget of %d", p.Pages, r.cfg.MaxPages)
 	}
 	if r.cfg.OnRender != nil {
-		r.cfg.OnRender(&job.Record{ID: j.ID, Tenant: j.Tenant, Requester: j.Requester, Type: j.Type, Attempt: j.Attempt})
+		r.cfg.OnRender(ctx, &job.Record{ID: j.ID, Tenant: j.Tenant, Requester: j.Requester, Type: j.Type, Attempt: j.Attempt})
 	}
 	in := ReportInput{Tenant: j.Tenant, Requester: j.Requester, CaseID: p.CaseID, Revision: p.Revision, Pages: p.Pages, CreatedAt: j.CreatedAt}
 	j.Progress(0, p.Pages, "pages")

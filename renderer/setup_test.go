@@ -33,7 +33,7 @@ type renderCount struct {
 	byID map[string][]int // job id → attempts rendered
 }
 
-func (c *renderCount) add(r *job.Record) {
+func (c *renderCount) add(_ context.Context, r *job.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byID[r.ID] = append(c.byID[r.ID], r.Attempt)
@@ -106,7 +106,7 @@ func (b *testBundle) startOn(t *testing.T, name string, opts ...func(*Config)) (
 	r, err := New(cfg, worker.Config{Conn: conn.NC, Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(r.Stop)
+	t.Cleanup(func() { _ = r.Stop(context.Background()) }) // a test that stops it checks how
 	return r, conn
 }
 
@@ -155,9 +155,9 @@ func testLogger(t *testing.T) *slog.Logger {
 // time budget runs out in every attempt.
 func slowStart(c *Config) {
 	prev := c.OnRender
-	c.OnRender = func(r *job.Record) {
+	c.OnRender = func(ctx context.Context, r *job.Record) {
 		if prev != nil {
-			prev(r)
+			prev(ctx, r)
 		}
 		time.Sleep(1500 * time.Millisecond)
 	}

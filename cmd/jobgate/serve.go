@@ -46,8 +46,10 @@ func (m *Main) runComponent(ctx context.Context, name string, args []string) err
 }
 
 // runSystem starts the components (all of them for serve: nil) through
-// internal/system, waits for ctx (SIGTERM, Ctrl-C), then stops them: the
-// gateway drains first, then the workers, the dispatcher and the notifier.
+// internal/system, waits for ctx (SIGTERM, Ctrl-C), then stops them within
+// system.StopTimeout: the gateway drains first, then the workers, the
+// dispatcher and the notifier, each within its share of the deadline. ctx
+// bounds only the start: its end is the signal to stop, not the stop.
 func (m *Main) runSystem(ctx context.Context, cfg *config.Config, components []system.Component) error {
 	sys, err := system.Start(ctx, system.Config{Settings: cfg, Components: components, LogOutput: m.Stderr})
 	if err != nil {
@@ -62,8 +64,10 @@ func (m *Main) runSystem(ctx context.Context, cfg *config.Config, components []s
 	}
 	sys.Logger().Info("running", "components", names)
 	<-ctx.Done()
-	sys.Logger().Info("shutting down")
-	return sys.Stop(context.Background())
+	sys.Logger().Info("shutting down", "deadline", system.StopTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), system.StopTimeout)
+	defer cancel()
+	return sys.Stop(sctx)
 }
 
 func (m *Main) printBanner(sys *system.System) {

@@ -132,6 +132,7 @@ var hiddenLeaves = map[string]string{
 	"/internal/wire":       "the worker protocol's subjects and messages (docs/protocol.md)",
 	"/internal/workerhook": "test hooks, empty in a user's build",
 	"/internal/schema":     "a worker checks its schema as the gateway will before declaring it",
+	"/internal/startstop":  "the one lifecycle of Start and Stop that every service has",
 }
 
 // What a user's application or worker links of jobgate is the API and a few

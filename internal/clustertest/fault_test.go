@@ -158,7 +158,7 @@ func TestGatewayCrashAfterCommit(t *testing.T) {
 	fp.Exit = func(int) {
 		once.Do(func() {
 			close(crashed)
-			go victim.Load().Stop()
+			go func() { _ = victim.Load().Stop(context.Background()) }()
 		})
 		<-release
 	}

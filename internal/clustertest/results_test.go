@@ -200,7 +200,7 @@ func startWorker(t *testing.T, nc *nats.Conn, name string, rl *renderLog,
 	require.NoError(t, worker.Register(w, worker.Type[permitParams]{
 		Name: decl.Name, Schema: decl.Schema, Concurrency: 1, Timeout: time.Minute,
 		Work: func(ctx context.Context, j *worker.Job[permitParams]) error {
-			rl.add(&job.Record{ID: j.ID})
+			rl.add(ctx, &job.Record{ID: j.ID})
 			out, err := render(ctx, j)
 			if err != nil {
 				return err
@@ -216,7 +216,7 @@ func startWorker(t *testing.T, nc *nats.Conn, name string, rl *renderLog,
 		once.Do(func() { close(sw.started) })
 		sw.startErr <- err
 	}()
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	return sw
 }
 

@@ -86,7 +86,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		}, connect(fmt.Sprintf("gateway-%d", i+1), node), log.With("component", fmt.Sprintf("gateway-%d", i+1)))
 		require.NoError(t, err)
 		require.NoError(t, g.Start(ctx))
-		t.Cleanup(g.Stop)
+		t.Cleanup(func() { _ = g.Stop(context.Background()) })
 		d.gateways = append(d.gateways, g)
 		d.urls = append(d.urls, "http://"+g.Addr())
 	}
@@ -99,14 +99,14 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		disp, err := dispatcher.New(dispatcher.Config{}, connect(name, node), log.With("component", name))
 		require.NoError(t, err)
 		require.NoError(t, disp.Start(ctx))
-		t.Cleanup(disp.Stop)
+		t.Cleanup(func() { _ = disp.Stop(context.Background()) })
 	}
 	for i, node := range []int{2, 0} {
 		name := fmt.Sprintf("renderer-%d", i+1)
 		r, err := renderer.New(renderer.Config{Worker: name, OnRender: d.renders.add}, worker.Config{Conn: connect(name, node).JS.Conn(), Logger: log.With("component", name)})
 		require.NoError(t, err)
 		require.NoError(t, r.Start(ctx))
-		t.Cleanup(r.Stop)
+		t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	}
 	n, err := notifier.New(notifier.Config{
 		Mail: notifier.Mail{
@@ -117,7 +117,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 	}, connect("notifier", 2), log.With("component", "notifier"))
 	require.NoError(t, err)
 	require.NoError(t, n.Start(ctx))
-	t.Cleanup(n.Stop)
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
 
 	d.token, err = auth.Mint(authSecret, auth.Identity{Tenant: tenant, Requester: requester}, time.Hour, time.Now())
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ type renderLog struct {
 	n  map[string]int
 }
 
-func (l *renderLog) add(r *job.Record) {
+func (l *renderLog) add(_ context.Context, r *job.Record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n[r.ID]++

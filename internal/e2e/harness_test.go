@@ -54,7 +54,7 @@ func newRenderGate(open bool) *renderGate {
 	return g
 }
 
-func (g *renderGate) hold(r *job.Record) {
+func (g *renderGate) hold(_ context.Context, r *job.Record) {
 	select {
 	case g.started <- r.ID:
 	default:

@@ -35,7 +35,7 @@ func TestHostileParamsShowAsTextAndRunNothing(t *testing.T) {
 			return err
 		}}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 
 	hostile := `<img src=x onerror=alert(1)><img src=y onerror="window.__xss=1"><script>window.__xss=2</script>`
 	body, err := json.Marshal(map[string]any{"type": "note", "params": map[string]string{"text": hostile}})

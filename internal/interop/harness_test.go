@@ -70,7 +70,7 @@ func startSystem(t *testing.T, heldRenders bool) *system {
 	js, err := jgsystem.Start(ctx, jgsystem.Config{Settings: &settings, LogOutput: sys.logs,
 		Renderer: func(c *renderer.Config) {
 			c.DrainTimeout = time.Second
-			c.OnRender = func(*job.Record) {
+			c.OnRender = func(context.Context, *job.Record) {
 				select {
 				case <-gate:
 				case <-time.After(time.Minute): // a failed test must not wedge the renderer

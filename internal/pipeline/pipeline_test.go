@@ -47,7 +47,7 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{env: env, conn: env.Connect(t, "test"), renders: map[string][]string{}}
 }
 
-func (b *testBundle) rendered(r *job.Record) {
+func (b *testBundle) rendered(_ context.Context, r *job.Record) {
 	b.mu.Lock()
 	b.renders[r.ID] = append(b.renders[r.ID], fmt.Sprintf("%d@%s", r.Attempt, r.Worker))
 	b.mu.Unlock()
@@ -86,7 +86,7 @@ func (b *testBundle) renderer(t *testing.T, name string, opts ...func(*renderer.
 	r, err := renderer.New(cfg, worker.Config{Conn: conn.NC})
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(r.Stop)
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	return conn
 }
 
@@ -104,7 +104,7 @@ func (b *testBundle) dispatcher(t *testing.T, name string, opts ...func(*dispatc
 	d, err := dispatcher.New(cfg, b.env.Connect(t, name).Res, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
-	t.Cleanup(d.Stop)
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 }
 
 func TestJobCommittedByACrashedGatewayRunsToSucceededOnce(t *testing.T) {

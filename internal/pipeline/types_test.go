@@ -50,7 +50,7 @@ func (b *testBundle) gateway(t *testing.T) (string, string) {
 		ReadRate: 1e6, ReadBurst: 1e6}, b.env.Connect(t, "gateway").Res, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(context.Background()))
-	t.Cleanup(g.Stop)
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
 	require.NoError(t, err)
 	return "http://" + g.Addr(), tok
@@ -92,7 +92,7 @@ func (b *testBundle) startWorkers(t *testing.T, name string, register func(*work
 	register(w)
 	b.ensureBroker(t, 100*time.Millisecond)
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 }
 
 // A user's type: declared by a worker that starts after the gateway,

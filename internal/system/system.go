@@ -50,10 +50,15 @@ func ParseComponent(name string) (Component, error) {
 	return c, nil
 }
 
-// Service is what every running part is: started once, stopped once.
+// Service is what every running part is: started once, stopped once, with
+// internal/startstop's meaning of both. Start's ctx bounds only the
+// start-up; the service runs until Stop. Stop honours its ctx's deadline
+// (forcing what it can and returning an error wrapping ctx.Err() when the
+// drain did not finish in time), is safe to call more than once and
+// without Start, and ends a start-up in progress instead of waiting for it.
 type Service interface {
 	Start(ctx context.Context) error
-	Stop()
+	Stop(ctx context.Context) error
 }
 
 // WorkerFunc builds a worker of the process's own beside the renderer (a
@@ -102,20 +107,54 @@ type System struct {
 	res      *natsjs.Resources
 	connect  func(name string) (*nats.Conn, error)
 
-	gw       *gateway.Gateway
-	mu       sync.Mutex
-	own      []*nats.Conn
-	started  []namedService
-	stopping string // the component Stop waits for
+	gw      *gateway.Gateway
+	mu      sync.Mutex
+	own     []*nats.Conn
+	started []namedService
 
-	runCancel context.CancelFunc
-	stopOnce  sync.Once
-	stopErr   error
+	stopOnce sync.Once
+	stopDone chan struct{}
+	stopErr  error
 }
 
 type namedService struct {
-	name string
-	svc  Service
+	name  string
+	stage stage
+	svc   Service
+}
+
+// stage is a step of Stop: the services of one stage stop together.
+type stage int
+
+// The stages in Stop's order (the reverse of the start order).
+const (
+	stageGateway stage = iota
+	stageWorkers       // the renderer and Config.Workers
+	stageDispatcher
+	stageNotifier
+)
+
+// stageWeights share a Stop's deadline out between the stages: each gets
+// its weight's part of the time left when it begins (what an earlier stage
+// did not use goes to the later ones). The workers weigh most: their
+// running jobs finish or are given back, which takes longest.
+var stageWeights = [...]int{stageGateway: 2, stageWorkers: 4, stageDispatcher: 2, stageNotifier: 2}
+
+// StopTimeout is the shutdown deadline cmd/jobgate gives Stop on SIGTERM:
+// within an orchestrator's usual grace period (Kubernetes: 30 s) before it
+// kills the process.
+const StopTimeout = 25 * time.Second
+
+func stageOf(c Component) stage {
+	switch c {
+	case Gateway:
+		return stageGateway
+	case Renderer:
+		return stageWorkers
+	case Dispatcher:
+		return stageDispatcher
+	}
+	return stageNotifier
 }
 
 // provisionPatience bounds the wait for a cluster that is still electing
@@ -123,8 +162,9 @@ type namedService struct {
 const provisionPatience = 60 * time.Second
 
 // Start builds the system and starts its components (see the package doc
-// for the order). ctx bounds the start: the components run until Stop,
-// whatever becomes of ctx. On an error, what was started is stopped again.
+// for the order). ctx bounds only the start: the components run until
+// Stop, whatever becomes of ctx (each Service's Start means the same). On
+// an error, what was started is stopped again.
 func Start(ctx context.Context, cfg Config) (*System, error) {
 	settings := config.Default()
 	if cfg.Settings != nil {
@@ -165,8 +205,6 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		s.log = s.log.With("process", s.name)
 	}
 
-	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.runCancel = runCancel
 	if err := s.claim(); err != nil {
 		_ = s.Stop(context.Background())
 		return nil, err
@@ -175,12 +213,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		_ = s.Stop(context.Background())
 		return nil, err
 	}
-	// The components run on runCtx; only their start is bounded by ctx.
-	startCtx, cancelStart := context.WithCancel(runCtx)
-	unbind := context.AfterFunc(ctx, cancelStart)
-	err = s.startComponents(startCtx, cfg)
-	unbind()
-	if err != nil {
+	if err := s.startComponents(ctx, cfg); err != nil {
 		_ = s.Stop(context.Background())
 		return nil, err
 	}
@@ -325,7 +358,7 @@ func (s *System) startComponents(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
 		s.mu.Lock()
-		s.started = append(s.started, namedService{name, svc})
+		s.started = append(s.started, namedService{name, stageOf(Component(name)), svc})
 		s.mu.Unlock()
 		return nil
 	}
@@ -379,43 +412,41 @@ func (s *System) startWorkers(ctx context.Context, workers []WorkerFunc) error {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
 		s.mu.Lock()
-		s.started = append(s.started, namedService{name, svc})
+		s.started = append(s.started, namedService{name, stageWorkers, svc})
 		s.mu.Unlock()
 	}
 	return nil
 }
 
-// Stop stops the components in the reverse of their start order (the
-// gateway drains first; see the package doc), then closes the NATS
-// connections, shuts the embedded server down and drops the data dir's
-// lock. If ctx ends first, Stop closes everything at once, cutting off
-// the components still stopping, and says which one it waited for. It is
-// safe to call more than once; later calls return the first's result.
+// Stop stops the components in the reverse of their start order, one stage
+// at a time: the gateway drains first, then the workers (the renderer and
+// Config.Workers together), the dispatcher and the notifier (see the
+// package doc). Each stage gets its share of ctx's deadline
+// (stageWeights); one that overruns it is cut off (its Stop forces what it
+// can) and the next begins. Then Stop closes the NATS connections, shuts
+// the embedded server down and drops the data dir's lock. The error joins
+// those of the stages that did not stop in time. It is safe to call more
+// than once; later calls wait for the first and return its result.
 func (s *System) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
+		s.stopDone = make(chan struct{})
 		started := s.started
 		s.started = nil
 		s.mu.Unlock()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		defer close(s.stopDone)
+		var errs []error
+		for st := stageGateway; st <= stageNotifier; st++ {
+			var group []namedService
 			for i := len(started) - 1; i >= 0; i-- {
-				s.mu.Lock()
-				s.stopping = started[i].name
-				s.mu.Unlock()
-				started[i].svc.Stop()
+				if started[i].stage == st {
+					group = append(group, started[i])
+				}
 			}
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.stopErr = fmt.Errorf("system: stop: %s still stopping: %w", s.stopping, ctx.Err())
-			s.mu.Unlock()
-		}
-		if s.runCancel != nil {
-			s.runCancel()
+			if len(group) == 0 {
+				continue
+			}
+			errs = append(errs, s.stopStage(ctx, st, group))
 		}
 		s.closeConns()
 		if s.embedded != nil {
@@ -427,8 +458,46 @@ func (s *System) Stop(ctx context.Context) error {
 			_ = s.listener.Close()
 		}
 		s.unlock()
+		s.stopErr = errors.Join(errs...)
 	})
+	s.mu.Lock()
+	done := s.stopDone
+	s.mu.Unlock()
+	<-done
 	return s.stopErr
+}
+
+// stopStage stops the services of one stage together within the stage's
+// share of ctx.
+func (s *System) stopStage(ctx context.Context, st stage, group []namedService) error {
+	if dl, ok := ctx.Deadline(); ok {
+		rest := 0
+		for later := st; later <= stageNotifier; later++ {
+			rest += stageWeights[later]
+		}
+		share := time.Until(dl) * time.Duration(stageWeights[st]) / time.Duration(rest)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, share)
+		defer cancel()
+	}
+	errs := make([]error, len(group))
+	var wg sync.WaitGroup
+	for i, ns := range group {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			s.log.Debug("stopping", "component", ns.name)
+			if err := ns.svc.Stop(ctx); err != nil {
+				errs[i] = fmt.Errorf("system: stop %s: %w", ns.name, err)
+				s.log.Warn("component cut off", "component", ns.name, "took", time.Since(began), "err", err)
+				return
+			}
+			s.log.Info("component stopped", "component", ns.name, "took", time.Since(began))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *System) closeConns() {

@@ -44,13 +44,14 @@ type probe struct {
 
 func (p *probe) Start(context.Context) error { return nil }
 
-func (p *probe) Stop() {
+func (p *probe) Stop(context.Context) error {
 	resp, err := http.Get(p.url + "/healthz")
 	if err == nil {
 		resp.Body.Close()
 		p.gatewayUp = true
 	}
 	p.stopped = true
+	return nil
 }
 
 // Start runs serve's four components from one Config and Stop ends them

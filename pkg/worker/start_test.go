@@ -40,7 +40,7 @@ func startWith(t *testing.T, cfg worker.Config, name string) (time.Duration, err
 	err = w.Start(ctx)
 	took := time.Since(began)
 	if err == nil {
-		w.Stop()
+		require.NoError(t, w.Stop(context.Background()))
 	}
 	return took, err
 }

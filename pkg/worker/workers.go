@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/retry"
+	"github.com/jobgate/jobgate/internal/startstop"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -22,6 +24,7 @@ type Workers struct {
 	cfg   Config
 	log   *slog.Logger
 	types []*typeRunner
+	life  startstop.Lifecycle
 
 	// hardCtx ends every attempt; only a Stop whose drain ran out cancels it.
 	hardCtx    context.Context
@@ -30,15 +33,12 @@ type Workers struct {
 	// give their jobs back.
 	interrupt chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	nc       *nats.Conn
-	ownConn  bool
-	cancel   context.CancelFunc
-	pulls    sync.WaitGroup
-	bg       sync.WaitGroup
-	stopOnce sync.Once
+	mu      sync.Mutex
+	started bool // Register is refused from the first Start on
+	nc      *nats.Conn
+	ownConn bool
+	pulls   sync.WaitGroup
+	bg      sync.WaitGroup
 
 	// refused holds the subjects the server refused this connection
 	// (permissions violations): a request there never gets an answer, so it
@@ -81,42 +81,47 @@ func (w *Workers) add(rt *typeRunner) error {
 	return nil
 }
 
-// Run starts the workers, runs until ctx ends, then stops them (draining
-// running jobs, see Config.DrainTimeout).
+// Run starts the workers, runs until ctx ends, then stops them as Stop
+// does without a deadline (draining running jobs for Config.DrainTimeout,
+// then giving the rest back). It returns Start's error or Stop's.
 func (w *Workers) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
 	<-ctx.Done()
-	w.Stop()
-	return nil
+	return w.Stop(context.Background())
 }
 
 // Start connects, declares every registered type (every gateway accepts it
-// within moments) and starts taking work. It waits, within ctx, for the
-// deployment to answer; a declaration jobgate refuses (another
-// credential's type, a schema over jobgate's bounds) fails it at once, as
-// do wrong credentials or an unreachable URL (within ConnectTimeout).
-// Ending ctx after Start returned changes nothing: Stop stops.
+// within moments) and starts taking work. ctx bounds only this start-up:
+// Start waits, within ctx, for the deployment to answer, and a declaration
+// jobgate refuses (another credential's type, a schema over jobgate's
+// bounds) fails it at once, as do wrong credentials or an unreachable URL
+// (within ConnectTimeout). Once Start returned, the workers run until
+// Stop, whatever becomes of ctx. A Stop during Start ends the start-up at
+// once (the connection attempt included), and Start returns an error. A
+// Workers starts once.
 func (w *Workers) Start(ctx context.Context) error {
-	w.mu.Lock()
-	if w.started || w.stopping {
-		w.mu.Unlock()
-		return errStarted
-	}
-	if len(w.types) == 0 {
-		w.mu.Unlock()
-		return errors.New("worker: no types registered")
-	}
-	w.started = true
-	w.mu.Unlock()
-	if err := w.connect(); err != nil {
+	if err := w.life.Start(ctx, w.start, w.stop); err != nil {
+		if errors.Is(err, startstop.ErrStarted) {
+			return errStarted
+		}
 		return err
 	}
-	// Stop may run while Start waits: it ends the wait.
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	defer context.AfterFunc(w.hardCtx, stop)()
+	return nil
+}
+
+func (w *Workers) start(sctx, runCtx context.Context) error {
+	w.mu.Lock()
+	w.started = true
+	n := len(w.types)
+	w.mu.Unlock()
+	if n == 0 {
+		return errors.New("worker: no types registered")
+	}
+	if err := w.connect(sctx, runCtx); err != nil {
+		return err
+	}
 	for _, t := range w.types {
 		req := wire.DeclareRequest{Worker: w.cfg.Name, Type: t.decl}
 		if err := w.call(sctx, t.decl.Name, wire.OpDeclare, req, nil, true); err != nil {
@@ -124,16 +129,6 @@ func (w *Workers) Start(ctx context.Context) error {
 			return fmt.Errorf("worker: declare %s: %w", t.decl.Name, err)
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	w.mu.Lock()
-	if w.stopping {
-		w.mu.Unlock()
-		cancel()
-		w.closeConn()
-		return errors.New("worker: stopped while starting")
-	}
-	w.cancel = cancel
-	w.mu.Unlock()
 	started := w.cfg.Now().UTC()
 	w.hello(runCtx, started)
 	w.bg.Add(1)
@@ -165,15 +160,20 @@ func (w *Workers) Start(ctx context.Context) error {
 	return nil
 }
 
-func (w *Workers) connect() error {
+// connect opens the connection (unless Config.Conn is set). The dial and
+// the handshake end with sctx, so a Stop during Start does not wait for a
+// server that does not answer; later reconnects end with runCtx.
+func (w *Workers) connect(sctx, runCtx context.Context) error {
 	if w.cfg.Conn != nil {
 		w.nc, w.ownConn = w.cfg.Conn, false
 		return nil
 	}
+	dialer := &ctxDialer{ctx: sctx, timeout: w.cfg.ConnectTimeout}
 	opts := []nats.Option{
 		nats.Name("jobgate worker " + w.cfg.Name), nats.Timeout(w.cfg.ConnectTimeout),
 		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.CustomInboxPrefix(wire.InboxPrefix(w.cfg.Credential)),
+		nats.SetCustomDialer(dialer),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				if subj, ok := violatedSubject(err.Error()); ok {
@@ -192,6 +192,12 @@ func (w *Workers) connect() error {
 		opts = append(opts, nats.UserInfo(w.cfg.User, w.cfg.Password))
 	}
 	nc, err := nats.Connect(w.cfg.URL, opts...)
+	if err == nil {
+		err = dialer.connected(runCtx)
+		if err != nil {
+			nc.Close()
+		}
+	}
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
 			return fmt.Errorf("worker: connect to %s as %q: the user or password is wrong (`jobgate nats-user --worker --type T` prints them): %w",
@@ -201,6 +207,48 @@ func (w *Workers) connect() error {
 	}
 	w.nc, w.ownConn = nc, true
 	return nil
+}
+
+// ctxDialer dials within a context and closes what it dialed when that
+// context ends while the connection is being set up: nats.Connect itself
+// takes no context.
+type ctxDialer struct {
+	timeout time.Duration
+	mu      sync.Mutex
+	ctx     context.Context
+	unbind  []func() bool
+}
+
+func (d *ctxDialer) Dial(network, address string) (net.Conn, error) {
+	d.mu.Lock()
+	ctx := d.ctx
+	d.mu.Unlock()
+	nd := net.Dialer{Timeout: d.timeout}
+	conn, err := nd.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx == ctx { // still setting up: a cancelled start-up ends the handshake
+		d.unbind = append(d.unbind, context.AfterFunc(ctx, func() { _ = conn.Close() }))
+	}
+	return conn, nil
+}
+
+// connected ends the set-up: the connection no longer ends with the
+// start-up's context, and reconnects dial within ctx. It fails when the
+// start-up's context ended meanwhile (the connection may be closed).
+func (d *ctxDialer) connected(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, u := range d.unbind {
+		u()
+	}
+	d.unbind = nil
+	err := d.ctx.Err()
+	d.ctx = ctx
+	return err
 }
 
 func (w *Workers) closeConn() {
@@ -219,49 +267,63 @@ func (w *Workers) hello(ctx context.Context, started time.Time) {
 	}
 }
 
-// Stop stops taking work, lets running jobs finish for DrainTimeout, then
-// interrupts the rest (their contexts end, their jobs go back for another
-// worker) and waits for them; attempts that still do not end within
-// another DrainTimeout are abandoned (their claims go stale and jobgate
-// hands the jobs on). A Stop during Start ends Start's wait.
-func (w *Workers) Stop() {
-	w.stopOnce.Do(func() {
-		w.mu.Lock()
-		w.stopping = true
-		cancel := w.cancel
-		w.mu.Unlock()
-		if cancel == nil {
-			w.hardCancel()
-			return
+// Stop stops taking work, lets running jobs finish, then interrupts the
+// rest (their contexts end, their jobs go back for another worker) and
+// waits for them to be given back. Running jobs get Config.DrainTimeout,
+// or half of the time left before ctx's deadline when that is shorter;
+// the give-back gets the rest of ctx (another DrainTimeout when ctx has no
+// deadline). Attempts that have not ended by then are abandoned (their
+// claims go stale and jobgate hands the jobs on) and Stop returns an error
+// wrapping ctx.Err(). Stop is safe to call more than once (later calls
+// return how the stop ended) and before or without Start (nil); a Stop
+// during Start ends the start-up instead of waiting for it.
+func (w *Workers) Stop(ctx context.Context) error {
+	return w.life.Stop(ctx)
+}
+
+func (w *Workers) stop(ctx context.Context) error {
+	drain := w.cfg.DrainTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		drain = min(drain, time.Until(dl)/2)
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*w.cfg.DrainTimeout)
+		defer cancel()
+	}
+	done := make(chan struct{})
+	go func() { w.pulls.Wait(); close(done) }()
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+	default:
+		w.log.Info("drain time over: interrupting the running jobs, which go back to the queue")
+		close(w.interrupt)
+	}
+	err := startstop.Wait(ctx, done, w.hardCancel)
+	if err != nil {
+		w.log.Warn("attempts abandoned: their claims go stale and jobgate hands their jobs on", "err", err)
+	}
+	w.hardCancel()
+	w.bg.Wait()
+	if ctx.Err() == nil {
+		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		for _, t := range w.types {
+			_ = w.call(bctx, t.decl.Name, wire.OpBye, wire.HelloRequest{Worker: w.cfg.Name}, nil, false)
 		}
 		cancel()
-		done := make(chan struct{})
-		go func() { w.pulls.Wait(); close(done) }()
-		wait := func(d time.Duration) bool {
-			select {
-			case <-done:
-				return true
-			case <-time.After(d):
-				return false
-			}
-		}
-		if !wait(w.cfg.DrainTimeout) {
-			close(w.interrupt)
-			if !wait(w.cfg.DrainTimeout) {
-				w.hardCancel()
-				wait(w.cfg.DrainTimeout)
-			}
-		}
-		w.hardCancel()
-		w.bg.Wait()
-		ctx, cancelBye := context.WithTimeout(context.Background(), 2*time.Second)
-		for _, t := range w.types {
-			_ = w.call(ctx, t.decl.Name, wire.OpBye, wire.HelloRequest{Worker: w.cfg.Name}, nil, false)
-		}
-		cancelBye()
-		w.closeConn()
-		w.log.Info("worker stopped")
-	})
+	}
+	w.closeConn()
+	w.log.Info("worker stopped")
+	if err != nil {
+		return fmt.Errorf("worker: stop: %w", err)
+	}
+	return nil
 }
 
 // pullLoop asks for one job at a time, so each free slot takes the tenant
@@ -280,11 +342,12 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			}
 			req.Newcomer, req.Running = true, running
 		}
-		// The request outlives a Stop: jobgate may claim a job for it at
-		// any moment of its wait, and such a job is given back at once
-		// below rather than left to go stale.
+		// The request outlives a Stop's drain: jobgate may claim a job for
+		// it at any moment of its wait, and such a job is given back at
+		// once below rather than left to go stale. Only a Stop whose
+		// deadline passed ends it (hardCtx).
 		var reply wire.Reply
-		err := w.call(context.WithoutCancel(ctx), t.decl.Name, wire.OpNext, req, &reply, false)
+		err := w.call(w.hardCtx, t.decl.Name, wire.OpNext, req, &reply, false)
 		if err == nil && reply.Job != nil && ctx.Err() != nil {
 			w.giveBackUnstarted(reply.Job)
 			return

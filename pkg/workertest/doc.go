@@ -30,7 +30,7 @@
 //	w, _ := worker.New(creds.Config())
 //	worker.Register(w, greetingType())
 //	w.Start(ctx)
-//	defer w.Stop()
+//	defer w.Stop(context.Background())
 //	d.WaitForType(ctx, "greeting")
 //	tok, _ := d.Token("4", "reviewer-47")
 //	c, _ := client.New(d.URL(), tok, client.WithoutJournal())

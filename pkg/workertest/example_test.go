@@ -86,7 +86,7 @@ func ExampleNewDeployment() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer w.Stop()
+	defer func() { _ = w.Stop(context.Background()) }()
 	if err := d.WaitForType(ctx, "greeting"); err != nil {
 		panic(err)
 	}

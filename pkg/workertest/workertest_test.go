@@ -187,13 +187,13 @@ func TestTypeRunsEndToEnd(t *testing.T) {
 	octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
 	require.Error(t, other.Start(octx), "a credential for export cannot declare import")
 	ocancel()
-	other.Stop()
+	require.NoError(t, other.Stop(context.Background()))
 
 	w, err := worker.New(creds.Config())
 	require.NoError(t, err)
 	require.NoError(t, worker.Register(w, typ))
 	require.NoError(t, w.Start(ctx))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	require.NoError(t, d.WaitForType(ctx, "export"))
 
 	tok, err := d.Token("4", "reviewer-47")
@@ -260,7 +260,7 @@ func TestVerdictsMatchJobgate(t *testing.T) {
 		require.NoError(t, worker.Register(w, typ))
 	}
 	require.NoError(t, w.Start(ctx))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	tok, err := d.Token("4", "reviewer-47")
 	require.NoError(t, err)
 	c, err := client.New(d.URL(), tok, client.WithoutJournal())

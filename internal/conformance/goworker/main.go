@@ -195,8 +195,7 @@ func run() error {
 	say("ready", map[string]any{"name": w.Name()})
 	<-ctx.Done()
 	say("stopping", nil)
-	w.Stop()
-	return nil
+	return w.Stop(context.Background())
 }
 
 // reason names what ended a handler's context, as the TypeScript worker's
