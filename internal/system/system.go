@@ -644,4 +644,4 @@ func (d declaration) Start(ctx context.Context) error {
 	return nil
 }
 
-func (declaration) Stop() {}
+func (declaration) Stop(context.Context) error { return nil }
