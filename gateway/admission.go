@@ -83,9 +83,13 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		req: req, proof: makeProof(gen, req.Fingerprint, body), existing: existing,
 	})
 	if err != nil {
-		if errors.Is(err, job.ErrKeyReused) {
+		switch {
+		case errors.Is(err, job.ErrKeyReused):
 			g.cfg.Metrics.Admission("conflict", 0)
-		} else {
+		case errors.Is(err, job.ErrStorageFull):
+			g.cfg.Metrics.Admission("storage_full", 0)
+			g.log.Warn("admission refused: storage full", "tenant", id.Tenant, "err", err)
+		default:
 			g.cfg.Metrics.Admission("unavailable", 0)
 			g.log.Warn("admission failed", "tenant", id.Tenant, "key_hash", g.ids.KeyHash(id.Tenant, id.Requester, key), "err", err)
 		}
@@ -172,6 +176,18 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 	// The job keeps the limits its type had when it was accepted.
 	if d, ok := g.types.decl(req.Type); ok {
 		rec.MaxAttempts, rec.TimeoutSeconds = d.Attempts, d.TimeoutSeconds
+	}
+	if full := g.storage.room(ctx); full != nil {
+		// No room for a new job, but a key already taken still answers
+		// with its job: a replay writes nothing.
+		existing, err := g.jobs.Get(ctx, a.storeKey)
+		if err == nil {
+			return g.replay(a, existing)
+		}
+		if !errors.Is(err, job.ErrNotFound) {
+			return nil, false, err
+		}
+		return nil, false, full
 	}
 	for range 3 {
 		err := g.jobs.Create(ctx, rec)

@@ -72,6 +72,7 @@ type deps struct {
 	// querySrc is the change log the admin API's query index is derived
 	// from (nil: no admin listings or stats).
 	querySrc index.Source
+	storage  storageSource // nil: admission checks no byte budgets
 }
 
 func depsOf(res *natsjs.Resources) deps {
@@ -79,6 +80,7 @@ func depsOf(res *natsjs.Resources) deps {
 		jobs: res.Jobs, work: res.Work, events: res.Events, secrets: res.Secrets, files: res.Files, types: res.Types,
 		watch:    func() (recordWatch, error) { return res.Jobs.WatchChanges() },
 		querySrc: index.StoreSource(res.Jobs),
+		storage:  res,
 	}
 	if res.Index != nil {
 		d.index = res.Index
@@ -111,6 +113,7 @@ type Gateway struct {
 	cancels  *limiter
 	streams  *holds // open event streams
 	polls    *holds // waiting long-polls
+	storage  *storageGate
 	changes  *changeFeed
 	sseOpen  atomic.Int64
 
@@ -151,6 +154,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		polls:    newHolds("long-polls", cfg.MaxLongPollsPerRequester, cfg.MaxLongPollsPerTenant, cfg.MaxLongPolls),
 		stopped:  make(chan struct{}),
 		changes:  newChangeFeed(d.watch),
+		storage:  &storageGate{src: d.storage, metrics: cfg.Metrics, now: cfg.Now},
 	}
 	g.app = fiber.New(fiber.Config{
 		AppName: "jobgate",

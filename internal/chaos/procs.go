@@ -297,7 +297,7 @@ max_payload: 8MB
 jetstream {
   store_dir: %q
   max_memory_store: 256MB
-  max_file_store: 4GB
+  max_file_store: 24GB
 %s}
 cluster {
   name: jobgate-chaos

@@ -120,7 +120,7 @@ func (nd *Node) options() *server.Options {
 		JetStream:          true,
 		StoreDir:           nd.StoreDir,
 		JetStreamMaxMemory: 64 << 20,
-		JetStreamMaxStore:  1 << 30,
+		JetStreamMaxStore:  24 << 30, // holds the default layout's byte budgets
 		MaxPayload:         8 << 20,
 		NoSigs:             true,
 		NoLog:              true,

@@ -203,8 +203,8 @@ func Default() Config {
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
 		},
 
-		StoreMaxBytes:   4 << 30, // natsjs.DefaultStoreMaxBytes
-		ResultsMaxBytes: 16 << 30,
+		StoreMaxBytes:   2 << 30, // natsjs.DefaultStoreMaxBytes
+		ResultsMaxBytes: 8 << 30,
 	}
 }
 

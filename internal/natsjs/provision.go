@@ -61,11 +61,13 @@ func DefaultLayout() Layout {
 	}
 }
 
-// The default byte budgets: 4 GiB holds about five million job records (or
-// their work messages, events, ...: 0.6 to 1 KiB each), 16 GiB of results.
+// The default byte budgets: 2 GiB holds two to three million job records
+// (or their work messages, events, ...: 0.6 to 1 KiB each), and 8 GiB of
+// results. With the small buckets they reserve 20.2 GiB of a server's
+// JetStream storage.
 const (
-	DefaultStoreMaxBytes   = 4 << 30
-	DefaultResultsMaxBytes = 16 << 30
+	DefaultStoreMaxBytes   = 2 << 30
+	DefaultResultsMaxBytes = 8 << 30
 )
 
 func (l Layout) validate() error {
