@@ -98,3 +98,92 @@ type Stats struct {
 	At     time.Time   `json:"at"`
 	Types  []TypeStats `json:"types"`
 }
+
+// Bulk actions: POST /v1/admin/jobs/cancel and POST /v1/admin/jobs/retry
+// change every job the filters and the role reach, each through the
+// single-job path (POST /v1/admin/jobs/{id}/cancel or /retry), a bounded
+// number per call.
+
+// The two bulk actions (AdminBulkResult.Action).
+const (
+	BulkCancel = "cancel"
+	BulkRetry  = "retry"
+)
+
+// Limits of one bulk call.
+const (
+	// MaxBulkJobs is the most jobs one bulk call looks at, and its
+	// default limit; past it the answer has Truncated "limit" and a
+	// NextCursor to go on with.
+	MaxBulkJobs = 10000
+	// BulkTimeBudget is how long one bulk call works; past it the answer
+	// has Truncated "time" and a NextCursor.
+	BulkTimeBudget = 10 * time.Second
+	// MaxBulkBody bounds the body of a bulk call, in bytes.
+	MaxBulkBody = 4 << 10
+	// MaxBulkFailures is how many failed jobs a bulk answer names.
+	MaxBulkFailures = 20
+)
+
+// Why a bulk call stopped before the end (AdminBulkResult.Truncated).
+const (
+	TruncatedLimit    = "limit"    // it looked at its limit of jobs
+	TruncatedTime     = "time"     // its time budget ran out
+	TruncatedShutdown = "shutdown" // the gateway is stopping
+)
+
+// AdminBulkRequest is the body of a bulk call: the filters of GET
+// /v1/admin/jobs (zero fields keep all; at least one must be set), a limit
+// of jobs to look at (0: MaxBulkJobs), a cursor from an earlier call's
+// NextCursor, and DryRun, which counts what the call would do and changes
+// nothing. Tenant is for operators: a tenant admin may name only its own.
+type AdminBulkRequest struct {
+	Tenant        string    `json:"tenant,omitempty"`
+	Requester     string    `json:"requester,omitempty"`
+	Type          string    `json:"type,omitempty"`
+	State         State     `json:"state,omitempty"`
+	Category      string    `json:"category,omitempty"`
+	CreatedAfter  time.Time `json:"created_after,omitzero"`
+	CreatedBefore time.Time `json:"created_before,omitzero"`
+	Limit         int       `json:"limit,omitempty"`
+	Cursor        string    `json:"cursor,omitempty"`
+	DryRun        bool      `json:"dry_run,omitempty"`
+}
+
+// AdminBulkResult is the answer of a bulk call: what it did (with DryRun,
+// what it would do) to the jobs it looked at, newest first.
+type AdminBulkResult struct {
+	Action string `json:"action"`
+	DryRun bool   `json:"dry_run"`
+	// Matched counts the jobs the filters and the role reach that this
+	// call looked at (each read again from the store).
+	Matched int `json:"matched"`
+	// Canceled counts the jobs canceled (a dry run: that would be).
+	Canceled int `json:"canceled"`
+	// Retried counts the new jobs made (a dry run: that would be).
+	Retried int `json:"retried"`
+	// Replayed counts the jobs an earlier retry with the same
+	// Idempotency-Key already retried: no new job.
+	Replayed int `json:"replayed"`
+	// Skipped counts the jobs left as they are: already finished (cancel),
+	// neither failed nor canceled or already retried under another key
+	// (retry).
+	Skipped int `json:"skipped"`
+	// Failed counts the jobs that could not be changed (the store did not
+	// answer in time); the same call again, with the same key, finishes
+	// them and changes nothing twice.
+	Failed int `json:"failed"`
+	// Failures names at most MaxBulkFailures of the failed jobs.
+	Failures []BulkFailure `json:"failures,omitempty"`
+	// Truncated says why the call stopped before the end ("" when it
+	// reached it); NextCursor then goes on from there.
+	Truncated  string `json:"truncated,omitempty"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// BulkFailure is a job a bulk call could not change, with the type of the
+// problem the single-job call would have answered (/problems/<slug>).
+type BulkFailure struct {
+	JobID   string `json:"job_id"`
+	Problem string `json:"problem"`
+}
