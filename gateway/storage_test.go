@@ -42,7 +42,7 @@ func setupBudget(t *testing.T, budget int64) (*Gateway, *testBundle) {
 		SubmitRate: 1e6, SubmitBurst: 1e6, Metrics: metrics.New()}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(ctx))
-	t.Cleanup(func() { stopGateway(t, g) })
+	t.Cleanup(func() { require.NoError(t, g.Stop(context.Background())) })
 	b.emb, b.res, b.url = emb, res, "http://"+g.Addr()
 	b.http = &http.Client{
 		Transport:     &validatingTransport{t: t, next: http.DefaultTransport, router: specRouter(t, b.url)},
@@ -99,17 +99,6 @@ func TestAdmissionAnswersStorageFullBeforeTheBudgetIsUsedUp(t *testing.T) {
 	require.EqualValues(t, budget, value(t, g.cfg.Metrics.StorageBudget.WithLabelValues(natsjs.BucketJobs)))
 	require.Positive(t, value(t, g.cfg.Metrics.StorageBytes.WithLabelValues(natsjs.BucketJobs)))
 	require.EqualValues(t, 2, value(t, g.cfg.Metrics.Admissions.WithLabelValues("storage_full")))
-}
-
-// stopGateway stops g whichever Stop it has: the services' Stop is taking
-// a context (a change under way in another branch of work).
-func stopGateway(t *testing.T, g *Gateway) {
-	switch stop := any(g.Stop).(type) {
-	case func():
-		stop()
-	case func(context.Context) error:
-		require.NoError(t, stop(context.Background()))
-	}
 }
 
 func value(t *testing.T, m prometheus.Metric) float64 {
