@@ -256,7 +256,8 @@ func (s *System) workersOnly() bool {
 func (s *System) open(ctx context.Context) error {
 	var err error
 	if s.settings.Embedded() {
-		ec := natsjs.EmbeddedConfig{StoreDir: s.settings.Path("nats"), Listen: s.settings.NATS.Listen, SyncAlways: s.settings.NATS.SyncAlways}
+		ec := natsjs.EmbeddedConfig{StoreDir: s.settings.Path("nats"), Listen: s.settings.NATS.Listen, SyncAlways: s.settings.NATS.SyncAlways,
+			MaxStore: s.layout().StorageReserve()}
 		if s.settings.NATS.Listen != "" {
 			// Every client of the listener logs in with tenant subscriber
 			// or worker credentials (`jobgate nats-user`), which confine
@@ -301,10 +302,7 @@ func (s *System) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	layout := natsjs.DefaultLayout()
-	layout.Replicas = s.settings.NATS.Replicas
-	layout.JobTTL = s.settings.JobTTL
-	layout.ResultTTL = s.settings.ResultTTL
+	layout := s.layout()
 	// Provision retries what a forming cluster outgrows (no leader yet,
 	// too few peers) by itself; this bounds how long it may.
 	pctx, cancel := context.WithTimeout(ctx, provisionPatience)
@@ -645,3 +643,13 @@ func (d declaration) Start(ctx context.Context) error {
 }
 
 func (declaration) Stop(context.Context) error { return nil }
+
+// layout is the deployment's JetStream layout as the settings make it.
+func (s *System) layout() natsjs.Layout {
+	l := natsjs.DefaultLayout()
+	l.Replicas = s.settings.NATS.Replicas
+	l.JobTTL = s.settings.JobTTL
+	l.ResultTTL = s.settings.ResultTTL
+	l.StoreMaxBytes, l.ResultsMaxBytes = s.settings.StoreMaxBytes, s.settings.ResultsMaxBytes
+	return l
+}
