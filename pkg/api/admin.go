@@ -119,8 +119,6 @@ const (
 	// BulkTimeBudget is how long one bulk call works; past it the answer
 	// has Truncated "time" and a NextCursor.
 	BulkTimeBudget = 10 * time.Second
-	// MaxBulkBody bounds the body of a bulk call, in bytes.
-	MaxBulkBody = 4 << 10
 	// MaxBulkFailures is how many failed jobs a bulk answer names.
 	MaxBulkFailures = 20
 )
