@@ -8,11 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -87,4 +92,67 @@ func TestHelperServeProcess(t *testing.T) {
 		os.Exit(ExitCode(err))
 	}
 	os.Exit(0)
+}
+
+// On SIGTERM the components stop in the README's order, each after the
+// one before it finished: the gateway (no new work is admitted), the
+// renderer, the dispatcher, the notifier; the process exits 0. The
+// dispatcher still runs after the gateway stopped, so a job admitted just
+// before the signal is announced by its relay (the admission's event,
+// which nothing else publishes).
+func TestSIGTERMStopsTheGatewayBeforeTheDispatcher(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "JOBGATE_SERVE_HELPER_ARGS=serve --data-dir "+dir+" --http-addr "+addr)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, out.String())
+	tok := mintToken(t, dir, "4", "reviewer-47")
+	status, j := postJob(t, addr, tok, "just-before-sigterm", `{"type":"permit_report","params":{"case_id":7,"revision":1,"pages":1}}`)
+	require.Equal(t, http.StatusAccepted, status)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "exit code 0 after SIGTERM\n%s", out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not exit after SIGTERM\n%s", out.String())
+	}
+
+	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: filepath.Join(dir, "nats")})
+	require.NoError(t, err)
+	defer emb.Shutdown()
+	nc, err := emb.Connect("check")
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := natsjs.Bind(ctx, js)
+	require.NoError(t, err)
+	events := jobtest.Events(t, res, &job.Record{ID: j["id"].(string), Tenant: "4", Requester: "reviewer-47"})
+	require.NotEmpty(t, events, "the dispatcher stopped before the gateway drained: the admission was never announced\n%s", out.String())
+	require.Equal(t, "queued", string(events[0].Resource.State))
+
+	logs := out.String()
+	at := func(component string) int {
+		i := strings.Index(logs, "component stopped\" component="+component)
+		require.GreaterOrEqual(t, i, 0, "no stop of %s logged\n%s", component, logs)
+		return i
+	}
+	gw, rd, disp, notif := at("gateway"), at("renderer"), at("dispatcher"), at("notifier")
+	require.True(t, gw < rd && rd < disp && disp < notif, "stopped out of order (gateway, renderer, dispatcher, notifier):\n%s", logs)
 }
