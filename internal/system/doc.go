@@ -26,8 +26,12 @@
 // workers let their running jobs finish or give them back, which needs the
 // dispatcher's broker still answering; then the dispatcher, which relays
 // the last changes and their events; then the notifier, which delivers
-// what was published until then. Last, it closes the NATS connections,
-// shuts the embedded server down and drops the data dir's lock.
+// what was published until then. Each stage gets a share of Stop's
+// deadline (cmd/jobgate gives StopTimeout) and is cut off past it. Last,
+// it closes the NATS connections, shuts the embedded server down and drops
+// the data dir's lock. Every component follows internal/startstop: its
+// Start's context bounds only its start-up, so the end of the context a
+// process started with (SIGTERM) stops nothing until Stop runs.
 //
 // cmd/jobgate (serve, each component command, the bench's target) and the
 // cross-component test harnesses (internal/e2e, internal/interop,

@@ -15,9 +15,13 @@
 // written); returning nil succeeds, a plain error is retried with jittered
 // backoff while attempts remain, and Permanent (or Fail) fails the job at
 // once with a message its owner reads. Config.NewcomerSlots adds a slot per
-// type for a tenant with nothing running in this process, and Stop drains
-// the running jobs, then gives the rest back without using up their
-// attempts. The package links no NATS server; pkg/workertest tests
+// type for a tenant with nothing running in this process. Start's context
+// bounds only the start-up (connecting, declaring): the workers then run
+// until Stop. Stop(ctx) drains the running jobs, then gives the rest back
+// without using up their attempts, within ctx's deadline (an error wrapping
+// ctx.Err() says it ran out); it is safe to call twice or without Start,
+// and a Stop during Start ends the start-up at once. Run does both around
+// a context's end. The package links no NATS server; pkg/workertest tests
 // handlers, in process or against a whole jobgate.
 //
 //	w, _ := worker.New(worker.Config{URL: os.Getenv("JOBGATE_NATS_URL"),
