@@ -220,7 +220,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		if err == nil && len(differ) == 0 && r.bucket && have.Replicas > 1 && have.AllowDirect {
 			err = leaderReads(ctx, js, have)
 		}
-		if err == nil && len(differ) == 0 && r.stream == StreamWork && !have.AllowDirect {
+		if err == nil && len(differ) == 0 && r.stream == StreamWork && have.Replicas <= 1 && !have.AllowDirect {
 			err = directReads(ctx, js, have) // a work stream of an earlier version
 		}
 		if err != nil {
@@ -424,10 +424,12 @@ func (l Layout) resources() []resource {
 		Retention:   jetstream.WorkQueuePolicy,
 		Duplicates:  l.DuplicateWindow,
 		MaxAge:      l.JobTTL,
-		// The brokers read work by direct get (a lane's oldest message, a
-		// deferred one by sequence): a stale answer of a follower costs
-		// nothing, as every claim is decided on the job record.
-		AllowDirect: true,
+		// The brokers read work (a lane's oldest message, a deferred one
+		// by sequence) by direct get on one server. On a cluster a
+		// follower behind its leader would answer "no such message" for a
+		// deferred one, which would then not be looked at again: there
+		// the leader answers, as for the buckets (leaderReads).
+		AllowDirect: l.Replicas <= 1,
 		Replicas:    l.Replicas,
 		Storage:     jetstream.FileStorage,
 		MaxBytes:    l.StoreMaxBytes,
