@@ -61,7 +61,7 @@ func BenchmarkTenThousandRequesters(b *testing.B) {
 		}
 		took := time.Since(began)
 		b.StopTimer()
-		w.Stop()
+		require.NoError(b, w.Stop(context.Background()))
 		waits := make([]time.Duration, 0, n)
 		for id, at := range started {
 			waits = append(waits, at.Sub(admitted[id]))

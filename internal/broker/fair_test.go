@@ -94,7 +94,7 @@ func startWorkers(t *testing.T, env *jobtest.Env, name string, concurrency int, 
 		Name: "permit_report", Schema: permitSchema, Concurrency: concurrency, Timeout: time.Minute, Work: work,
 	}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	return w, conn
 }
 
@@ -457,7 +457,7 @@ func TestAWorkersVerdictsAreNeverLostOrCutShort(t *testing.T) {
 			return worker.Permanent(errors.New("case 47:\nno revision 29"))
 		}}))
 	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	big := env.Admit(t, conn.Res, jobtest.Request{Key: "too-large", Pages: 1})
 	bad := env.Admit(t, conn.Res, jobtest.Request{Key: "newline", Pages: 2})
 	done := jobtest.Terminal(t, conn.Res, big.Key(), 30*time.Second)
