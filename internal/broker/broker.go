@@ -52,6 +52,7 @@ type Broker struct {
 	scheds  map[string]*sched
 	schedMu sync.Mutex // one scheduler started at a time
 	decls   map[string]cachedDecl
+	types   typeWatch // of the declarations, for pauses (pause.go)
 	limits  map[string]*bucket
 	waiting map[string]int
 	uploads map[string]*upload
@@ -225,6 +226,10 @@ func (b *Broker) token(key string, attempt int) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:18])
 }
 
+// declTTL is how long a declaration read from the store is used before it
+// is read again (the watch of pause.go replaces it sooner on a change).
+const declTTL = 2 * time.Second
+
 // decl returns the declaration of typ as its owner cred may use it: the
 // type must be declared, by this credential.
 func (b *Broker) decl(ctx context.Context, cred, typ string) (*job.TypeDecl, *wire.Reply) {
@@ -232,7 +237,7 @@ func (b *Broker) decl(ctx context.Context, cred, typ string) (*job.TypeDecl, *wi
 	b.mu.Lock()
 	c, hit := b.decls[typ]
 	b.mu.Unlock()
-	if !hit || now.Sub(c.at) > 2*time.Second {
+	if !hit || now.Sub(c.at) > declTTL {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		d, err := b.res.Types.Get(octx, typ)
 		cancel()

@@ -61,8 +61,9 @@ func (b *Broker) hello(ctx context.Context, r *request) *wire.Reply {
 	if bad := r.decode(&req); bad != nil {
 		return bad
 	}
-	if !wire.ValidWorkerName(req.Worker) || req.Concurrency < 1 || req.Concurrency > 1024 {
-		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128} and concurrency be 1 to 1024")
+	if !wire.ValidWorkerName(req.Worker) || req.Concurrency < 1 || req.Concurrency > 1024 ||
+		(req.Busy != nil && (*req.Busy < 0 || *req.Busy > wire.MaxBusy)) {
+		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}, concurrency be 1 to 1024 and busy 0 to %d", wire.MaxBusy)
 	}
 	if _, bad := b.decl(ctx, r.cred, r.typ); bad != nil {
 		return bad
@@ -78,7 +79,7 @@ func (b *Broker) hello(ctx context.Context, r *request) *wire.Reply {
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	err := b.res.Types.Announce(octx, natsjs.Presence{Worker: req.Worker, Type: r.typ, Concurrency: req.Concurrency,
-		StartedAt: started, SeenAt: now})
+		StartedAt: started, SeenAt: now, Credential: r.cred, Busy: req.Busy})
 	if err != nil {
 		return refuse(wire.CodeUnavailable, "presence not stored")
 	}

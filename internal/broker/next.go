@@ -53,6 +53,15 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 	wctx, cancel := context.WithTimeout(ctx, max(wait-time.Second, 100*time.Millisecond))
 	defer cancel()
 	for wctx.Err() == nil {
+		// A pause (pause.go) holds the request without a pick: nothing of
+		// the type starts, and a resume wakes it.
+		if d, bad = b.current(ctx, r.cred, r.typ, d); bad != nil {
+			return bad
+		}
+		if d.Paused {
+			s.idle(wctx)
+			continue
+		}
 		if err := s.list(wctx, false); err != nil && wctx.Err() == nil {
 			b.log.Warn("work not listed", "type", r.typ, "err", err)
 		}
@@ -113,9 +122,12 @@ func (b *Broker) sched(ctx context.Context, typ string) (*sched, error) {
 	if s != nil {
 		return s, nil
 	}
-	s = newSched(b, typ)
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	if err := b.watchTypes(octx); err != nil {
+		return nil, err
+	}
+	s = newSched(b, typ)
 	if err := s.start(octx); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,10 @@ type TypeDecl struct {
 	// first (internal/wire.CredentialID): only it may declare the type
 	// again or run its jobs, until an operator deletes the type.
 	Owner string `json:"owner,omitempty"`
+	// Paused is set by an operator (POST /v1/admin/types/{name}/pause):
+	// the type's jobs are admitted and wait queued, and no broker starts
+	// one until it is resumed. A worker's declaration never changes it.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Public is the declaration as its worker wrote it.

@@ -23,6 +23,13 @@ type Presence struct {
 	Concurrency int       `json:"concurrency"`
 	StartedAt   time.Time `json:"started_at"`
 	SeenAt      time.Time `json:"seen_at"`
+	// Credential is the id of the worker credential the process signed in
+	// with (empty in the presence of brokers of earlier versions).
+	Credential string `json:"credential,omitempty"`
+	// Busy is how many of the type's jobs the process was running at its
+	// last hello, as it said (nil: a worker of an earlier protocol
+	// revision, which does not say).
+	Busy *int `json:"busy,omitempty"`
 }
 
 // TypeStore keeps the job type declarations (JOBGATE_TYPES, one entry per
@@ -33,26 +40,11 @@ type TypeStore struct {
 	workers jetstream.KeyValue
 }
 
-// Declare stores a type's declaration, replacing an earlier one: the worker
-// that started last speaks for the type.
+// Declare stores a type's declaration, replacing an earlier one whatever
+// its owner (jobgate's own declarations): the worker that started last
+// speaks for the type. An operator's pause stays as it is.
 func (s *TypeStore) Declare(ctx context.Context, d *job.TypeDecl) error {
-	if err := d.Validate(); err != nil {
-		return err
-	}
-	data, err := json.Marshal(d)
-	if err != nil {
-		return fmt.Errorf("encode type %s: %w", d.Name, err)
-	}
-	if cur, err := s.types.Get(ctx, d.Name); err == nil {
-		var have job.TypeDecl
-		if json.Unmarshal(cur.Value(), &have) == nil && sameDecl(&have, d) {
-			return nil // unchanged: no write, no change event for every gateway
-		}
-	}
-	if _, err := s.types.Put(ctx, d.Name, data); err != nil {
-		return fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
-	}
-	return nil
+	return s.declare(ctx, d, false)
 }
 
 func sameDecl(a, b *job.TypeDecl) bool {

@@ -75,7 +75,15 @@ type HelloRequest struct {
 	Worker      string    `json:"worker"`
 	Concurrency int       `json:"concurrency"`
 	StartedAt   time.Time `json:"started_at"`
+	// Busy is optional: how many of the type's jobs the process runs now
+	// (0 to MaxBusy). Workers that leave it out are listed with their
+	// busy slots unknown.
+	Busy *int `json:"busy,omitempty"`
 }
+
+// MaxBusy bounds a hello's busy: a process's slots of a type (at most
+// 1,024) and its newcomer slots.
+const MaxBusy = 2048
 
 // NextRequest asks for the next job of the type whose turn it is.
 type NextRequest struct {
