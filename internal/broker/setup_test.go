@@ -9,14 +9,16 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
 type testBundle struct {
-	env  *jobtest.Env
-	conn *jobtest.Conn
+	env    *jobtest.Env
+	conn   *jobtest.Conn
+	layout *natsjs.Layout // nil: the default
 }
 
 func testConfig() Config {
@@ -35,7 +37,11 @@ func setup(t *testing.T) (*Broker, *testBundle) {
 
 func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 	t.Helper()
-	conn := tb.env.Connect(t, "broker")
+	layout := natsjs.DefaultLayout()
+	if tb.layout != nil {
+		layout = *tb.layout
+	}
+	conn := tb.env.ConnectLayout(t, "broker", layout)
 	b, err := New(testConfig(), conn.Res, conn.NC, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

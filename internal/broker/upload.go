@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/job"
 	"hash"
 	"io"
 	"strconv"
@@ -172,6 +173,12 @@ func (u *upload) chunk(m *nats.Msg) {
 }
 
 func (u *upload) storeError(err error) *wire.Reply {
+	if errors.Is(err, job.ErrStorageFull) {
+		// A result that does not fit fails its job (budget_exceeded)
+		// rather than being given back to wait for room forever.
+		u.b.log.Warn("result not stored: the results' byte budget is used up", "object", u.object)
+		return refuse(wire.CodeTooLarge, "the deployment's result storage is full")
+	}
 	if natsjs.Unavailable(err) || errors.Is(err, context.Canceled) {
 		return refuse(wire.CodeUnavailable, "the result store could not be reached")
 	}
