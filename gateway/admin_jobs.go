@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,6 +90,8 @@ func (g *Gateway) adminRoutes(v1 fiber.Router) {
 	ad.Get("/jobs/:id", g.adminGetJob)
 	ad.Post("/jobs/:id/cancel", g.adminCancelJob)
 	ad.Post("/jobs/:id/retry", g.adminRetryJob)
+	ad.Post("/jobs/cancel", g.cancelLimit, g.adminBulkCancel)
+	ad.Post("/jobs/retry", g.cancelLimit, g.adminBulkRetry)
 	ad.Get("/stats", g.adminStats)
 }
 
@@ -343,6 +346,18 @@ func (g *Gateway) adminCancelJob(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
+	updated, err := g.adminCancel(ctx, id, rec, slog.LevelInfo)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	return g.writeAdmin(c, http.StatusAccepted, adminView(updated, true))
+}
+
+// adminCancel cancels a job an admin reaches, by compare-and-set through
+// the lifecycle (a terminal job is ErrTerminal), and announces the change.
+// Both the single and the bulk cancel come through here; lvl is the level
+// of its log line (a bulk call logs each job at debug, itself at info).
+func (g *Gateway) adminCancel(ctx context.Context, id auth.Identity, rec *job.Record, lvl slog.Level) (*job.Record, error) {
 	now := g.cfg.Now()
 	updated, err := g.jobs.Mutate(ctx, rec.Key(), func(r *job.Record) error {
 		if r.State.Terminal() {
@@ -354,13 +369,13 @@ func (g *Gateway) adminCancelJob(c *fiber.Ctx) error {
 		if errors.Is(err, natsjs.ErrStale) {
 			err = fmt.Errorf("%w: %w", job.ErrUnavailable, err)
 		}
-		return writeProblem(c, err)
+		return nil, err
 	}
-	g.log.Info("job canceled by an admin", "job_id", updated.ID, "tenant", updated.Tenant, "by", id.Requester, "operator", id.Operator)
+	g.log.Log(ctx, lvl, "job canceled by an admin", "job_id", updated.ID, "tenant", updated.Tenant, "by", id.Requester, "operator", id.Operator)
 	if _, err := g.events.Publish(ctx, updated); err != nil {
 		g.log.Warn("cancel event left to the relay", "job_id", updated.ID, "err", err)
 	}
-	return g.writeAdmin(c, http.StatusAccepted, adminView(updated, true))
+	return updated, nil
 }
 
 // retryKey is the key under which an admin retry of job old with the
@@ -385,16 +400,32 @@ func (g *Gateway) adminRetryJob(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	rk := retryKey(old.ID, key)
+	rec, created, err := g.adminRetry(ctx, id, old, retryKey(old.ID, key), slog.LevelInfo)
+	if err != nil {
+		return writeProblem(c, err)
+	}
+	c.Set(fiber.HeaderLocation, "/v1/admin/jobs/"+rec.ID)
+	if !created {
+		c.Set("Idempotent-Replayed", "true")
+		return g.writeAdmin(c, http.StatusOK, adminView(rec, true))
+	}
+	return g.writeAdmin(c, http.StatusCreated, adminView(rec, true))
+}
+
+// adminRetry makes old's retry under the key rk (its id derived from old's
+// scope and rk), or finds the one rk already made (created false); a job
+// neither failed nor canceled is ErrNotRetryable. Both the single and the
+// bulk retry come through here; lvl is the level of its log line.
+func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Record, rk string, lvl slog.Level) (*job.Record, bool, error) {
 	newID := g.ids.Derive(old.Tenant, old.Requester, rk)
 	newKey := job.StoreKey(old.Tenant, old.Requester, newID)
 	if existing, err := g.jobs.Get(ctx, newKey); err == nil {
-		return g.retried(ctx, c, old, existing, http.StatusOK)
+		return existing, false, g.linkRetry(ctx, old, existing)
 	} else if !errors.Is(err, job.ErrNotFound) {
-		return writeProblem(c, err)
+		return nil, false, err
 	}
 	if old.State != job.StateFailed && old.State != job.StateCanceled {
-		return writeProblem(c, job.Userf(job.ErrNotRetryable, "the job is %s; only a failed or canceled job can be retried", old.State))
+		return nil, false, job.Userf(job.ErrNotRetryable, "the job is %s; only a failed or canceled job can be retried", old.State)
 	}
 	now := g.cfg.Now().UTC()
 	rec := &job.Record{ID: newID, Tenant: old.Tenant, Requester: old.Requester, KeyHash: g.ids.KeyHash(old.Tenant, old.Requester, rk),
@@ -407,39 +438,33 @@ func (g *Gateway) adminRetryJob(c *fiber.Ctx) error {
 	case errors.Is(err, natsjs.ErrExists):
 		existing, err := g.jobs.Get(ctx, newKey)
 		if err != nil {
-			return writeProblem(c, err)
+			return nil, false, err
 		}
-		return g.retried(ctx, c, old, existing, http.StatusOK)
+		return existing, false, g.linkRetry(ctx, old, existing)
 	case err != nil:
-		return writeProblem(c, err)
+		return nil, false, err
 	}
-	g.log.Info("job retried by an admin", "job_id", rec.ID, "retry_of", old.ID, "tenant", rec.Tenant, "by", id.Requester, "operator", id.Operator)
+	g.log.Log(ctx, lvl, "job retried by an admin", "job_id", rec.ID, "retry_of", old.ID, "tenant", rec.Tenant, "by", id.Requester, "operator", id.Operator)
 	if !g.cfg.LeaveWorkToRelay {
 		if err := g.work.Publish(ctx, rec, 0); err != nil {
 			g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
 		}
 	}
-	return g.retried(ctx, c, old, rec, http.StatusCreated)
+	return rec, true, g.linkRetry(ctx, old, rec)
 }
 
-// retried links the old job to its retry (retried_as, the one change a
-// terminal record gets: its state and times stay) and answers the new job.
-// A replay links it again, so a link lost with a crash is made then.
-func (g *Gateway) retried(ctx context.Context, c *fiber.Ctx, old, rec *job.Record, status int) error {
-	if old.RetriedAs != rec.ID {
-		_, err := g.jobs.Mutate(ctx, old.Key(), func(r *job.Record) error {
-			r.RetriedAs = rec.ID
-			return nil
-		})
-		if err != nil {
-			return writeProblem(c, err)
-		}
+// linkRetry links the old job to its retry (retried_as, the one change a
+// terminal record gets: its state and times stay). A replay links it
+// again, so a link lost with a crash is made then.
+func (g *Gateway) linkRetry(ctx context.Context, old, rec *job.Record) error {
+	if old.RetriedAs == rec.ID {
+		return nil
 	}
-	c.Set(fiber.HeaderLocation, "/v1/admin/jobs/"+rec.ID)
-	if status == http.StatusOK {
-		c.Set("Idempotent-Replayed", "true")
-	}
-	return g.writeAdmin(c, status, adminView(rec, true))
+	_, err := g.jobs.Mutate(ctx, old.Key(), func(r *job.Record) error {
+		r.RetriedAs = rec.ID
+		return nil
+	})
+	return err
 }
 
 var statsParams = map[string]bool{"tenant": true}

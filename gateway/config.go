@@ -9,6 +9,7 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Config configures a gateway. Zero fields take the defaults noted.
@@ -67,6 +68,9 @@ type Config struct {
 	// derived from the record change log, rebuilt when missing). Empty: a
 	// temporary dir, removed on Stop, so every start rebuilds it.
 	IndexDir string
+	// BulkTimeBudget is how long one admin bulk cancel or retry works
+	// before it answers with a cursor (default api.BulkTimeBudget, 10s).
+	BulkTimeBudget time.Duration
 	// Dev enables the /dev/token login used by the page in development.
 	Dev bool
 	// Failpoints injects faults (gateway.after-commit).
@@ -121,6 +125,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.StreamHeartbeat == 0 {
 		out.StreamHeartbeat = 15 * time.Second
+	}
+	if out.BulkTimeBudget == 0 {
+		out.BulkTimeBudget = api.BulkTimeBudget
 	}
 	if out.Now == nil {
 		out.Now = time.Now

@@ -125,6 +125,10 @@ func encodeCursor(pos []byte) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("x" + strconv.FormatUint(binary.BigEndian.Uint64(pos), 10) + "." + string(pos[8:])))
 }
 
+// CursorAfter is the cursor of a page whose last entry is e: the next page
+// goes on strictly below it (a caller that stops within a page).
+func CursorAfter(e Entry) string { return encodeCursor(append(be64(uint64(e.Created)), e.ID...)) }
+
 func decodeCursor(s string) ([]byte, error) {
 	if len(s) > api.MaxAdminCursorLen {
 		return nil, ErrBadCursor
