@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/pkg/api"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/broker"
@@ -59,10 +60,10 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 3
+		c.MaxAttempts = api.DefaultAttempts
 	}
 	if c.RenderTimeout == 0 {
-		c.RenderTimeout = 2 * time.Minute
+		c.RenderTimeout = api.DefaultTimeout
 	}
 	if c.Grace == 0 {
 		c.Grace = 30 * time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/pkg/api"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/failpoint"
@@ -52,19 +53,19 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
-		c.Concurrency = 2
+		c.Concurrency = api.DefaultConcurrency
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 3
+		c.MaxAttempts = api.DefaultAttempts
 	}
 	if c.RenderTimeout == 0 {
-		c.RenderTimeout = 2 * time.Minute
+		c.RenderTimeout = api.DefaultTimeout
 	}
 	if c.MaxPages == 0 {
 		c.MaxPages = 2000
 	}
 	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = 64 << 20
+		c.MaxOutputBytes = api.DefaultMaxResultBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now

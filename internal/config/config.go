@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/pkg/api"
 	"io"
 	"net"
 	"os"
@@ -189,12 +190,12 @@ func Default() Config {
 		JobTTL:        720 * time.Hour,
 		ResultTTL:     168 * time.Hour,
 		ResultLinkTTL: 5 * time.Minute,
-		RenderTimeout: 2 * time.Minute,
-		MaxAttempts:   3,
+		RenderTimeout: api.DefaultTimeout,
+		MaxAttempts:   api.DefaultAttempts,
 		LogFormat:     "text",
 		LogLevel:      "info",
 		NATS:          NATS{Replicas: 1},
-		Renderer:      Renderer{Concurrency: 2, MaxOutputBytes: 64 << 20},
+		Renderer:      Renderer{Concurrency: api.DefaultConcurrency, MaxOutputBytes: api.DefaultMaxResultBytes},
 		Gateway: Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100, LeaveWorkToRelay: true,
 			MaxStreamsPerRequester: 20, MaxLongPollsPerRequester: 20, MaxStreamsPerTenant: 2000, MaxLongPollsPerTenant: 2000,
 			MaxStreams: 10000, MaxLongPolls: 10000, StreamWriteTimeout: 30 * time.Second},

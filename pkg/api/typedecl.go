@@ -141,3 +141,14 @@ func (d *TypeDecl) Validate() error {
 	}
 	return nil
 }
+
+// What a declaration gets for a limit it leaves out (pkg/worker's Type),
+// and what jobgate's own settings default to for its built-in types.
+const (
+	DefaultTimeout        = 2 * time.Minute
+	DefaultAttempts       = 3
+	DefaultMaxResultBytes = 64 << 20
+	// DefaultConcurrency is how many jobs of a type one worker process
+	// runs at once unless told.
+	DefaultConcurrency = 2
+)

@@ -55,19 +55,19 @@ func Register[T any](w *Workers, t Type[T]) error {
 		return fmt.Errorf("worker: %s is a built-in type: only jobgate's own workers run it", t.Name)
 	}
 	if t.Timeout == 0 {
-		t.Timeout = 2 * time.Minute
+		t.Timeout = api.DefaultTimeout
 	}
 	if t.Attempts == 0 {
-		t.Attempts = 3
+		t.Attempts = api.DefaultAttempts
 	}
 	if t.MaxResultBytes == 0 {
-		t.MaxResultBytes = 64 << 20
+		t.MaxResultBytes = api.DefaultMaxResultBytes
 	}
 	if t.ContentType == "" {
 		t.ContentType = "application/octet-stream"
 	}
 	if t.Concurrency == 0 {
-		t.Concurrency = 2
+		t.Concurrency = api.DefaultConcurrency
 	}
 	if t.Concurrency < 1 || t.Concurrency > 1024 {
 		return fmt.Errorf("worker: type %q: concurrency must be 1 to 1024, got %d", t.Name, t.Concurrency)
