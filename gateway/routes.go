@@ -34,6 +34,7 @@ func (g *Gateway) routes() {
 	v1.Get("/types", g.readLimit, g.listTypes)
 	v1.Get("/types/:name", g.readLimit, g.getType)
 	g.adminRoutes(v1)
+	g.adminTypeRoutes(v1)
 	g.pageRoutes()
 	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })
 }

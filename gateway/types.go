@@ -349,6 +349,8 @@ type typeInfo struct {
 	// Workers counts the worker processes that announced the type within
 	// the presence lifetime.
 	Workers int `json:"workers"`
+	// Paused is an operator's pause: jobs are admitted and wait queued.
+	Paused bool `json:"paused"`
 }
 
 // typeSummary is one entry of GET /v1/types: a declaration without its
@@ -363,6 +365,7 @@ type typeSummary struct {
 	DeclaredAt     time.Time `json:"declared_at"`
 	SchemaBytes    int       `json:"schema_bytes"`
 	Workers        int       `json:"workers"`
+	Paused         bool      `json:"paused"`
 	Links          typeLinks `json:"links"`
 }
 
@@ -402,7 +405,7 @@ func (t *typeRegistry) list(now time.Time) []typeInfo {
 	live := t.liveWorkers(now)
 	out := make([]typeInfo, 0, len(t.decls))
 	for _, d := range t.decls {
-		out = append(out, typeInfo{TypeDecl: d, Workers: live[d.Name]})
+		out = append(out, typeInfo{TypeDecl: d, Workers: live[d.Name], Paused: d.Paused})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -416,7 +419,7 @@ func (t *typeRegistry) info(name string, now time.Time) (typeInfo, bool) {
 	if !ok {
 		return typeInfo{}, false
 	}
-	return typeInfo{TypeDecl: d, Workers: t.liveWorkers(now)[name]}, true
+	return typeInfo{TypeDecl: d, Workers: t.liveWorkers(now)[name], Paused: d.Paused}, true
 }
 
 // page returns up to limit types whose names sort after after, by name,
@@ -442,7 +445,7 @@ func (t *typeRegistry) page(now time.Time, after string, limit int) ([]typeSumma
 		out[i] = typeSummary{
 			Name: d.Name, Description: d.Description, TimeoutSeconds: d.TimeoutSeconds, Attempts: d.Attempts,
 			MaxResultBytes: d.MaxResultBytes, ContentType: d.ContentType, DeclaredAt: d.DeclaredAt,
-			SchemaBytes: len(d.Schema), Workers: live[name], Links: typeLinks{Self: "/v1/types/" + name},
+			SchemaBytes: len(d.Schema), Workers: live[name], Paused: d.Paused, Links: typeLinks{Self: "/v1/types/" + name},
 		}
 	}
 	return out, more

@@ -34,6 +34,9 @@ var (
 	// ErrNotRetryable: an admin retry of a job that is neither failed nor
 	// canceled.
 	ErrNotRetryable = errors.New("job not retryable")
+	// ErrTypeInUse: an operator's delete of a job type while any of its
+	// jobs is queued or running.
+	ErrTypeInUse = errors.New("job type in use")
 )
 
 // FieldError names one invalid field of a request. Field is a JSON pointer

@@ -72,6 +72,8 @@ var problemKinds = []ProblemKind{
 		"this request is not allowed", ErrForbidden},
 	{"job-not-retryable", 409, "Job cannot be retried",
 		"only a failed or canceled job can be retried", ErrNotRetryable},
+	{"type-in-use", 409, "Job type in use",
+		"jobs of this type are queued or running: cancel them or let them end, then delete the type", ErrTypeInUse},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its
