@@ -143,6 +143,18 @@ func (t *typeRunner) ended(tenant string) {
 	t.mu.Unlock()
 }
 
+// runningJobs counts the type's jobs this process runs now, in regular and
+// newcomer slots (hello's busy).
+func (t *typeRunner) runningJobs() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.running {
+		n += c
+	}
+	return min(n, wire.MaxBusy)
+}
+
 // newcomerRequest says whether a newcomer slot may ask for work now (every
 // regular slot is busy) and which tenants it must leave out (those with
 // jobs running here).

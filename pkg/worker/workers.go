@@ -260,7 +260,8 @@ func (w *Workers) closeConn() {
 // hello tells jobgate this process serves its types.
 func (w *Workers) hello(ctx context.Context, started time.Time) {
 	for _, t := range w.types {
-		req := wire.HelloRequest{Worker: w.cfg.Name, Concurrency: t.concurrency, StartedAt: started}
+		busy := t.runningJobs()
+		req := wire.HelloRequest{Worker: w.cfg.Name, Concurrency: t.concurrency, StartedAt: started, Busy: &busy}
 		if err := w.call(ctx, t.decl.Name, wire.OpHello, req, nil, false); err != nil && ctx.Err() == nil {
 			w.log.Warn("presence not announced", "type", t.decl.Name, "err", err)
 		}
