@@ -52,7 +52,11 @@ func WithFreshKey() SubmitOption { return func(o *submitOptions) { o.fresh = tru
 // journaled; a repeated identical Submit or Resume finishes it.
 type NotConfirmedError struct {
 	Journaled bool
-	Err       error
+	// Key is the request's idempotency key: the same request again with
+	// WithKey(Key) finishes it and makes no second job (Submit also keeps
+	// it in the journal when there is one). Do not log it.
+	Key string
+	Err error
 }
 
 func (e *NotConfirmedError) Error() string {
@@ -153,14 +157,14 @@ func (c *Client) post(ctx context.Context, e *Entry, reused bool) (*Submission, 
 		method: http.MethodPost, path: "/v1/jobs", header: hdr, body: e.Body, keyHash: keyTag(e.Key),
 	})
 	if err != nil {
-		return nil, &NotConfirmedError{Journaled: c.journal != nil, Err: err}
+		return nil, &NotConfirmedError{Journaled: c.journal != nil, Key: e.Key, Err: err}
 	}
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
 		replayed := resp.Header.Get("Idempotent-Replayed") == "true"
 		res, err := decodeResource(resp)
 		if err != nil {
-			return nil, &NotConfirmedError{Journaled: c.journal != nil, Err: err}
+			return nil, &NotConfirmedError{Journaled: c.journal != nil, Key: e.Key, Err: err}
 		}
 		if c.journal != nil {
 			if err := c.journal.record(e.Key, res); err != nil {
@@ -181,7 +185,7 @@ func (c *Client) post(ctx context.Context, e *Entry, reused bool) (*Submission, 
 	// 401, 403 and anything unforeseen: the key stays journaled. A token
 	// that expired between a committed attempt and its retry must not
 	// cost the user their job; the rerun with a fresh token reuses it.
-	return nil, &NotConfirmedError{Journaled: c.journal != nil, Err: perr}
+	return nil, &NotConfirmedError{Journaled: c.journal != nil, Key: e.Key, Err: perr}
 }
 
 // definitiveRefusal lists the statuses after which the key is of no further
