@@ -16,6 +16,8 @@ export const CHUNK_SIZE = 256 << 10;
 export const MAX_WAIT_MS = 10_000;
 /** A newcomer request names at most this many running tenants. */
 export const MAX_RUNNING_TENANTS = 1024;
+/** A hello's busy (optional) is at most this: a type's slots and its newcomer slots. */
+export const MAX_BUSY = 2048;
 
 /** Chunk headers. */
 export const HEADER_SEQ = "Jobgate-Seq";

@@ -17,6 +17,7 @@ import { runAttempt, type Attempt } from "./attempt.js";
 import {
   credentialID,
   inboxPrefix,
+  MAX_BUSY,
   MAX_RUNNING_TENANTS,
   MAX_WAIT_MS,
   subject,
@@ -149,6 +150,13 @@ export class TypeRunner {
     } else {
       this.running.set(tenant, n);
     }
+  }
+
+  /** The type's jobs running here, in regular and newcomer slots (hello's busy). */
+  runningJobs(): number {
+    let n = 0;
+    for (const c of this.running.values()) n += c;
+    return Math.min(n, MAX_BUSY);
   }
 
   /** The tenants a newcomer slot must leave out, or null while a regular slot is free. */
@@ -393,6 +401,7 @@ export class Workers {
             worker: this.name,
             concurrency: t.concurrency,
             started_at: this.startedAt.toISOString(),
+            busy: t.runningJobs(),
           });
         } catch (err) {
           if (!this.stopping) this.log("warn", "presence not announced", { type: t.decl.name, err: String(err) });
