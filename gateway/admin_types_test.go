@@ -37,9 +37,29 @@ func (b *testBundle) typeListed(t *testing.T, tok, name string) map[string]any {
 	return nil
 }
 
+// waitListed polls GET /v1/types until cond holds for the type's entry
+// (nil: not listed); the poll runs on another goroutine, so it fails
+// nothing itself.
 func (b *testBundle) waitListed(t *testing.T, tok, name string, cond func(map[string]any) bool) {
 	t.Helper()
-	require.Eventually(t, func() bool { return cond(b.typeListed(t, tok, name)) }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		r, err := b.try(http.MethodGet, "/v1/types?limit=200", tok, "")
+		if err != nil || r.status != http.StatusOK {
+			return false
+		}
+		var page struct {
+			Types []map[string]any `json:"types"`
+		}
+		if json.Unmarshal(r.body, &page) != nil {
+			return false
+		}
+		for _, m := range page.Types {
+			if m["name"] == name {
+				return cond(m)
+			}
+		}
+		return cond(nil)
+	}, 10*time.Second, 20*time.Millisecond)
 }
 
 func problemType(t *testing.T, r response) string {
@@ -175,11 +195,16 @@ func TestAdminListWorkers(t *testing.T) {
 
 	var all api.AdminWorkerPage
 	require.Eventually(t, func() bool {
-		r := b.do(t, http.MethodGet, "/v1/admin/workers", op, "")
-		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-		all = api.AdminWorkerPage{}
-		require.NoError(t, json.Unmarshal(r.body, &all))
-		return len(all.Workers) == 2 && len(all.Workers[0].Types) == 2
+		r, err := b.try(http.MethodGet, "/v1/admin/workers", op, "")
+		var p api.AdminWorkerPage
+		if err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &p) != nil {
+			return false
+		}
+		ok := len(p.Workers) == 2 && len(p.Workers[0].Types) == 2
+		if ok {
+			all = p // read by the test after Eventually returned
+		}
+		return ok
 	}, 10*time.Second, 20*time.Millisecond)
 	w := all.Workers[0]
 	require.Equal(t, "cred-a", w.Credential)
