@@ -44,9 +44,8 @@ type Config struct {
 	// RelayBatch is how many record changes the relay fetches at once.
 	// Default 100.
 	RelayBatch int
-	// FollowLanes is how many record changes the relay, and apart from it
-	// the indexer, handle at once (the changes of one job, for the
-	// indexer of one requester, in order). Default 16.
+	// FollowLanes is how many record changes the relay handles at once
+	// (the changes of one job in order). Default 16.
 	FollowLanes int
 	// Broker tunes the answers to worker processes: their claims, beats
 	// and the fair scheduling of each type's work (see broker.Config).

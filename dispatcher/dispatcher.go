@@ -34,12 +34,6 @@ type workQueue interface {
 	Pending(ctx context.Context, r *job.Record) (natsjs.WorkState, error)
 }
 
-// jobIndex keeps every requester's list of admissions (natsjs.Index), which
-// GET /v1/jobs pages through.
-type jobIndex interface {
-	Append(ctx context.Context, r *job.Record) error
-}
-
 // eventPublisher publishes job events in the order of the job's changes
 // (natsjs.EventStream).
 type eventPublisher interface {
@@ -52,13 +46,11 @@ type eventPublisher interface {
 // and every recovery is a compare-and-set on the job record, so two
 // dispatchers never both act on one job.
 type Dispatcher struct {
-	cfg       Config
-	jobs      records
-	work      workQueue
-	events    eventPublisher
-	index     jobIndex  // nil: no index kept
-	indexFeed indexFeed // the change log the index is kept from
-	log       *slog.Logger
+	cfg    Config
+	jobs   records
+	work   workQueue
+	events eventPublisher
+	log    *slog.Logger
 
 	running  *tracker
 	broker   *broker.Broker
@@ -67,7 +59,7 @@ type Dispatcher struct {
 
 	life startstop.Lifecycle
 	// force is the context of the store and publish operations of the
-	// relay and the indexer: a change in hand is relayed even while the
+	// relay: a change in hand is relayed even while the
 	// dispatcher stops, until Stop's deadline passes.
 	force       context.Context
 	forceCancel context.CancelFunc
@@ -88,9 +80,6 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: natsjs.StartTry}
-	if res.Index != nil {
-		d.index, d.indexFeed = res.Index, res.Jobs
-	}
 	if res.JS != nil && res.Secrets != nil {
 		bc := cfg.Broker
 		if bc.MaxAttempts == 0 {
@@ -108,7 +97,7 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	return d, nil
 }
 
-// Start creates the relay and indexer consumers, starts the record watch
+// Start creates the relay's consumer, starts the record watch
 // and the broker; it returns once all are in place. ctx bounds only this
 // start-up (and natsjs.StartBound): the dispatcher then runs until Stop.
 func (d *Dispatcher) Start(ctx context.Context) error {
@@ -126,7 +115,7 @@ func (d *Dispatcher) start(startCtx, runCtx context.Context) error {
 	sctx, scancel := context.WithTimeout(startCtx, natsjs.StartBound)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
-		d.startRelay, d.startIndexer, d.startSweeper, d.startBroker,
+		d.startRelay, d.startSweeper, d.startBroker,
 	} {
 		stop, err := start(sctx, loops)
 		if err != nil {

@@ -6,8 +6,7 @@
 // gateway only commits the record, so a gateway that died after its
 // commit needs nothing more), and two seconds after a terminal change it
 // stores that change's event if the writer died before it could. Its
-// indexer, the relay's twin on a consumer of its own, lists every job under
-// its requester for GET /v1/jobs. Its sweeper, a backstop, keeps the open
+// sweeper, a backstop, keeps the open
 // jobs in memory from a watch of the record bucket: a running job silent
 // for longer than its attempt timeout plus Grace is re-dispatched while
 // attempts remain and failed with its last attempt's cause (worker_lost

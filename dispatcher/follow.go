@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
-	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -59,14 +58,4 @@ func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.Ch
 			lanes[maphash.String(seed, key(c.Subject()))%uint64(len(lanes))] <- c
 		}
 	})
-}
-
-// requesterOf keys a record change by its job's requester (the indexer
-// appends to one list per requester).
-func requesterOf(subject string) string {
-	k := natsjs.JobChangeKey(subject)
-	if i := strings.LastIndexByte(k, '.'); i > 0 {
-		return k[:i]
-	}
-	return k
 }

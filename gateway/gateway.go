@@ -25,7 +25,6 @@ type records interface {
 	Get(ctx context.Context, key string) (*job.Record, error)
 	FindInTenant(ctx context.Context, tenant, id string) (*job.Record, error)
 	List(ctx context.Context, tenant, requester string) ([]*job.Record, error)
-	WaitForIndex(ctx context.Context, wait time.Duration) (natsjs.IndexProgress, error)
 	Mutate(ctx context.Context, key string, fn func(*job.Record) error) (*job.Record, error)
 	Ping(ctx context.Context) error
 }
@@ -67,10 +66,10 @@ type deps struct {
 	secrets secretStore
 	files   resultFiles
 	types   typeSource
-	index   jobIndex
 	watch   func() (recordWatch, error)
-	// querySrc is the change log the admin API's query index is derived
-	// from (nil: no admin listings or stats).
+	// querySrc is the change log the query index (GET /v1/jobs, the admin
+	// API) is derived from (nil: lists read the records, no admin listings
+	// or stats).
 	querySrc index.Source
 	storage  storageSource // nil: admission checks no byte budgets
 }
@@ -81,9 +80,6 @@ func depsOf(res *natsjs.Resources) deps {
 		watch:    func() (recordWatch, error) { return res.Jobs.WatchChanges() },
 		querySrc: index.StoreSource(res.Jobs),
 		storage:  res,
-	}
-	if res.Index != nil {
-		d.index = res.Index
 	}
 	return d
 }
@@ -97,7 +93,6 @@ type Gateway struct {
 	types    *typeRegistry
 	secrets  secretStore
 	files    resultFiles
-	index    jobIndex // nil: pages are read from the records
 	indexSrc index.Source
 	query    queryIndex // the admin API's query index, open while started
 	indexTmp string     // its temporary dir, when no IndexDir is configured
@@ -143,7 +138,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, index: d.index, indexSrc: d.querySrc, log: log,
+		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, indexSrc: d.querySrc, log: log,
 		types:    newTypeRegistry(d.types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),

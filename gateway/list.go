@@ -10,24 +10,15 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
-// jobIndex pages through a requester's admissions, newest first
-// (natsjs.Index).
-type jobIndex interface {
-	Page(ctx context.Context, tenant, requester string, before uint64, n int) ([]natsjs.IndexEntry, error)
-}
-
 const (
-	// indexWait bounds how long a first page waits for the indexer to list
-	// the jobs admitted before the call.
+	// indexWait bounds how long a first page waits for the query index to
+	// hold every change stored before the call.
 	indexWait = time.Second
-	// maxListScan bounds the index entries one page looks at when a state
-	// or type filter skips most of them; the page then ends early with a
-	// cursor.
-	maxListScan = 250
 )
 
 // listParams are the query parameters GET /v1/jobs takes; any other, or
@@ -74,13 +65,13 @@ type listPage struct {
 
 // listJobs is GET /v1/jobs: the caller's own jobs, newest first.
 //
-// A page reads the requester's index (JOBGATE_INDEX, which the dispatchers'
-// indexer keeps from the record change log) and the records it names, so it
-// costs in proportion to the page, not to the requester's history. The
-// first page waits until the indexer has handled every change committed
-// before the call: a job admitted before it is on it. Before any indexer
-// has run (no dispatcher yet), or while it is more than indexWait behind,
-// the records themselves are read instead: correct, at the old cost.
+// A page reads the gateway's query index (internal/index, kept from the
+// record change log) and the records it names, so it costs in proportion
+// to the page, not to the requester's history. The first page waits until
+// the index holds every change stored before the call: a job admitted
+// before it is on it. While the index is more than indexWait behind (being
+// built on a gateway's first start), the records themselves are read
+// instead: correct, at the cost of the requester's history.
 func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	id := identity(c)
 	if err := checkListParams(c); err != nil {
@@ -121,22 +112,14 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 		err  error
 	)
 	switch {
-	case cur.ordinal > 0:
-		page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, cur.ordinal)
+	case cur.index != "":
+		page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, cur.index)
 	case !cur.created.IsZero():
 		page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, &cur)
+	case g.query == nil || g.query.CatchUp(ctx, indexWait) != nil:
+		page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, nil)
 	default:
-		var progress natsjs.IndexProgress
-		progress, err = g.jobs.WaitForIndex(ctx, indexWait)
-		switch {
-		case err != nil:
-		case progress != natsjs.IndexCaughtUp || g.index == nil:
-			// No indexer ever ran, or it is far behind: the index may miss
-			// jobs admitted before this call, the records do not.
-			page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, nil)
-		default:
-			page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, 0)
-		}
+		page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, "")
 	}
 	if err != nil {
 		return writeProblem(c, err)
@@ -153,48 +136,39 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 	return c.Send(body)
 }
 
-// indexPage reads a page from the requester's index: entries with ordinals
-// below before (0: from the newest), each record by key. Entries whose
-// record expired, or that belong to an earlier job under the same id, are
-// skipped. With a filter at most maxListScan entries are looked at; a page
-// that ends there has a cursor and may hold fewer than limit jobs.
-func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, filter listFilter, limit int, before uint64) (listPage, error) {
+// indexPage reads a page of the requester's jobs from the query index,
+// after the index cursor after ("" from the newest), each record by key.
+// An entry whose record is gone, belongs to an earlier job under the same
+// id, or no longer passes the filter (the index follows the records a
+// moment behind) is skipped. A page that ends at the index's scan bound has
+// a cursor and may hold fewer than limit jobs.
+func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, filter listFilter, limit int, after string) (listPage, error) {
 	var page listPage
-	scanned := 0
-	for {
-		// One entry more than needed tells whether a next page exists.
-		want := min(limit-len(page.Jobs)+1, maxListScan-scanned)
-		entries, err := g.index.Page(ctx, tenant, requester, before, want)
+	if g.query == nil {
+		return page, job.Userf(errBadQuery, "cursor is not one this server issued")
+	}
+	p, err := g.query.Page(index.Query{Tenant: tenant, Requester: requester, State: filter.state, Type: filter.typ,
+		Limit: limit, After: after})
+	if err != nil {
+		return page, err
+	}
+	for _, e := range p.Entries {
+		rec, err := g.jobs.Get(ctx, job.StoreKey(tenant, requester, e.ID))
+		if errors.Is(err, job.ErrNotFound) {
+			continue // expired
+		}
 		if err != nil {
 			return page, err
 		}
-		for _, e := range entries {
-			if len(page.Jobs) == limit {
-				page.NextCursor = encodeCursor(cursor{ordinal: before})
-				return page, nil
-			}
-			before = e.Ordinal
-			scanned++
-			rec, err := g.jobs.Get(ctx, job.StoreKey(tenant, requester, e.ID))
-			if errors.Is(err, job.ErrNotFound) {
-				continue // expired
-			}
-			if err != nil {
-				return page, err
-			}
-			if rec.CreatedAt.UnixNano() != e.Created || !filter.keeps(rec) {
-				continue
-			}
-			page.Jobs = append(page.Jobs, g.resource(rec))
+		if rec.CreatedAt.UnixNano() != e.Created || !filter.keeps(rec) {
+			continue
 		}
-		switch {
-		case len(entries) < want || before == 0:
-			return page, nil // the oldest entry was read
-		case scanned >= maxListScan:
-			page.NextCursor = encodeCursor(cursor{ordinal: before})
-			return page, nil
-		}
+		page.Jobs = append(page.Jobs, g.resource(rec))
 	}
+	if p.Next != "" {
+		page.NextCursor = encodeCursor(cursor{index: p.Next})
+	}
+	return page, nil
 }
 
 // scanPage is the page read from the records themselves, for deployments
@@ -231,11 +205,12 @@ func newer(a, b *job.Record) bool {
 	return a.ID > b.ID
 }
 
-// cursor marks where the next page starts: below an index ordinal, or, for
-// a page read from the records, strictly after a job in newest-first order.
-// Either way jobs admitted meanwhile do not shift pages.
+// cursor marks where the next page starts: the query index's own cursor,
+// or, for a page read from the records, strictly after a job in
+// newest-first order. Either way jobs admitted meanwhile do not shift
+// pages.
 type cursor struct {
-	ordinal uint64
+	index   string
 	created time.Time
 	id      string
 }
@@ -245,8 +220,8 @@ func (cur cursor) before(r *job.Record) bool {
 }
 
 func encodeCursor(cur cursor) string {
-	if cur.ordinal > 0 {
-		return base64.RawURLEncoding.EncodeToString([]byte("i" + strconv.FormatUint(cur.ordinal, 10)))
+	if cur.index != "" {
+		return base64.RawURLEncoding.EncodeToString([]byte("q" + cur.index))
 	}
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(cur.created.UnixNano(), 10) + "." + cur.id))
 }
@@ -254,9 +229,9 @@ func encodeCursor(cur cursor) string {
 func decodeCursor(s string) (cursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err == nil {
-		if ord, ok := strings.CutPrefix(string(raw), "i"); ok {
-			if n, err := strconv.ParseUint(ord, 10, 64); err == nil && n > 0 {
-				return cursor{ordinal: n}, nil
+		if ic, ok := strings.CutPrefix(string(raw), "q"); ok {
+			if ic != "" && len(ic) <= api.MaxAdminCursorLen {
+				return cursor{index: ic}, nil
 			}
 		} else {
 			ns, id, ok := strings.Cut(string(raw), ".")

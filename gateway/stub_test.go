@@ -57,9 +57,6 @@ func (s *memRecords) FindInTenant(context.Context, string, string) (*job.Record,
 }
 
 func (s *memRecords) List(context.Context, string, string) ([]*job.Record, error) { return nil, nil }
-func (s *memRecords) WaitForIndex(context.Context, time.Duration) (natsjs.IndexProgress, error) {
-	return natsjs.IndexNeverRan, nil
-}
 
 func (s *memRecords) Mutate(context.Context, string, func(*job.Record) error) (*job.Record, error) {
 	return nil, errors.ErrUnsupported
