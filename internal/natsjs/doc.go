@@ -9,8 +9,8 @@
 // tenant event subscribers and worker credentials scoped to their types
 // (TenantAuth, WorkerPermissions). Its typed handles (Resources) are the
 // job record Store (create-only commits, compare-and-set writes, the record
-// watch, and the change log through the relay's and the indexer's
-// consumers), the per-requester Index behind GET /v1/jobs, the WorkQueue
+// watch, and the change log through the relay's consumer and from a
+// position, for the gateways' query indexes), the WorkQueue
 // and its per-type WorkLanes, which the broker schedules from by direct
 // gets with no work consumer at all, the EventStream (in-order publishes
 // under Nats-Msg-Id <job_id>.<revision>, and the notifiers' per-tenant

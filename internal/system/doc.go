@@ -15,7 +15,7 @@
 // NATS connection of its own when the process runs more than one:
 //
 //  1. notifier: webhooks and mail for the events the others publish;
-//  2. dispatcher: the relay, the indexer, the sweeper and the broker that
+//  2. dispatcher: the relay, the sweeper and the broker that
 //     answers every worker's requests (docs/protocol.md), so it runs before
 //     any worker asks;
 //  3. workers: the renderer (permit_report) and Config.Workers;
