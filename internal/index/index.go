@@ -31,6 +31,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Source is the change log the index is derived from (natsjs.Store).
@@ -183,7 +184,7 @@ func openFile(path string, log *slog.Logger) (*bolt.DB, error) {
 			}
 			_ = db.Close()
 		}
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("index %s: %w", path, ErrLocked)
 		}
 		if try > 0 {
@@ -382,7 +383,7 @@ func (x *Index) prune(first uint64) error {
 		t := newTxn(tx, x.now())
 		c := tx.Bucket(bRev).Cursor()
 		var gone []string
-		for k, _ := c.First(); k != nil && len(k) > 8 && binary.BigEndian.Uint64(k) < first; k, _ = c.Next() {
+		for k, _ := c.First(); len(k) > 8 && binary.BigEndian.Uint64(k) < first; k, _ = c.Next() {
 			gone = append(gone, string(k[8:]))
 		}
 		for _, id := range gone {
