@@ -50,12 +50,14 @@ var assetTypes = map[string]string{
 	".png":  "image/png",
 }
 
-// pageRoutes serves the page at / and its files under /ui/, and, only in
+// pageRoutes serves the page at / and its files under /ui/, the operator
+// console at /admin (console.go), and, only in
 // development mode (`jobgate serve --dev`), the sign-in helper /dev/token.
 func (g *Gateway) pageRoutes() {
 	assets := loadPageAssets(g.cfg.Dev)
 	index := assets["index.html"]
 	delete(assets, "index.html")
+	g.consoleRoutes(assets)
 	a := g.app
 	a.Get("/", func(c *fiber.Ctx) error { return serveAsset(c, index) })
 	a.Get("/ui/:file", func(c *fiber.Ctx) error {

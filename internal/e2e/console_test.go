@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cdpage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/stretchr/testify/require"
+)
+
+// The console's tests: the operator console at /admin in a real Chromium,
+// against jobs submitted through the API and run by a real worker process
+// (in-process, over the system's own NATS connection).
+
+type consoleParams struct {
+	N int `json:"n"`
+}
+
+var consoleSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"n":{"type":"integer"}}}`)
+
+// hostileError is what the flaky type's worker fails with: a console that
+// made markup of it would run it.
+const hostileError = `render broke: <img src=x onerror="window.__xss=1"> <script>window.__xss=2</script> & "quotes"`
+
+// mintRole mints a token with a role the way `jobgate token` does.
+func (s *system) mintRole(t *testing.T, id auth.Identity) string {
+	t.Helper()
+	tok, err := auth.Mint(s.secret, id, time.Hour, time.Now())
+	require.NoError(t, err)
+	return tok
+}
+
+// adminGet is a GET of the admin API (or /v1/types) as a script would send it.
+func (s *system) adminGet(t *testing.T, tok, path string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s: %s", path, body)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(body, &out))
+	return out
+}
+
+// submitWhenDeclared submits a job of a user's type, again until the
+// gateway has accepted the type its worker declared.
+func (s *system) submitWhenDeclared(t *testing.T, tok, key, body string) string {
+	t.Helper()
+	var id string
+	require.Eventually(t, func() bool {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var r job.Resource
+		_ = json.NewDecoder(resp.Body).Decode(&r)
+		id = r.ID
+		return resp.StatusCode == http.StatusAccepted
+	}, 20*time.Second, 50*time.Millisecond)
+	return id
+}
+
+// waitJS polls a boolean expression in the page until it holds.
+func waitJS(t *testing.T, p *page, expr, what string) {
+	t.Helper()
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		dump, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("%s: %v\npage text:\n%s\nrequests:\n%s", what, err, dump, p.net.String())
+	}
+}
+
+// jobRows is the ids the console's job list shows, in order.
+const jobRows = `[...document.querySelectorAll('#jobs-body tr')].map(r => r.dataset.jobId)`
+
+func consoleSignIn(t *testing.T, p *page, url, tok string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(p.ctx,
+		chromedp.Navigate(url+"/admin"),
+		chromedp.WaitVisible(chromedp.ID("token-form")),
+		chromedp.SetValue(chromedp.ID("token"), tok),
+		chromedp.Click(chromedp.ID("signin-button")),
+	))
+}
+
+// startConsoleWorker runs the types flaky (fails at once with
+// hostileError) and slow (one at a time, runs until canceled).
+func startConsoleWorker(t *testing.T, sys *system) {
+	t.Helper()
+	w, err := worker.New(worker.Config{Conn: sys.res.JS.Conn(), Name: "console-worker-1", NewcomerSlots: -1, DrainTimeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, worker.Register(w, worker.Type[consoleParams]{Name: "flaky", ContentType: "text/plain", Schema: consoleSchema,
+		Work: func(context.Context, *worker.Job[consoleParams]) error {
+			return worker.Permanent(errors.New(hostileError))
+		}}))
+	require.NoError(t, worker.Register(w, worker.Type[consoleParams]{Name: "slow", ContentType: "text/plain", Schema: consoleSchema,
+		Concurrency: 1,
+		Work: func(ctx context.Context, _ *worker.Job[consoleParams]) error {
+			<-ctx.Done() // until canceled (or the worker stops)
+			return ctx.Err()
+		}}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+}
+
+// TestConsole is an operator's round in a real Chromium: sign in, read the
+// stats and the jobs submitted through the API, filter by state (kept in
+// the URL across a reload), open a failed job and read its attempt's error
+// (hostile markup, shown as text), retry it and follow the link to the new
+// job, cancel a queued job, bulk-cancel a filter after its dry run, pause
+// and resume a type, see the workers; the token stays out of localStorage
+// and every URL.
+func TestConsole(t *testing.T) {
+	sys := startSystem(t, false)
+	startConsoleWorker(t, sys)
+	owner := sys.token(t, "4", "reviewer-47")
+	report := sys.submitJob(t, owner, "c-report", `{"type":"permit_report","params":{"case_id":47,"revision":1,"pages":1}}`)
+	failed := sys.submitWhenDeclared(t, owner, "c-flaky", `{"type":"flaky","params":{"n":1}}`)
+	running := sys.submitWhenDeclared(t, owner, "c-slow-1", `{"type":"slow","params":{"n":1}}`)
+	stateOf := func() map[string]job.State {
+		out := map[string]job.State{}
+		for _, j := range sys.listJobs(t, owner) {
+			out[j.ID] = j.State
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return stateOf()[running] == job.StateRunning }, 30*time.Second, 50*time.Millisecond)
+	queued := sys.submitJob(t, owner, "c-slow-2", `{"type":"slow","params":{"n":2}}`)
+	require.Eventually(t, func() bool {
+		s := stateOf()
+		return s[report] == job.StateSucceeded && s[failed] == job.StateFailed
+	}, 60*time.Second, 50*time.Millisecond)
+	require.Equal(t, job.StateQueued, stateOf()[queued], "the slow type runs one job at a time")
+	op := sys.mintRole(t, auth.Identity{Operator: true, Requester: "ops-1"})
+
+	p := openBrowser(t)
+	net := recordNetwork(t, p, sys.url)
+	var dialogs atomic.Int32
+	require.NoError(t, chromedp.Listen(p.ctx, func(ev any) {
+		if _, ok := ev.(*cdpage.EventJavascriptDialogOpening); ok {
+			dialogs.Add(1)
+		}
+	}))
+
+	// Sign in: the stats per type and the jobs.
+	consoleSignIn(t, p, sys.url, op)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.WaitVisible(chromedp.ID("view-jobs"))))
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('who').textContent`), "ops-1 · operator")
+	stat := func(typ, k string) string {
+		return `(document.querySelector('#stats-body tr[data-type=` + jsString(typ) + `] [data-k=` + jsString(k) + `]') || {}).textContent`
+	}
+	waitJS(t, p, stat("slow", "queued")+` === '1' && `+stat("slow", "running")+` === '1' && `+
+		stat("flaky", "hour-failed")+` === '1' && `+stat("permit_report", "day-succeeded")+` === '1'`, "the stats per type")
+	require.NotEqual(t, "—", evalJS[string](t, p, stat("slow", "oldest")), "the queued job's age is shown")
+	waitJS(t, p, jobRows+`.length === 4`, "the four jobs listed")
+	require.ElementsMatch(t, []string{report, failed, running, queued}, evalJS[[]string](t, p, jobRows))
+	unlabelled := evalJS[[]string](t, p, `[...document.querySelectorAll('input, textarea, select')]
+		.filter(e => e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.id)`)
+	require.Empty(t, unlabelled, "every control has a label")
+
+	// Filter by state; the filter is in the URL and survives a reload.
+	require.NoError(t, chromedp.Do(p.ctx,
+		chromedp.SetValue(chromedp.ID("f-state"), "failed"),
+		chromedp.Click(chromedp.ID("filter-apply")),
+	))
+	waitJS(t, p, jobRows+`.join() === `+jsString(failed), "the failed job alone")
+	require.Contains(t, evalJS[string](t, p, `location.hash`), "state=failed")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Reload()))
+	waitJS(t, p, `!document.getElementById('view-jobs').hidden && `+jobRows+`.join() === `+jsString(failed),
+		"the filtered list after a reload")
+	require.Equal(t, "failed", evalJS[string](t, p, `document.getElementById('f-state').value`))
+
+	// The failed job: its attempt's error, verbatim and inert.
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#jobs-body tr[data-job-id="`+failed+`"] a`))))
+	waitJS(t, p, `(() => { const v = document.getElementById('view-job');
+		return v.dataset.jobId === `+jsString(failed)+` && v.dataset.state === 'failed' &&
+		  document.querySelectorAll('#attempts-body tr').length >= 1; })()`, "the failed job's detail")
+	attemptError := evalJS[string](t, p, `document.querySelector('#attempts-body tr pre').textContent`)
+	require.Equal(t, hostileError, attemptError, "the attempt's full error message, as text")
+	require.Contains(t, evalJS[string](t, p, `document.querySelector('#attempts-body tr').innerText`), "console-worker-1",
+		"the attempt names its worker")
+	require.Zero(t, evalJS[int](t, p, `document.querySelectorAll('img[src=x], script:not([src])').length`),
+		"no element was made of the error")
+	require.True(t, evalJS[bool](t, p, `window.__xss === undefined`), "no handler of the error ran")
+
+	// Retry it: a new job, linked both ways.
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("d-retry"))))
+	waitJS(t, p, `!!document.querySelector('#d-retried-as a')`, "the retried_as link")
+	retry := evalJS[string](t, p, `document.querySelector('#d-retried-as a').textContent`)
+	require.NotEqual(t, failed, retry)
+	old := sys.adminGet(t, op, "/v1/admin/jobs/"+failed)
+	require.Equal(t, retry, old["retried_as"])
+	require.Equal(t, "failed", old["state"], "the old job keeps its state")
+	posts := net.matching(func(r sentRequest) bool { return r.method == "POST" && r.path == "/v1/admin/jobs/"+failed+"/retry" })
+	require.Len(t, posts, 1)
+	require.NotEmpty(t, posts[0].header("Idempotency-Key"))
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#d-retried-as a`))))
+	waitJS(t, p, `document.getElementById('view-job').dataset.jobId === `+jsString(retry)+` &&
+		(document.querySelector('#d-retry-of a') || {}).textContent === `+jsString(failed), "the new job, linked to the old")
+	require.Equal(t, failed, sys.adminGet(t, op, "/v1/admin/jobs/"+retry)["retry_of"])
+
+	// Cancel the queued job from its detail.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs&state=queued'`)
+	waitJS(t, p, jobRows+`.join() === `+jsString(queued), "the queued job alone")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#jobs-body tr[data-job-id="`+queued+`"] a`))))
+	waitJS(t, p, `document.getElementById('view-job').dataset.jobId === `+jsString(queued)+` && !document.getElementById('d-cancel').disabled`,
+		"the queued job's detail")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("d-cancel"))))
+	waitJS(t, p, `document.getElementById('view-job').dataset.state === 'canceled'`, "the job shown canceled")
+	require.Equal(t, "canceled", sys.adminGet(t, op, "/v1/admin/jobs/"+queued)["state"])
+
+	// Bulk cancel of a filter: a dry run counts, nothing changes until the
+	// confirm.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs&type=slow'`)
+	waitJS(t, p, jobRows+`.length === 2 && !document.getElementById('bulk-cancel').disabled`, "the slow jobs")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("bulk-cancel"))))
+	waitJS(t, p, `!document.getElementById('bulk-confirm').hidden`, "the dry run's question")
+	require.Equal(t, "1", evalJS[string](t, p, `document.getElementById('bulk-confirm').dataset.count`), "one slow job is still running")
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('bulk-question').textContent`), "Cancel 1 of the 2 jobs")
+	require.Equal(t, "running", sys.adminGet(t, op, "/v1/admin/jobs/"+running)["state"], "a dry run changes nothing")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("bulk-go"))))
+	waitJS(t, p, `document.getElementById('bulk-status').textContent.startsWith('Canceled 1 job;')`, "the bulk cancel's outcome")
+	require.Equal(t, "canceled", sys.adminGet(t, op, "/v1/admin/jobs/"+running)["state"])
+	dry := net.matching(func(r sentRequest) bool { return r.method == "POST" && r.path == "/v1/admin/jobs/cancel" })
+	require.Len(t, dry, 2, "one dry run, one call")
+
+	// The types: pause and resume one.
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("nav-types"))))
+	waitJS(t, p, `!!document.querySelector('#types-body tr[data-type=slow][data-paused=false] [data-act=pause]')`, "the slow type")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#types-body tr[data-type=slow] [data-act=pause]`))))
+	waitJS(t, p, `!!document.querySelector('#types-body tr[data-type=slow][data-paused=true] [data-act=resume]')`, "the slow type paused")
+	require.Equal(t, true, sys.adminGet(t, op, "/v1/types/slow")["paused"])
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#types-body tr[data-type=slow] [data-act=resume]`))))
+	waitJS(t, p, `!!document.querySelector('#types-body tr[data-type=slow][data-paused=false]')`, "the slow type resumed")
+	require.Equal(t, false, sys.adminGet(t, op, "/v1/types/slow")["paused"])
+
+	// The workers.
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("nav-workers"))))
+	waitJS(t, p, `!!document.querySelector('#workers-body tr[data-worker="console-worker-1"]')`, "the worker process")
+	require.Contains(t, evalJS[string](t, p, `document.querySelector('#workers-body tr[data-worker="console-worker-1"]').innerText`), "slow (")
+
+	// The jobs, for the record.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs'`)
+	waitJS(t, p, jobRows+`.length === 5`, "the five jobs listed")
+	shot, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	shotPath := filepath.Join(t.TempDir(), "console.png")
+	require.NoError(t, os.WriteFile(shotPath, shot, 0o644))
+	t.Logf("screenshot of the console: %s (%d bytes)", shotPath, len(shot))
+	if *updateDocs {
+		require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "console.png"), shot, 0o644))
+	}
+
+	// The token: this tab's session storage only, never localStorage or a URL.
+	require.Equal(t, op, evalJS[string](t, p, `sessionStorage.getItem('jobgate.console.token')`))
+	require.Zero(t, evalJS[int](t, p, `localStorage.length`), "nothing in localStorage")
+	require.NotContains(t, evalJS[string](t, p, `location.href`), op)
+	sent := net.matching(func(sentRequest) bool { return true })
+	require.NotEmpty(t, sent)
+	for _, r := range sent {
+		require.False(t, strings.Contains(r.path, op) || strings.Contains(r.path, "eyJ"), "a bearer token ended up in a URL: %s", r.path)
+		if strings.HasPrefix(r.path, "/v1/") {
+			require.Equal(t, "Bearer "+op, r.header("Authorization"), r.path)
+		}
+	}
+	require.Zero(t, dialogs.Load(), "no alert opened")
+
+	// Sign out: back to the sign-in, the token gone.
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("token-form"))))
+	require.Equal(t, "", evalJS[string](t, p, `sessionStorage.getItem('jobgate.console.token') || ''`))
+}
+
+// TestConsoleRoles: a requester token is told it is no admin or operator
+// token and stays out; a tenant admin gets in without the operator's
+// views; a token the server rejects (401) is sent back to the sign-in.
+func TestConsoleRoles(t *testing.T) {
+	sys := startSystem(t, false)
+	p := openBrowser(t)
+	p.net = recordNetwork(t, p, sys.url)
+
+	consoleSignIn(t, p, sys.url, sys.token(t, "4", "reviewer-47"))
+	waitJS(t, p, `document.getElementById('signin-error').textContent.toLowerCase().includes('this token is not an admin or operator token')`,
+		"the 403 message")
+	require.True(t, evalJS[bool](t, p, `document.getElementById('app').hidden`), "a requester stays at the sign-in")
+	require.Equal(t, "", evalJS[string](t, p, `sessionStorage.getItem('jobgate.console.token') || ''`))
+
+	admin := sys.mintRole(t, auth.Identity{Tenant: "4", Requester: "lead-1", Admin: true})
+	consoleSignIn(t, p, sys.url, admin)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.WaitVisible(chromedp.ID("view-jobs"))))
+	require.True(t, evalJS[bool](t, p, `document.getElementById('nav-types').hidden && document.getElementById('nav-workers').hidden &&
+		document.getElementById('f-tenant-field').hidden`), "a tenant admin has no tenant filter, types or workers")
+
+	// A token this server did not sign: the first answer is 401, and the
+	// console is back at its sign-in, saying why.
+	forged, err := auth.Mint([]byte("another-secret"), auth.Identity{Operator: true, Requester: "ops-1"}, time.Hour, time.Now())
+	require.NoError(t, err)
+	evalJS[chromedp.Void](t, p, `sessionStorage.setItem('jobgate.console.token', `+jsString(forged)+`)`)
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Reload()))
+	waitJS(t, p, `!document.getElementById('signin').hidden && document.getElementById('app').hidden &&
+		document.getElementById('signin-error').textContent.includes('expired or was rejected')`, "the 401 back to sign-in")
+	require.Equal(t, "", evalJS[string](t, p, `sessionStorage.getItem('jobgate.console.token') || ''`))
+}
