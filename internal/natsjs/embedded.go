@@ -25,12 +25,19 @@ type EmbeddedConfig struct {
 	// MaxStore is the JetStream file storage the server grants, which must
 	// hold the layout's byte budgets (Layout.StorageReserve); zero grants
 	// DefaultLayout's. Left to itself a server grants 75% of the disk space
-	// free when it starts, and refuses budgets past that.
+	// free when it starts, and refuses budgets past that. The server grants
+	// EmbeddedHeadroom more.
 	MaxStore int64
 	// Configure, if set, may adjust the server options before start (the
 	// notifier's tenant users, tests).
 	Configure func(*server.Options) error
 }
+
+// EmbeddedHeadroom is the storage an embedded server grants beyond the
+// layout's budgets, for streams jobgate does not provision (the bench's
+// raw pipeline, an operator's own): with every byte reserved, NATS refuses
+// even a stream without a byte limit, which it counts as one byte more.
+const EmbeddedHeadroom = 1 << 30
 
 // Embedded is a running in-process NATS server with JetStream.
 type Embedded struct {
@@ -57,6 +64,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if opts.JetStreamMaxStore == 0 {
 		opts.JetStreamMaxStore = DefaultLayout().StorageReserve()
 	}
+	opts.JetStreamMaxStore += EmbeddedHeadroom
 	if cfg.Listen != "" {
 		host, port, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {

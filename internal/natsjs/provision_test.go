@@ -173,3 +173,17 @@ func TestProvisionTurnsDirectGetsOnForWork(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, streamConfig(t, js, natsjs.StreamWork).AllowDirect)
 }
+
+// With every budget of the layout reserved, an embedded server still takes
+// a stream jobgate does not provision (the bench's raw pipeline): NATS
+// counts a stream without a byte limit as one byte more than reserved.
+func TestAnEmbeddedServerHasRoomBeyondTheBudgets(t *testing.T) {
+	t.Parallel()
+	js := setupProvision(t)
+	_, err := provision(js, natsjs.DefaultLayout())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}, Storage: jetstream.FileStorage})
+	require.NoError(t, err)
+}
