@@ -42,14 +42,6 @@ const (
 	bulkGrace = admitTimeout
 )
 
-// bulkSlots holds each gateway's bulk calls under way (*Gateway → chan).
-var bulkSlots sync.Map
-
-func (g *Gateway) bulkSlot() chan struct{} {
-	ch, _ := bulkSlots.LoadOrStore(g, make(chan struct{}, maxBulkCalls))
-	return ch.(chan struct{})
-}
-
 // adminBulkCancel is POST /v1/admin/jobs/cancel.
 func (g *Gateway) adminBulkCancel(c *fiber.Ctx) error { return g.adminBulk(c, api.BulkCancel) }
 
@@ -77,7 +69,7 @@ func (g *Gateway) adminBulk(c *fiber.Ctx, action string) error {
 			return writeProblem(c, err)
 		}
 	}
-	slot := g.bulkSlot()
+	slot := g.bulk
 	select {
 	case slot <- struct{}{}:
 		defer func() { <-slot }()

@@ -94,8 +94,9 @@ type Gateway struct {
 	secrets  secretStore
 	files    resultFiles
 	indexSrc index.Source
-	query    queryIndex // the admin API's query index, open while started
-	indexTmp string     // its temporary dir, when no IndexDir is configured
+	query    queryIndex    // the admin API's query index, open while started
+	indexTmp string        // its temporary dir, when no IndexDir is configured
+	bulk     chan struct{} // the bulk admin calls under way (maxBulkCalls)
 	log      *slog.Logger
 	app      *fiber.App
 	verifier *auth.Verifier
@@ -142,6 +143,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		types:    newTypeRegistry(d.types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),
+		bulk:     make(chan struct{}, maxBulkCalls),
 		reads:    newLimiter(cfg.ReadRate, cfg.ReadBurst, cfg.Now),
 		submits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
 		cancels:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
