@@ -399,12 +399,21 @@ func (x *Index) prune(first uint64) error {
 func (x *Index) apply(batch []natsjs.RecordChange) error {
 	last := x.applied.Load()
 	now := x.now()
+	// A job's last change in the batch says where it is now: the ones
+	// before it (a job admitted, claimed and finished within one batch)
+	// would be written only to be overwritten.
+	lastOf := make(map[string]int, len(batch))
+	for i, c := range batch {
+		if id := idOfKey(c.Key); id != "" {
+			lastOf[id] = i
+		}
+	}
 	err := x.db.Update(func(tx *bolt.Tx) error {
 		t := newTxn(tx, now)
-		for _, c := range batch {
+		for i, c := range batch {
 			last = max(last, c.Revision)
 			id := idOfKey(c.Key)
-			if id == "" {
+			if id == "" || lastOf[id] != i {
 				continue
 			}
 			old, had := t.entry(id)
