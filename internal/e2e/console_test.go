@@ -8,11 +8,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	cdpage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/jobgate/jobgate/internal/auth"
@@ -160,9 +164,20 @@ func TestConsole(t *testing.T) {
 	p := openBrowser(t)
 	net := recordNetwork(t, p, sys.url)
 	var dialogs atomic.Int32
+	var urlsMu sync.Mutex
+	var urls []string // every address the tab showed, fragments included
 	require.NoError(t, chromedp.Listen(p.ctx, func(ev any) {
-		if _, ok := ev.(*cdpage.EventJavascriptDialogOpening); ok {
+		switch ev := ev.(type) {
+		case *cdpage.EventJavascriptDialogOpening:
 			dialogs.Add(1)
+		case *cdpage.EventNavigatedWithinDocument:
+			urlsMu.Lock()
+			urls = append(urls, ev.URL)
+			urlsMu.Unlock()
+		case *cdpage.EventFrameNavigated:
+			urlsMu.Lock()
+			urls = append(urls, ev.Frame.URL+ev.Frame.URLFragment)
+			urlsMu.Unlock()
 		}
 	}))
 
@@ -207,7 +222,18 @@ func TestConsole(t *testing.T) {
 		"no element was made of the error")
 	require.True(t, evalJS[bool](t, p, `window.__xss === undefined`), "no handler of the error ran")
 
-	// Retry it: a new job, linked both ways.
+	// Retry it: a new job, linked both ways. The first answer is lost on
+	// its way back after the server made the job; the console sends the
+	// request again with the same Idempotency-Key, and the server replays
+	// that job instead of making a second one.
+	var lost atomic.Int32
+	intercept(t, p, func(ctx context.Context, ev fetch.EventRequestPaused) error {
+		if lost.Add(1) == 1 {
+			_, err := chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonConnectionReset})
+			return err
+		}
+		return pass(ctx, ev)
+	}, &fetch.RequestPattern{URLPattern: "*/v1/admin/jobs/" + failed + "/retry", RequestStage: fetch.RequestStageResponse})
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("d-retry"))))
 	waitJS(t, p, `!!document.querySelector('#d-retried-as a')`, "the retried_as link")
 	retry := evalJS[string](t, p, `document.querySelector('#d-retried-as a').textContent`)
@@ -216,8 +242,11 @@ func TestConsole(t *testing.T) {
 	require.Equal(t, retry, old["retried_as"])
 	require.Equal(t, "failed", old["state"], "the old job keeps its state")
 	posts := net.matching(func(r sentRequest) bool { return r.method == "POST" && r.path == "/v1/admin/jobs/"+failed+"/retry" })
-	require.Len(t, posts, 1)
+	require.Len(t, posts, 2, "the request whose answer was lost, and its resend")
 	require.NotEmpty(t, posts[0].header("Idempotency-Key"))
+	require.Equal(t, posts[0].header("Idempotency-Key"), posts[1].header("Idempotency-Key"), "one key per click")
+	flaky := sys.adminGet(t, op, "/v1/admin/jobs?type=flaky")["jobs"].([]any)
+	require.Len(t, flaky, 2, "one retry, however often it was sent")
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#d-retried-as a`))))
 	waitJS(t, p, `document.getElementById('view-job').dataset.jobId === `+jsString(retry)+` &&
 		(document.querySelector('#d-retry-of a') || {}).textContent === `+jsString(failed), "the new job, linked to the old")
@@ -279,6 +308,13 @@ func TestConsole(t *testing.T) {
 	require.Equal(t, op, evalJS[string](t, p, `sessionStorage.getItem('jobgate.console.token')`))
 	require.Zero(t, evalJS[int](t, p, `localStorage.length`), "nothing in localStorage")
 	require.NotContains(t, evalJS[string](t, p, `location.href`), op)
+	urlsMu.Lock()
+	shown := slices.Clone(urls)
+	urlsMu.Unlock()
+	require.NotEmpty(t, shown)
+	for _, u := range shown {
+		require.False(t, strings.Contains(u, op) || strings.Contains(u, "eyJ"), "a bearer token ended up in the address: %s", u)
+	}
 	sent := net.matching(func(sentRequest) bool { return true })
 	require.NotEmpty(t, sent)
 	for _, r := range sent {
