@@ -272,8 +272,8 @@ func (w *Workers) hello(ctx context.Context, started time.Time) {
 // rest (their contexts end, their jobs go back for another worker) and
 // waits for them to be given back. Running jobs get Config.DrainTimeout,
 // or half of the time left before ctx's deadline when that is shorter;
-// the give-back gets the rest of ctx (another DrainTimeout when ctx has no
-// deadline). Attempts that have not ended by then are abandoned (their
+// the give-back gets the rest of ctx (10 s, as long as one request may
+// take, when ctx has no deadline). Attempts that have not ended by then are abandoned (their
 // claims go stale and jobgate hands the jobs on) and Stop returns an error
 // wrapping ctx.Err(). Stop is safe to call more than once (later calls
 // return how the stop ended) and before or without Start (nil); a Stop
@@ -287,8 +287,10 @@ func (w *Workers) stop(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		drain = min(drain, time.Until(dl)/2)
 	} else {
+		// No deadline: the interrupted jobs get as long to be given back
+		// as one request may take.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 2*w.cfg.DrainTimeout)
+		ctx, cancel = context.WithTimeout(ctx, w.cfg.DrainTimeout+opTimeout)
 		defer cancel()
 	}
 	done := make(chan struct{})
