@@ -45,6 +45,14 @@ func DecodeSubmission(body []byte, types schema.Types) (*Request, error) {
 	if !ok {
 		return nil, Userf(ErrMalformed, "body must be a JSON object")
 	}
+	return requestOf(top, len(body), types)
+}
+
+// requestOf validates one decoded submission object (DecodeSubmission, and
+// each item of a batch: DecodeBatch); size is the length of its encoding,
+// a hint for the canonical form's buffer.
+func requestOf(top map[string]any, size int, types schema.Types) (*Request, error) {
+	var err error
 	var fe []FieldError
 	for k := range top {
 		if k != "type" && k != "params" {
@@ -82,7 +90,7 @@ func DecodeSubmission(body []byte, types schema.Types) (*Request, error) {
 	if len(fe) > 0 {
 		return nil, validation(fe)
 	}
-	buf := make([]byte, 0, len(body)+16)
+	buf := make([]byte, 0, size+16)
 	buf = append(buf, `{"params":`...)
 	if buf, err = canon.AppendCanonical(buf, params); err != nil {
 		var ce *canon.CanonicalError

@@ -45,7 +45,7 @@ const smallBucketBytes = 64 << 20
 // StorageReserve is what the layout's budgets add up to: the JetStream
 // storage a server must grant them (an embedded server is given it).
 func (l Layout) StorageReserve() int64 {
-	return 6*l.StoreMaxBytes + l.ResultsMaxBytes + 3*smallBucketBytes
+	return 7*l.StoreMaxBytes + l.ResultsMaxBytes + 3*smallBucketBytes
 }
 
 // DefaultLayout is the layout of an embedded single-node deployment.
@@ -63,7 +63,7 @@ func DefaultLayout() Layout {
 
 // The default byte budgets: 2 GiB holds two to three million job records
 // (or their work messages, events, ...: 0.6 to 1 KiB each), and 8 GiB of
-// results. With the small buckets they reserve 20.2 GiB of a server's
+// results. With the small buckets they reserve 22.2 GiB of a server's
 // JetStream storage.
 const (
 	DefaultStoreMaxBytes   = 2 << 30
@@ -187,6 +187,7 @@ type Resources struct {
 	Deliveries *Deliveries  // the notifier's pending deliveries (JOBGATE_DELIVERIES)
 	Types      *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
 	Index      *Index       // admissions per requester (JOBGATE_INDEX)
+	Batches    *BatchStore  // batch records (JOBGATE_BATCHES)
 	Layout     Layout
 
 	// The raw handles, for the adapters of pkg/worker and for tests that
@@ -333,7 +334,7 @@ func settled(ctx context.Context, res *Resources) error {
 // bind opens every bucket; all also opens the ones only services use.
 func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, error) {
 	res := &Resources{JS: js, Types: &TypeStore{}}
-	var jobs, notices jetstream.KeyValue
+	var jobs, notices, batches jetstream.KeyValue
 	buckets := []struct {
 		bucket string
 		dst    *jetstream.KeyValue
@@ -342,7 +343,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 		buckets = append(buckets, []struct {
 			bucket string
 			dst    *jetstream.KeyValue
-		}{{BucketMeta, &res.Meta}, {BucketNotices, &notices}}...)
+		}{{BucketMeta, &res.Meta}, {BucketNotices, &notices}, {BucketBatches, &batches}}...)
 	}
 	for _, o := range buckets {
 		err := retryTransient(ctx, func(ctx context.Context) (err error) {
@@ -368,6 +369,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)
 		res.Deliveries = NewDeliveries(js)
 		res.Index = NewIndex(js)
+		res.Batches = newBatchStore(js, batches)
 	}
 	return res, nil
 }
@@ -517,6 +519,7 @@ func (l Layout) resources() []resource {
 		{name: StreamIndex, stream: StreamIndex, create: stream(index), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
 			retention: &limits, subjects: index.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
+		l.batchesResource(),
 		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)
 			return err
