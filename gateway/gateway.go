@@ -72,6 +72,7 @@ type deps struct {
 	// or stats).
 	querySrc index.Source
 	storage  storageSource // nil: admission checks no byte budgets
+	batches  batchRecords  // nil: no batch endpoints (404)
 }
 
 func depsOf(res *natsjs.Resources) deps {
@@ -80,6 +81,9 @@ func depsOf(res *natsjs.Resources) deps {
 		watch:    func() (recordWatch, error) { return res.Jobs.WatchChanges() },
 		querySrc: index.StoreSource(res.Jobs),
 		storage:  res,
+	}
+	if res.Batches != nil {
+		d.batches = res.Batches
 	}
 	return d
 }
@@ -93,6 +97,7 @@ type Gateway struct {
 	types    *typeRegistry
 	secrets  secretStore
 	files    resultFiles
+	batches  batchRecords // nil: the batch endpoints answer 404
 	indexSrc index.Source
 	query    queryIndex    // the admin API's query index, open while started
 	indexTmp string        // its temporary dir, when no IndexDir is configured
@@ -139,7 +144,7 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, indexSrc: d.querySrc, log: log,
+		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, indexSrc: d.querySrc, log: log, batches: d.batches,
 		types:    newTypeRegistry(d.types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),

@@ -33,6 +33,7 @@ func (g *Gateway) routes() {
 	v1.Get("/jobs/:id/events", g.readLimit, g.jobEvents)
 	v1.Get("/types", g.readLimit, g.listTypes)
 	v1.Get("/types/:name", g.readLimit, g.getType)
+	g.batchRoutes(v1)
 	g.adminRoutes(v1)
 	g.adminTypeRoutes(v1)
 	g.pageRoutes()
