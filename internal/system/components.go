@@ -20,10 +20,11 @@ import (
 // knobs a setting does not name keep the component's own defaults.
 
 // newDispatcher builds the dispatcher: relay, indexer, sweeper and the
-// broker that answers the workers.
-func (s *System) newDispatcher(res *natsjs.Resources) (*dispatcher.Dispatcher, error) {
+// broker that answers the workers, with the batch relay beside it
+// (batches.go).
+func (s *System) newDispatcher(res *natsjs.Resources) (Service, error) {
 	c := &s.settings
-	return dispatcher.New(dispatcher.Config{
+	d, err := dispatcher.New(dispatcher.Config{
 		MaxAttempts:   c.MaxAttempts,
 		RenderTimeout: c.RenderTimeout,
 		Metrics:       s.metrics,
@@ -34,6 +35,10 @@ func (s *System) newDispatcher(res *natsjs.Resources) (*dispatcher.Dispatcher, e
 			TenantMaxRunningFor: c.Renderer.TenantMaxRunningFor,
 		},
 	}, res, s.log.With("service", "dispatcher"))
+	if err != nil {
+		return nil, err
+	}
+	return s.withBatchRelay(d, res)
 }
 
 // newRenderer builds the renderer (the permit_report worker) on nc, with
