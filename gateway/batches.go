@@ -37,6 +37,7 @@ func (g *Gateway) batchRoutes(v1 fiber.Router) {
 	v1.Get("/batches/:id", g.readLimit, g.getBatch)
 	v1.Get("/batches/:id/events", g.readLimit, g.batchEvents)
 	v1.Delete("/batches/:id", g.cancelLimit, g.cancelBatch)
+	v1.Get("/events", g.readLimit, g.requesterEvents)
 }
 
 // submitBatch is POST /v1/batches: validate every item, then commit the

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/natsjs"
+)
+
+// requesterEventSource follows one requester's events on JOBGATE_EVENTS
+// (natsjs.EventStream).
+type requesterEventSource interface {
+	FollowRequester(ctx context.Context, tenant, requester string, after uint64) (*natsjs.RequesterFeed, error)
+}
+
+// requesterEvents is GET /v1/events: one Server-Sent Events stream of every
+// stored change of the caller's own jobs, batch items included, as
+// published on JOBGATE_EVENTS (`event: job`, `data:` the job resource
+// without result.href, `id:` the event's stream sequence). Without
+// Last-Event-ID it starts with the changes stored from now on; with one it
+// resumes right after that event (from the oldest kept, 72 h, if it is
+// gone). It never ends by itself, and counts as one stream against the
+// requester's cap however many jobs it carries.
+func (g *Gateway) requesterEvents(c *fiber.Ctx) error {
+	src, ok := g.events.(requesterEventSource)
+	if !ok {
+		return writeProblem(c, job.ErrNotFound)
+	}
+	id := identity(c)
+	var after uint64
+	if s := c.Get("Last-Event-ID"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return writeProblem(c, job.Userf(errBadRequest, "Last-Event-ID must be the id of an event this stream sent"))
+		}
+		after = n
+	}
+	tenant, who := tenantOf(c), requesterOf(c)
+	if full := g.streams.acquire(tenant, who); full != "" {
+		return g.streams.refuse(c, full)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
+	feed, err := src.FollowRequester(ctx, id.Tenant, id.Requester, after)
+	cancel()
+	if err != nil {
+		g.streams.release(tenant, who)
+		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
+	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
+	c.Set("X-Accel-Buffering", "no")
+	conn := c.Context().Conn()
+	c.Context().SetConnectionClose()
+	if s, ok := conn.(interface{ SetWriteBuffer(int) error }); ok {
+		_ = s.SetWriteBuffer(sseSendBuffer)
+	}
+	g.sseOpen.Add(1)
+	fctx := c.Context()
+	fctx.Response.Header.Set(fiber.HeaderDate, time.Now().UTC().Format(http.TimeFormat))
+	fctx.Response.Header.SetContentLength(-1)
+	fctx.HijackSetNoResponse(true)
+	fctx.Hijack(func(hc net.Conn) {
+		defer g.sseOpen.Add(-1)
+		defer g.streams.release(tenant, who)
+		defer feed.Stop()
+		sw := newStreamWriter(hc, g.cfg.StreamWriteTimeout, fctx.Request.Header.IsHTTP11())
+		if err := sw.head(fctx.Response.Header.Header()); err != nil {
+			return
+		}
+		g.streamRequester(sw, feed)
+		sw.end()
+	})
+	return nil
+}
+
+func (g *Gateway) streamRequester(sw *streamWriter, feed *natsjs.RequesterFeed) {
+	beat := time.NewTicker(g.cfg.StreamHeartbeat)
+	defer beat.Stop()
+	fmt.Fprintf(sw, "retry: %d\n\n", sseRetry.Milliseconds())
+	if sw.Flush() != nil {
+		return
+	}
+	for {
+		select {
+		case e, ok := <-feed.Events():
+			if !ok {
+				return
+			}
+			fmt.Fprintf(sw, "id: %d\nevent: job\ndata: %s\n\n", e.Seq, e.Data)
+			if sw.Flush() != nil {
+				return
+			}
+		case <-beat.C:
+			if _, err := sw.WriteString(": keep-alive\n\n"); err != nil || sw.Flush() != nil {
+				return
+			}
+		case <-g.stopped:
+			return
+		}
+	}
+}
