@@ -69,7 +69,6 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 	// answers 422 and leaves the key unused.
 	req, err := job.DecodeBatch(body, g.types.schemas)
 	if err != nil {
-		g.cfg.Metrics.Admission("invalid", 0)
 		return writeProblem(c, err)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), batchAdmitTimeout)
@@ -134,7 +133,6 @@ func (g *Gateway) admittedBatch(c *fiber.Ctx, ctx context.Context, b *job.BatchR
 	if err := g.admitItems(ctx, b); err != nil {
 		g.log.Warn("batch items left to the relay", "batch_id", b.ID, "err", err)
 	}
-	g.cfg.Metrics.Admission("new", 0)
 	g.log.Info("batch admitted", "batch_id", b.ID, "tenant", b.Tenant, "key_hash", b.KeyHash, "jobs", len(b.Items))
 	c.Set(fiber.HeaderLocation, job.BatchPath(b.ID))
 	v := newBatchView(b)
@@ -146,7 +144,6 @@ func (g *Gateway) admittedBatch(c *fiber.Ctx, ctx context.Context, b *job.BatchR
 // first, if no one has yet).
 func (g *Gateway) replayBatch(c *fiber.Ctx, ctx context.Context, b, existing *job.BatchRecord) error {
 	if existing.Fingerprint != b.Fingerprint {
-		g.cfg.Metrics.Admission("conflict", 0)
 		return writeProblem(c, job.Userf(job.ErrKeyReused, "this Idempotency-Key was already used for batch %s with other jobs", existing.ID))
 	}
 	if existing.AdmittedAt == nil {
@@ -158,7 +155,6 @@ func (g *Gateway) replayBatch(c *fiber.Ctx, ctx context.Context, b, existing *jo
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	g.cfg.Metrics.Admission("replayed", 0)
 	c.Set(fiber.HeaderLocation, job.BatchPath(existing.ID))
 	c.Set("Idempotent-Replayed", "true")
 	return g.writeBatch(c, http.StatusOK, v, 0, job.MaxBatchItems)
