@@ -16,7 +16,6 @@ const (
 	BucketWorkers = "JOBGATE_WORKERS" // KV: live worker processes, key type.worker, expiring
 	StreamWork    = "JOBGATE_WORK"    // work queue, one subject tree per job type
 	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
-	StreamIndex   = "JOBGATE_INDEX"   // per-requester admissions, for GET /v1/jobs
 
 	StreamDeliveries = "JOBGATE_DELIVERIES" // the notifier's pending deliveries, per destination
 
@@ -28,7 +27,6 @@ const (
 	deliveriesPrefix     = "jobgate.deliveries."
 	deliveryConsumerPre  = "deliver_" // + destination: the consumer of its deliveries
 	eventsPrefix         = "jobgate.events."
-	indexPrefix          = "jobgate.index."
 	jobChangesPrefix     = "$KV." + BucketJobs + "."
 )
 

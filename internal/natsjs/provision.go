@@ -29,7 +29,7 @@ type Layout struct {
 	// EventsMaxAge is how long events stay replayable on JOBGATE_EVENTS.
 	EventsMaxAge time.Duration
 	// StoreMaxBytes is the byte budget of each of the job records, work,
-	// events, index, notices and deliveries. At it a write is refused
+	// events, notices, deliveries and batches. At it a write is refused
 	// (discard new: nothing stored is ever dropped for room), which the
 	// adapters report as job.ErrStorageFull.
 	StoreMaxBytes int64
@@ -45,7 +45,7 @@ const smallBucketBytes = 64 << 20
 // StorageReserve is what the layout's budgets add up to: the JetStream
 // storage a server must grant them (an embedded server is given it).
 func (l Layout) StorageReserve() int64 {
-	return 7*l.StoreMaxBytes + l.ResultsMaxBytes + 3*smallBucketBytes
+	return 6*l.StoreMaxBytes + l.ResultsMaxBytes + 3*smallBucketBytes
 }
 
 // DefaultLayout is the layout of an embedded single-node deployment.
@@ -63,7 +63,7 @@ func DefaultLayout() Layout {
 
 // The default byte budgets: 2 GiB holds two to three million job records
 // (or their work messages, events, ...: 0.6 to 1 KiB each), and 8 GiB of
-// results. With the small buckets they reserve 22.2 GiB of a server's
+// results. With the small buckets they reserve 20.2 GiB of a server's
 // JetStream storage.
 const (
 	DefaultStoreMaxBytes   = 2 << 30
@@ -186,7 +186,6 @@ type Resources struct {
 	Notices    *Notices     // the notifier's send records (JOBGATE_NOTICES)
 	Deliveries *Deliveries  // the notifier's pending deliveries (JOBGATE_DELIVERIES)
 	Types      *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
-	Index      *Index       // admissions per requester (JOBGATE_INDEX)
 	Batches    *BatchStore  // batch records (JOBGATE_BATCHES)
 	Layout     Layout
 
@@ -368,7 +367,6 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 	if all {
 		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)
 		res.Deliveries = NewDeliveries(js)
-		res.Index = NewIndex(js)
 		res.Batches = newBatchStore(js, batches)
 	}
 	return res, nil
@@ -470,19 +468,6 @@ func (l Layout) resources() []resource {
 		Bucket: BucketWorkers, Description: "jobgate live worker processes per job type", History: 1,
 		TTL: PresenceTTL, LimitMarkerTTL: time.Minute, MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
-	index := jetstream.StreamConfig{
-		Name:        StreamIndex,
-		Description: "jobgate admissions per requester, newest first (GET /v1/jobs)",
-		Subjects:    []string{indexPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  l.DuplicateWindow,
-		MaxAge:      l.JobTTL,
-		AllowDirect: true,
-		Replicas:    l.Replicas,
-		Storage:     jetstream.FileStorage,
-		MaxBytes:    l.StoreMaxBytes,
-		Discard:     jetstream.DiscardNew,
-	}
 	results := jetstream.ObjectStoreConfig{
 		Bucket: BucketResults, Description: "jobgate rendered results",
 		TTL: l.ResultTTL, MaxBytes: l.ResultsMaxBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
@@ -516,9 +501,6 @@ func (l Layout) resources() []resource {
 		{name: StreamDeliveries, stream: StreamDeliveries, create: stream(deliveries), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
 			retention: &workQueue, subjects: deliveries.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
-		{name: StreamIndex, stream: StreamIndex, create: stream(index), want: expect{
-			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
-			retention: &limits, subjects: index.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
 		l.batchesResource(),
 		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)

@@ -13,11 +13,10 @@ type StorageUse struct {
 }
 
 // budgeted are the resources whose room admission depends on: an admitted
-// job writes its record, work, index entry, events, notices, deliveries
-// and result.
+// job writes its record, work, events, notices, deliveries and result.
 var budgeted = []struct{ name, stream string }{
 	{BucketJobs, "KV_" + BucketJobs}, {StreamWork, StreamWork}, {StreamEvents, StreamEvents},
-	{StreamIndex, StreamIndex}, {BucketNotices, "KV_" + BucketNotices}, {StreamDeliveries, StreamDeliveries},
+	{BucketNotices, "KV_" + BucketNotices}, {StreamDeliveries, StreamDeliveries},
 	{BucketResults, "OBJ_" + BucketResults},
 }
 

@@ -25,7 +25,7 @@ func TestEveryResourceHasAByteBudgetAndRefusesPastIt(t *testing.T) {
 	js := setupProvision(t)
 	res, err := provision(js, smallLayout())
 	require.NoError(t, err)
-	for _, s := range []string{"KV_" + natsjs.BucketJobs, natsjs.StreamWork, natsjs.StreamEvents, natsjs.StreamIndex,
+	for _, s := range []string{"KV_" + natsjs.BucketJobs, natsjs.StreamWork, natsjs.StreamEvents,
 		"KV_" + natsjs.BucketNotices, natsjs.StreamDeliveries} {
 		cfg := streamConfig(t, js, s)
 		require.EqualValues(t, 64<<10, cfg.MaxBytes, s)
