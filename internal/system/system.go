@@ -20,6 +20,8 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/telemetry"
+	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/nats-io/nats.go"
@@ -111,6 +113,8 @@ type System struct {
 	mu      sync.Mutex
 	own     []*nats.Conn
 	started []namedService
+
+	traceShutdown func(context.Context) error // telemetry.Setup's
 
 	stopOnce sync.Once
 	stopDone chan struct{}
@@ -204,6 +208,17 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if s.name != "serve" {
 		s.log = s.log.With("process", s.name)
 	}
+	service := "jobgate"
+	if s.name != "serve" {
+		service += "-" + s.name
+	}
+	// Tracing from the OTEL_* variables (a no-op without them), before
+	// any component starts a span; flushed by Stop, after the components.
+	shutdown, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	s.traceShutdown = shutdown
 
 	if err := s.claim(); err != nil {
 		_ = s.Stop(context.Background())
@@ -446,6 +461,15 @@ func (s *System) Stop(ctx context.Context) error {
 			}
 			errs = append(errs, s.stopStage(ctx, st, group))
 		}
+		if s.traceShutdown != nil {
+			// The spans of the components' last work go out before the
+			// process ends; a backend that is down costs at most this.
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := s.traceShutdown(tctx); err != nil {
+				s.log.Warn("traces not flushed", "err", err)
+			}
+			cancel()
+		}
 		s.closeConns()
 		if s.embedded != nil {
 			s.embedded.Shutdown()
@@ -612,9 +636,9 @@ func NewLogger(settings *config.Config, w io.Writer) *slog.Logger {
 	_ = lvl.UnmarshalText([]byte(strings.ToUpper(settings.LogLevel)))
 	opts := &slog.HandlerOptions{Level: lvl}
 	if settings.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // Declare is a worker that only declares decls, as their workers would on
