@@ -23,7 +23,7 @@ func TestLogLinesOfASpanCarryItsTraceAndSpanIDs(t *testing.T) {
 	buf.Reset()
 	log.InfoContext(context.Background(), "no job")
 	require.NotContains(t, buf.String(), "trace_id")
-	require.Same(t, LogHandler(log.Handler()), log.Handler(), "wrapped once")
+	require.Equal(t, LogHandler(log.Handler()), log.Handler(), "wrapped once")
 }
 
 func TestTraceContextRoundTripsThroughHeaders(t *testing.T) {
