@@ -77,7 +77,7 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 	now := g.cfg.Now().UTC()
 	b := &job.BatchRecord{
 		ID: batchID, Tenant: id.Tenant, Requester: id.Requester, KeyHash: g.ids.KeyHash(id.Tenant, id.Requester, key),
-		Fingerprint: req.Fingerprint, CreatedAt: now, Items: make([]job.BatchItem, len(req.Items)),
+		Fingerprint: req.Fingerprint, Notify: req.Notify, CreatedAt: now, Items: make([]job.BatchItem, len(req.Items)),
 	}
 	for i, r := range req.Items {
 		it := job.BatchItem{JobID: g.ids.DeriveItem(id.Tenant, id.Requester, batchID, i), Type: r.Type, Params: r.Params, Fingerprint: r.Fingerprint}

@@ -178,6 +178,7 @@ type batchResource struct {
 	CreatedAt  time.Time    `json:"created_at"`
 	Done       bool         `json:"done"`
 	Total      int          `json:"total"`
+	Notify     string       `json:"notify"`
 	Counts     batchCounts  `json:"counts"`
 	Progress   job.Progress `json:"progress"`
 	Jobs       []batchJob   `json:"jobs,omitempty"`
@@ -188,8 +189,11 @@ type batchResource struct {
 // resource renders the view with the jobs offset..offset+limit (none when
 // limit is 0).
 func (v *batchView) resource(offset, limit int) *batchResource {
-	r := &batchResource{ID: v.b.ID, CreatedAt: v.b.CreatedAt, Total: len(v.states), Done: v.done(),
+	r := &batchResource{ID: v.b.ID, CreatedAt: v.b.CreatedAt, Total: len(v.states), Done: v.done(), Notify: job.NotifyBatch,
 		Links: batchLinks{Self: job.BatchPath(v.b.ID), Events: job.BatchPath(v.b.ID) + "/events"}}
+	if v.b.Notify != "" {
+		r.Notify = v.b.Notify
+	}
 	for _, s := range v.states {
 		switch s {
 		case job.StateQueued:

@@ -138,6 +138,12 @@ func indexByte(s string, c byte) int {
 	return -1
 }
 
+// routed is one delivery task the router queues, and its destination.
+type routed struct {
+	d *destination
+	t natsjs.DeliveryTask
+}
+
 // route turns one event into a delivery task per destination that wants it
 // and acknowledges the event at once: the event consumer never waits for a
 // receiver, so its slots are never held by anyone's retries.
@@ -148,30 +154,45 @@ func (n *Notifier) route(ctx context.Context, msg natsjs.EventMsg) {
 		_ = msg.Term()
 		return
 	}
-	var dests []*destination
-	for _, ep := range n.endpoints[ev.Tenant] {
-		if ep.wants(ev.Job.State) {
-			dests = append(dests, n.dests["w"+ep.id])
+	var tasks []routed
+	if batchID, ok := n.isBatchItem(msg); ok {
+		// An item of a batch notified as one: nothing of its own; its end
+		// may be the batch's (batch.go).
+		if ev.Job.State.Terminal() {
+			if tasks, err = n.batchTasks(ctx, ev, batchID, msg.Subject()); err != nil {
+				n.log.Warn("notifier: batch completion check, will retry", "event", ev.ID, "batch_id", batchID, "err", err)
+				_ = msg.Nak(transientDelay)
+				return
+			}
+		}
+	} else {
+		var dests []*destination
+		for _, ep := range n.endpoints[ev.Tenant] {
+			if ep.wants(ev.Job.State) {
+				dests = append(dests, n.dests["w"+ep.id])
+			}
+		}
+		if ev.Job.State.Terminal() && n.cfg.Mail.Addresses[ev.Tenant+"/"+ev.Requester] != "" {
+			dests = append(dests, n.dests[mailDest(ev.Tenant)])
+		}
+		for _, d := range dests {
+			if d != nil {
+				tasks = append(tasks, routed{d: d, t: natsjs.DeliveryTask{
+					Dest: d.id, JobID: ev.Job.ID, EventID: ev.ID, Subject: msg.Subject(), Revision: ev.Revision, Data: ev.Data,
+				}})
+			}
 		}
 	}
-	if ev.Job.State.Terminal() && n.cfg.Mail.Addresses[ev.Tenant+"/"+ev.Requester] != "" {
-		dests = append(dests, n.dests[mailDest(ev.Tenant)])
-	}
-	for _, d := range dests {
-		if d == nil {
+	for _, rt := range tasks {
+		if !n.admit(ctx, rt.d, ev.Job.State.Terminal()) {
+			n.overflow(rt.d, ev)
 			continue
 		}
-		if !n.admit(ctx, d, ev.Job.State.Terminal()) {
-			n.overflow(d, ev)
-			continue
-		}
-		dup, err := n.queue.Enqueue(ctx, natsjs.DeliveryTask{
-			Dest: d.id, JobID: ev.Job.ID, EventID: ev.ID, Subject: msg.Subject(), Revision: ev.Revision, Data: ev.Data,
-		})
+		dup, err := n.queue.Enqueue(ctx, rt.t)
 		if err != nil {
 			// Tasks queued so far are not queued again (their message ids
 			// are remembered): the event comes back and finishes the rest.
-			n.log.Warn("notifier: queue delivery, will retry", "event", ev.ID, "destination", d.id, "err", err)
+			n.log.Warn("notifier: queue delivery, will retry", "event", ev.ID, "destination", rt.d.id, "err", err)
 			_ = msg.Nak(transientDelay)
 			return
 		}
@@ -330,7 +351,13 @@ func (n *Notifier) deliverer(ctx context.Context, d *destination, feed deliveryF
 // holds a slot of d's consumer only.
 func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.DeliveryMsg) {
 	t := msg.Task()
-	ev, err := decodeEvent(t.Subject, t.Data, t.EventID)
+	var ev *event
+	var err error
+	if t.Kind == natsjs.NoticeBatch {
+		ev, err = batchEvent(t)
+	} else {
+		ev, err = decodeEvent(t.Subject, t.Data, t.EventID)
+	}
 	if err != nil {
 		n.log.Error("notifier: dropping malformed delivery", "destination", d.id, "subject", t.Subject, "err", err)
 		_ = msg.Term()

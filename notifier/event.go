@@ -26,8 +26,12 @@ type event struct {
 	Tenant    string
 	Requester string
 	Job       *job.Resource
-	// Data is the job resource exactly as published.
+	// Data is the job resource exactly as published (a batch notice's
+	// data for a batch notice).
 	Data json.RawMessage
+	// batch is set on a batch's one notice (batch.go): Job then names the
+	// batch.
+	batch *batchNotice
 }
 
 // decodeEvent reads an event from its subject, data and message id.
@@ -71,6 +75,13 @@ type webhookPayload struct {
 // webhookBody builds the delivery body once per event, so every attempt
 // carries the same bytes.
 func (ev *event) webhookBody() ([]byte, error) {
+	if ev.batch != nil {
+		return json.Marshal(webhookPayload{
+			Type:      "batch.completed",
+			Timestamp: ev.batch.FinishedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+			Data:      ev.Data,
+		})
+	}
 	return json.Marshal(webhookPayload{
 		Type:      "job." + string(ev.Job.State),
 		Timestamp: ev.Job.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"),

@@ -74,7 +74,11 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 		return n.transient(log, err)
 	}
 	st.Attempts++
-	msg, name, err := n.buildMail(ev, addr)
+	build := n.buildMail
+	if ev.batch != nil {
+		build = n.buildBatchMail
+	}
+	msg, name, err := build(ev, addr)
 	var res sendResult
 	if err != nil {
 		res = mailRejected
@@ -188,7 +192,7 @@ func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) 
 	m.SetGenHeader("Auto-Submitted", "auto-generated")
 	m.SetGenHeader("X-Jobgate-Event", ev.ID)
 
-	page := n.cfg.BaseURL + "/#job=" + url.QueryEscape(r.ID)
+	page := n.jobPage(r.ID)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your %s job %s %s.\n\n", typ, id, verb)
 	fmt.Fprintf(&b, "State:      %s\n", r.State)
@@ -217,6 +221,11 @@ func (n *Notifier) buildMail(ev *event, addr string) (*mail.Msg, string, error) 
 	m.SetBodyString(mail.TypeTextPlain, b.String())
 	name := ev.Tenant + "." + ev.Requester + "." + keyToken(r.ID) + "." + string(r.State) + ".eml"
 	return m, name, nil
+}
+
+// jobPage is the link a mail gives to a job: the reviewer's page on it.
+func (n *Notifier) jobPage(id string) string {
+	return n.cfg.BaseURL + "/#job=" + url.QueryEscape(id)
 }
 
 // plain makes s safe to show on one line of a plain-text mail: control and

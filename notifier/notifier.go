@@ -62,12 +62,15 @@ type Notifier struct {
 	events    eventSource
 	queue     deliveryQueue
 	notices   noticeStore
+	jobs      jobReader   // for batch notices; nil: batches notified per job
+	batches   batchReader //
 	http      *http.Client
 	mail      mailer
 	endpoints map[string][]*endpoint // by tenant
 	startTry  time.Duration          // natsjs.StartTry; shorter in tests
 
-	stats counters
+	stats      counters
+	batchCache batchCache
 
 	mu     sync.Mutex
 	dests  map[string]*destination // by id, built at Start
@@ -85,7 +88,11 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Notifier, error)
 	if res == nil || res.Events == nil || res.Notices == nil || res.Deliveries == nil {
 		return nil, errors.New("notifier: resources required")
 	}
-	return newNotifier(cfg, res.Events, res.Deliveries, res.Notices, log)
+	n, err := newNotifier(cfg, res.Events, res.Deliveries, res.Notices, log)
+	if err == nil && res.Jobs != nil && res.Batches != nil {
+		n.jobs, n.batches = res.Jobs, res.Batches
+	}
+	return n, err
 }
 
 func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices noticeStore, log *slog.Logger) (*Notifier, error) {

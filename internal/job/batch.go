@@ -50,14 +50,17 @@ type BatchItem struct {
 // crashes) creates each job once. AdmittedAt is set, by compare-and-set,
 // once every item's record was seen to exist.
 type BatchRecord struct {
-	ID          string      `json:"id"`
-	Tenant      string      `json:"tenant"`
-	Requester   string      `json:"requester"`
-	KeyHash     string      `json:"key_hash"`
-	Fingerprint string      `json:"fingerprint"`
-	CreatedAt   time.Time   `json:"created_at"`
-	AdmittedAt  *time.Time  `json:"admitted_at,omitempty"`
-	Items       []BatchItem `json:"items"`
+	ID          string     `json:"id"`
+	Tenant      string     `json:"tenant"`
+	Requester   string     `json:"requester"`
+	KeyHash     string     `json:"key_hash"`
+	Fingerprint string     `json:"fingerprint"`
+	CreatedAt   time.Time  `json:"created_at"`
+	AdmittedAt  *time.Time `json:"admitted_at,omitempty"`
+	// Notify is the batch's notice choice: "" (one notice when every item
+	// has ended) or NotifyEach (each item notified as a job).
+	Notify string      `json:"notify,omitempty"`
+	Items  []BatchItem `json:"items"`
 
 	// Revision is the store's revision (not stored).
 	Revision uint64 `json:"-"`
@@ -95,19 +98,31 @@ func (b *BatchRecord) ItemRecord(i int) *Record {
 		Fingerprint: it.Fingerprint, Type: it.Type, Params: it.Params,
 		State: StateQueued, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
 		MaxAttempts: it.MaxAttempts, TimeoutSeconds: it.TimeoutSeconds,
+		Batch: b.ID, BatchNotify: b.Notify,
 	}
 }
+
+// The notice choices of a batch (POST /v1/batches "notify").
+const (
+	// NotifyBatch: one notice (webhook batch.completed, one mail) once
+	// every item has ended, none per item. The default; stored as "".
+	NotifyBatch = "batch"
+	// NotifyEach: every item notified as any job is, no batch notice.
+	NotifyEach = "each"
+)
 
 // BatchRequest is a validated batch body: its items' requests and the
 // batch's fingerprint over them.
 type BatchRequest struct {
 	Items       []*Request
-	Fingerprint string // hex SHA-256 of the canonical items, in order
+	Fingerprint string // hex SHA-256 of the canonical items, in order (and the notice choice when not the default)
+	Notify      string // "" (NotifyBatch) or NotifyEach
 }
 
 // DecodeBatch parses and validates a POST /v1/batches body as a whole: one
-// JSON object (canon.DecodeStrict) with exactly the member "jobs", an array
-// of 1 to MaxBatchItems submissions, each validated as DecodeSubmission
+// JSON object (canon.DecodeStrict) with the member "jobs", an array
+// of 1 to MaxBatchItems submissions, and optionally "notify" ("batch", the
+// default, or "each"), each validated as DecodeSubmission
 // validates one body. Any invalid item makes the whole batch invalid: a
 // *ValidationError whose fields point into the body ("/jobs/3/params/pages"),
 // at most maxBatchFieldErrors of them.
@@ -121,8 +136,18 @@ func DecodeBatch(body []byte, types schema.Types) (*BatchRequest, error) {
 		return nil, Userf(ErrMalformed, "body must be a JSON object")
 	}
 	var fe []FieldError
+	notify := ""
+	if raw, ok := top["notify"]; ok {
+		switch raw {
+		case NotifyBatch:
+		case NotifyEach:
+			notify = NotifyEach
+		default:
+			fe = append(fe, FieldError{Field: "/notify", Rule: "enum", Message: `must be "batch" or "each"`})
+		}
+	}
 	for k := range top {
-		if k != "jobs" {
+		if k != "jobs" && k != "notify" {
 			fe = append(fe, FieldError{Field: "/" + canon.EscapePointerToken(k), Rule: "additionalProperties", Message: "is not allowed"})
 		}
 	}
@@ -182,7 +207,13 @@ func DecodeBatch(body []byte, types schema.Types) (*BatchRequest, error) {
 		h.Write(r.Canonical)
 	}
 	h.Write([]byte{']'})
+	if notify != "" {
+		// Another choice under the same key is another request (409); the
+		// default leaves the fingerprint of the items alone.
+		h.Write([]byte("\x00notify=" + notify))
+	}
 	out.Fingerprint = hex.EncodeToString(h.Sum(nil))
+	out.Notify = notify
 	return out, nil
 }
 

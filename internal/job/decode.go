@@ -83,6 +83,10 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			ok = p.into(&r.RetryOf)
 		case fRetriedAs:
 			ok = p.into(&r.RetriedAs)
+		case fBatch:
+			ok = p.into(&r.Batch)
+		case fBatchNotify:
+			ok = p.into(&r.BatchNotify)
 		}
 		if !ok {
 			return false
@@ -121,6 +125,8 @@ const (
 	fAttempts
 	fRetryOf
 	fRetriedAs
+	fBatch
+	fBatchNotify
 )
 
 var recordKeys = map[string]int{
@@ -130,6 +136,7 @@ var recordKeys = map[string]int{
 	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "progress": fProgress, "error": fError, "output": fOutput,
 	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds, "given_back": fGivenBack,
 	"attempts": fAttempts, "retry_of": fRetryOf, "retried_as": fRetriedAs,
+	"batch": fBatch, "batch_notify": fBatchNotify,
 }
 
 // key reads a plain string like str, without copying it.

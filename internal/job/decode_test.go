@@ -34,7 +34,7 @@ func sampleRecords() []*Record {
 		{ID: "job_c", State: StateFailed, CreatedAt: now, UpdatedAt: now, FinishedAt: &now, Attempt: 3,
 			Error: &Failure{Category: CategoryTimeout, Message: "render took longer than 2m0s", Retryable: true}},
 		{ID: "job_d", State: StateSucceeded, Params: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now, StartedAt: &now, FinishedAt: &later,
-			Output: &Output{Object: "job_d", ContentType: "application/pdf", Size: 156261, SHA256: "abc"}},
+			Output: &Output{Object: "job_d", ContentType: "application/pdf", Size: 156261, SHA256: "abc"}, Batch: "bat_d", BatchNotify: "each"},
 		{},
 	}
 }

@@ -81,6 +81,14 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"retried_as":`...)
 		b = appendString(b, r.RetriedAs)
 	}
+	if r.Batch != "" {
+		b = append(b, `,"batch":`...)
+		b = appendString(b, r.Batch)
+	}
+	if r.BatchNotify != "" {
+		b = append(b, `,"batch_notify":`...)
+		b = appendString(b, r.BatchNotify)
+	}
 	return append(b, '}')
 }
 

@@ -59,6 +59,11 @@ type Record struct {
 	// record ever gets).
 	RetryOf   string `json:"retry_of,omitempty"`
 	RetriedAs string `json:"retried_as,omitempty"`
+	// Batch names the batch this job is an item of (set at admission from
+	// the batch record, never changed); BatchNotify is the batch's notice
+	// choice when it is not the default one notice per batch ("each").
+	Batch       string `json:"batch,omitempty"`
+	BatchNotify string `json:"batch_notify,omitempty"`
 
 	// Revision is the store's revision of this record; it is not part of the
 	// stored document and is what compare-and-set updates are made against.

@@ -28,7 +28,12 @@ const (
 	HeaderEventID      = "Jobgate-Event-Id"
 	HeaderEventSubject = "Jobgate-Event-Subject"
 	HeaderRevision     = "Jobgate-Revision"
+	HeaderNoticeKind   = "Jobgate-Notice-Kind"
 )
+
+// NoticeBatch is the Kind of a batch's one notice (its Data is the
+// notifier's summary of the batch, not a job event).
+const NoticeBatch = "batch"
 
 // DeliverySubject is where the delivery tasks of one job at one destination
 // are queued.
@@ -57,6 +62,7 @@ type DeliveryTask struct {
 	Subject  string // the event's subject
 	Revision uint64 // the record revision of the event; 0 if unknown
 	Data     []byte
+	Kind     string // "" for a job event, NoticeBatch
 }
 
 // Enqueue queues a delivery task. The same event at the same destination is
@@ -69,6 +75,9 @@ func (d *Deliveries) Enqueue(ctx context.Context, t DeliveryTask) (dup bool, err
 	msg.Header.Set(HeaderEventSubject, t.Subject)
 	if t.Revision > 0 {
 		msg.Header.Set(HeaderRevision, strconv.FormatUint(t.Revision, 10))
+	}
+	if t.Kind != "" {
+		msg.Header.Set(HeaderNoticeKind, t.Kind)
 	}
 	ack, err := d.js.PublishMsg(ctx, msg)
 	if err != nil {
@@ -101,6 +110,7 @@ type QueuedTask struct {
 	Subject  string
 	Revision uint64
 	Data     []byte
+	Kind     string
 }
 
 // JobTasks lists the pending tasks of one job at dest, oldest first, up to
@@ -132,6 +142,7 @@ func queuedTask(seq uint64, h nats.Header, data []byte) QueuedTask {
 	if h != nil {
 		t.EventID, t.Subject = h.Get(HeaderEventID), h.Get(HeaderEventSubject)
 		t.Revision, _ = strconv.ParseUint(h.Get(HeaderRevision), 10, 64)
+		t.Kind = h.Get(HeaderNoticeKind)
 	}
 	return t
 }

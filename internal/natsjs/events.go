@@ -41,6 +41,9 @@ type EventMsg interface {
 	Data() []byte
 	// MsgID is the Nats-Msg-Id the event was published with, or "".
 	MsgID() string
+	// Header is one header of the event ("" if absent): HeaderBatch,
+	// HeaderBatchNotify.
+	Header(name string) string
 	Ack() error
 	// Nak asks for a redelivery after delay.
 	Nak(delay time.Duration) error
@@ -109,6 +112,13 @@ type eventMsg struct{ jetstream.Msg }
 func (m eventMsg) MsgID() string {
 	if h := m.Headers(); h != nil {
 		return h.Get(jetstream.MsgIDHeader)
+	}
+	return ""
+}
+
+func (m eventMsg) Header(name string) string {
+	if h := m.Headers(); h != nil {
+		return h.Get(name)
 	}
 	return ""
 }

@@ -68,8 +68,23 @@ func eventMsgOf(r *job.Record) *nats.Msg {
 	data := job.AppendResource(make([]byte, 0, 768), r.Resource("", r.UpdatedAt))
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
+	if r.Batch != "" {
+		// From the record, like the data: the notifier tells a batch's
+		// items by them (docs/api.md, "Batches").
+		msg.Header.Set(HeaderBatch, r.Batch)
+		if r.BatchNotify != "" {
+			msg.Header.Set(HeaderBatchNotify, r.BatchNotify)
+		}
+	}
 	return msg
 }
+
+// Event headers of a batch's item: the batch's id, and its notice choice
+// when it is not the default.
+const (
+	HeaderBatch       = "Jobgate-Batch"
+	HeaderBatchNotify = "Jobgate-Batch-Notify"
+)
 
 // errCodeMsgIDInProcess: a replicated stream is still storing another
 // publish with the same Nats-Msg-Id (server 2.12+, code 10158).
