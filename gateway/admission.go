@@ -15,6 +15,9 @@ import (
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // admitTimeout bounds the JetStream calls of one admission; past it the
@@ -27,7 +30,14 @@ const admitTimeout = 5 * time.Second
 
 // submit is POST /v1/jobs: admit a request exactly once per idempotency key.
 func (g *Gateway) submit(c *fiber.Ctx) error {
+	// The admission span continues the caller's trace (traceparent,
+	// tracestate); the job keeps its context (admit), so every later step
+	// of the job is its child.
+	sctx, span := startAdmissionSpan(c)
+	defer endSpan(span, c)
+	c.SetUserContext(sctx)
 	id := identity(c)
+	span.SetAttributes(attribute.String("jobgate.tenant", id.Tenant))
 	if wait, ok := g.submits.allowScope(id.Tenant, id.Requester); !ok {
 		setRetryAfter(c, wait)
 		return writeProblem(c, job.ErrRateLimited)
@@ -73,6 +83,7 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	req, err := job.DecodeSubmission(body, g.types.schemas)
 	if err != nil {
 		g.cfg.Metrics.Admission("invalid", 0)
+		endAdmissionSpan(span, c, "invalid", nil)
 		return writeProblem(c, err)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout)
@@ -86,12 +97,15 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 		switch {
 		case errors.Is(err, job.ErrKeyReused):
 			g.cfg.Metrics.Admission("conflict", 0)
+			endAdmissionSpan(span, c, "conflict", nil)
 		case errors.Is(err, job.ErrStorageFull):
 			g.cfg.Metrics.Admission("storage_full", 0)
-			g.log.Warn("admission refused: storage full", "tenant", id.Tenant, "err", err)
+			endAdmissionSpan(span, c, "storage_full", err)
+			g.log.WarnContext(ctx, "admission refused: storage full", "tenant", id.Tenant, "err", err)
 		default:
 			g.cfg.Metrics.Admission("unavailable", 0)
-			g.log.Warn("admission failed", "tenant", id.Tenant, "key_hash", g.ids.KeyHash(id.Tenant, id.Requester, key), "err", err)
+			endAdmissionSpan(span, c, "unavailable", err)
+			g.log.WarnContext(ctx, "admission failed", "tenant", id.Tenant, "key_hash", g.ids.KeyHash(id.Tenant, id.Requester, key), "err", err)
 		}
 		return writeProblem(c, err)
 	}
@@ -100,16 +114,21 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	}
 	setLocation(c, rec.ID)
 	g.cfg.Metrics.Admission("new", time.Since(start))
+	jobSpanAttrs(span, rec)
+	endAdmissionSpan(span, c, "new", nil)
 	// Debug, not info: at thousands of admissions a second one line
 	// each costs a few per cent of the CPU (docs/performance.md);
 	// jobgate_admissions_total counts them.
-	g.log.Debug("job admitted", "job_id", rec.ID, "tenant", rec.Tenant, "key_hash", rec.KeyHash, "type", rec.Type)
+	g.log.DebugContext(ctx, "job admitted", "job_id", rec.ID, "tenant", rec.Tenant, "key_hash", rec.KeyHash, "type", rec.Type)
 	return g.writeJob(c, http.StatusAccepted, rec)
 }
 
 // replied answers a replay: 200 with the job as it is now.
 func (g *Gateway) replied(c *fiber.Ctx, rec *job.Record, start time.Time) error {
 	g.cfg.Metrics.Admission("replayed", time.Since(start))
+	span := trace.SpanFromContext(c.UserContext())
+	jobSpanAttrs(span, rec)
+	endAdmissionSpan(span, c, "replayed", nil)
 	setLocation(c, rec.ID)
 	c.Set("Idempotent-Replayed", "true")
 	return g.writeJob(c, http.StatusOK, rec)
@@ -173,6 +192,7 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
+	rec.Trace, rec.TraceState = tracing.Inject(ctx) // the admission span's
 	// The job keeps the limits its type had when it was accepted.
 	if d, ok := g.types.decl(req.Type); ok {
 		rec.MaxAttempts, rec.TimeoutSeconds = d.Attempts, d.TimeoutSeconds
@@ -203,7 +223,7 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 				return rec, true, nil
 			}
 			if err := g.work.Publish(ctx, rec, 0); err != nil {
-				g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
+				g.log.WarnContext(ctx, "work publish deferred to relay", "job_id", rec.ID, "err", err)
 			}
 			return rec, true, nil
 		}

@@ -83,6 +83,10 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			ok = p.into(&r.RetryOf)
 		case fRetriedAs:
 			ok = p.into(&r.RetriedAs)
+		case fTrace:
+			ok = p.into(&r.Trace)
+		case fTraceState:
+			ok = p.into(&r.TraceState)
 		case fBatch:
 			ok = p.into(&r.Batch)
 		case fBatchNotify:
@@ -127,6 +131,8 @@ const (
 	fRetriedAs
 	fBatch
 	fBatchNotify
+	fTrace
+	fTraceState
 )
 
 var recordKeys = map[string]int{
@@ -137,6 +143,7 @@ var recordKeys = map[string]int{
 	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds, "given_back": fGivenBack,
 	"attempts": fAttempts, "retry_of": fRetryOf, "retried_as": fRetriedAs,
 	"batch": fBatch, "batch_notify": fBatchNotify,
+	"trace": fTrace, "trace_state": fTraceState,
 }
 
 // key reads a plain string like str, without copying it.

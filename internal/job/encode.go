@@ -81,6 +81,14 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"retried_as":`...)
 		b = appendString(b, r.RetriedAs)
 	}
+	if r.Trace != "" {
+		b = append(b, `,"trace":`...)
+		b = appendString(b, r.Trace)
+	}
+	if r.TraceState != "" {
+		b = append(b, `,"trace_state":`...)
+		b = appendString(b, r.TraceState)
+	}
 	if r.Batch != "" {
 		b = append(b, `,"batch":`...)
 		b = appendString(b, r.Batch)

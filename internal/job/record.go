@@ -59,6 +59,12 @@ type Record struct {
 	// record ever gets).
 	RetryOf   string `json:"retry_of,omitempty"`
 	RetriedAs string `json:"retried_as,omitempty"`
+	// Trace and TraceState are the W3C trace context (traceparent,
+	// tracestate) of the job's admission span: every later step of the
+	// job (its relay, attempts, sweeps, notices) is traced as a child of
+	// it, whichever process takes the step (internal/tracing).
+	Trace      string `json:"trace,omitempty"`
+	TraceState string `json:"trace_state,omitempty"`
 	// Batch names the batch this job is an item of (set at admission from
 	// the batch record, never changed); BatchNotify is the batch's notice
 	// choice when it is not the default one notice per batch ("each").

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,6 +29,9 @@ func WorkMsgID(id string, generation int) string {
 func PublishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int) error {
 	msg := &nats.Msg{Subject: WorkSubject(r.Type, r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, WorkMsgID(r.ID, generation))
+	// The publisher's span (the admission, the relay's publish, a
+	// sweep), else the job's own: a reader of the work continues it.
+	tracing.SetHeader(ctx, msg.Header, r.Trace, r.TraceState)
 	if err := publishOnce(ctx, js, msg); err != nil {
 		return fmt.Errorf("publish work %s: %w", r.ID, mapErr(err))
 	}
@@ -67,6 +71,9 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) er
 func eventMsgOf(r *job.Record) *nats.Msg {
 	data := job.AppendResource(make([]byte, 0, 768), r.Resource("", r.UpdatedAt))
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
+	// The job's trace context (its admission span): a notice about the
+	// event is traced as the job's (notifier), whoever published it.
+	tracing.SetHeader(context.Background(), msg.Header, r.Trace, r.TraceState)
 	msg.Header.Set(jetstream.MsgIDHeader, EventMsgID(r))
 	if r.Batch != "" {
 		// From the record, like the data: the notifier tells a batch's
