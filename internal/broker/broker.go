@@ -295,8 +295,14 @@ func (b *Broker) schedOf(typ string) *sched {
 	return b.scheds[typ]
 }
 
-func (b *Broker) observe(typ, outcome string) {
-	if b.cfg.OnAttempt != nil {
-		b.cfg.OnAttempt(typ, outcome)
+// observe reports the end of rec's attempt n (OnAttempt).
+func (b *Broker) observe(typ, outcome string, rec *job.Record, n int) {
+	if b.cfg.OnAttempt == nil {
+		return
 	}
+	took, known := rec.AttemptTook(n)
+	if !known {
+		took = -1
+	}
+	b.cfg.OnAttempt(typ, outcome, took)
 }

@@ -51,9 +51,11 @@ type Config struct {
 	// credentials together (each is a goroutine, a next one held up to
 	// 10 s); past it a request is answered throttled. Default 8192.
 	MaxInFlight int
-	// OnAttempt, if set, is called when an attempt ends, with the type and
-	// how it ended (succeeded, retry, failed, lost, given_back).
-	OnAttempt func(typ, outcome string)
+	// OnAttempt, if set, is called when an attempt ends, with the type, how
+	// it ended (succeeded, retry, failed, given_back, worker_lost: a stale
+	// claim taken over or a last attempt's vanished worker) and how long it
+	// ran, claim to verdict, from its history entry (negative: unknown).
+	OnAttempt func(typ, outcome string, took time.Duration)
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

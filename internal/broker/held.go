@@ -397,7 +397,7 @@ func (b *Broker) decodeHeld(ctx context.Context, r *request, req any, held *wire
 // would have come up again. A job waiting for its retry keeps its slot,
 // and its message comes up when the retry is due.
 func (b *Broker) ended(typ string, rec *job.Record, outcome string) {
-	b.observe(typ, outcome)
+	b.observe(typ, outcome, rec, rec.Attempt)
 	b.publishChange(rec)
 	s := b.schedOf(typ)
 	if s == nil {

@@ -262,6 +262,10 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 			// silent and the next delivery takes it over.
 			return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 		}
+		if cur.Worker != "" {
+			// A stale claim taken over: its attempt ended worker_lost.
+			b.observe(d.Name, job.OutcomeWorkerLost, next, cur.Attempt)
+		}
 		return claimResult{verdict: verdictRun, rec: next}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
@@ -272,10 +276,10 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 // job needs its work message no more.
 func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool {
 	now := b.cfg.Now().UTC()
-	terminal := false
+	terminal, open := false, false
 	rec, err := b.res.Jobs.Mutate(ctx, key, func(n *job.Record) error {
 		maxAttempts := n.AttemptsOr(d.Attempts)
-		terminal = n.State.Terminal()
+		terminal, open = n.State.Terminal(), n.Worker != ""
 		if n.State.Terminal() || n.AttemptsUsed() < maxAttempts {
 			return errSkip
 		}
@@ -293,7 +297,11 @@ func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool 
 		return false
 	}
 	b.log.Info("job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
-	b.observe(d.Name, "failed")
+	if open {
+		// The last attempt's worker vanished: that attempt ends here.
+		// Without one, every attempt had its verdict counted already.
+		b.observe(d.Name, job.OutcomeWorkerLost, rec, rec.Attempt)
+	}
 	b.eventAfter(rec, 0)
 	return true
 }

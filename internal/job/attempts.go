@@ -78,3 +78,20 @@ func clipMessage(s string) string {
 	}
 	return s
 }
+
+// AttemptTook is how long attempt n ran, from its start to its end as its
+// history entry records them; false when the entry is gone (past
+// api.MaxAttemptHistory) or still open.
+func (r *Record) AttemptTook(n int) (time.Duration, bool) {
+	for i := len(r.Attempts) - 1; i >= 0; i-- {
+		a := r.Attempts[i]
+		if a.Attempt != n {
+			continue
+		}
+		if a.EndedAt == nil {
+			return 0, false
+		}
+		return max(a.EndedAt.Sub(a.StartedAt), 0), true
+	}
+	return 0, false
+}

@@ -89,3 +89,24 @@ func TestAttemptHistoryIsBounded(t *testing.T) {
 	r.NoteCause(long + long)
 	require.LessOrEqual(t, len(r.Attempts[len(r.Attempts)-1].Error.Message), api.MaxAttemptMessage)
 }
+
+// AttemptTook reads an ended attempt's duration from its history entry.
+func TestAttemptTookIsTheHistoryEntrysSpan(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	r := &Record{ID: "job_t", State: StateQueued, CreatedAt: t0, UpdatedAt: t0}
+	require.NoError(t, r.Claim("w1", t0.Add(time.Second)))
+	_, ok := r.AttemptTook(1)
+	require.False(t, ok, "open while it runs")
+	require.NoError(t, r.ScheduleRetry(&Failure{Category: CategoryRenderError, Retryable: true}, t0.Add(time.Minute), t0.Add(4*time.Second)))
+	require.NoError(t, r.Claim("w2", t0.Add(time.Minute)))
+	require.NoError(t, r.Succeed(nil, t0.Add(time.Minute+90*time.Second)))
+	took, ok := r.AttemptTook(1)
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, took)
+	took, ok = r.AttemptTook(2)
+	require.True(t, ok)
+	require.Equal(t, 90*time.Second, took)
+	_, ok = r.AttemptTook(3)
+	require.False(t, ok, "no such attempt")
+}

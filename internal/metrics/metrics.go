@@ -29,7 +29,13 @@ type Metrics struct {
 	TenantOldest      *prometheus.GaugeVec     // tenant (TopN + "other"): age of the oldest queued job
 	StorageBytes      *prometheus.GaugeVec     // resource: bytes stored
 	StorageBudget     *prometheus.GaugeVec     // resource: byte budget (0: none)
+	Attempts          *prometheus.CounterVec   // type, outcome: attempts of every type as the broker and sweeper judged them
+	AttemptDuration   *prometheus.HistogramVec // type, outcome: claim to verdict
 }
+
+// AttemptBuckets are the bounds of jobgate_attempt_duration_seconds: from
+// a second to four hours, for types whose jobs take seconds to hours.
+var AttemptBuckets = []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400}
 
 // New creates the metrics and registers them (plus Go and process
 // collectors) in a fresh registry.
@@ -75,6 +81,15 @@ func New() *Metrics {
 			Name: "jobgate_tenant_queued_jobs",
 			Help: "Queued jobs per tenant, as the dispatcher sees them: the tenants with the deepest queues by name, the rest summed as \"other\".",
 		}, []string{"tenant"}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_attempts_total",
+			Help: "Attempts of every job type that ended, by type and outcome (succeeded, retry, failed, given_back, worker_lost, expired), as the broker and the sweeper judged them.",
+		}, []string{"type", "outcome"}),
+		AttemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jobgate_attempt_duration_seconds",
+			Help:    "Duration of the attempts counted by jobgate_attempts_total, from the claim to the verdict (the attempt's history entry).",
+			Buckets: AttemptBuckets,
+		}, []string{"type", "outcome"}),
 		TenantOldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "jobgate_tenant_oldest_queued_seconds",
 			Help: "Age of each tenant's oldest queued job (same tenants as jobgate_tenant_queued_jobs; \"other\" is the oldest of the rest).",
@@ -86,6 +101,7 @@ func New() *Metrics {
 		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,
 		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts,
 		m.TenantQueued, m.TenantOldest, m.StorageBytes, m.StorageBudget,
+		m.Attempts, m.AttemptDuration,
 	)
 	return m
 }
