@@ -88,11 +88,19 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 		if bc.Now == nil {
 			bc.Now = cfg.Now
 		}
+		if bc.OnAttempt == nil && cfg.Metrics != nil {
+			bc.OnAttempt = cfg.Metrics.Attempt
+		}
 		b, err := broker.New(bc, res, res.JS.Conn(), log)
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
 		}
 		d.broker = b
+	}
+	// Every dispatcher's tracker holds every open job: each exports the
+	// same per-type figures (aggregate them with max, not sum).
+	if err := cfg.Metrics.ObserveTypes(d.running.byType, cfg.Now); err != nil {
+		log.Warn("per-type job gauges not exported: another dispatcher of this process exports them", "err", err)
 	}
 	return d, nil
 }

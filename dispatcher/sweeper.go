@@ -161,7 +161,21 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 		}
 		return
 	}
+	if cur.Worker != "" {
+		// The silent attempt ended here: its worker vanished.
+		d.attemptEnded(next, job.OutcomeWorkerLost, cur.Attempt)
+	}
 	d.settled(octx, next, "sweeper")
+}
+
+// attemptEnded counts attempt n of rec, which a sweep ended
+// (jobgate_attempts_total, jobgate_attempt_duration_seconds).
+func (d *Dispatcher) attemptEnded(rec *job.Record, outcome string, n int) {
+	took, known := rec.AttemptTook(n)
+	if !known {
+		took = -1
+	}
+	d.cfg.Metrics.Attempt(rec.Type, outcome, took)
 }
 
 // settled announces what a recovery did: a failed job's event, or a
@@ -263,6 +277,9 @@ func (d *Dispatcher) expire(ctx context.Context, key string) {
 		return
 	}
 	d.cfg.Metrics.StalledJob("expired")
+	if cur.State == job.StateRunning && cur.Worker != "" {
+		d.attemptEnded(next, "expired", cur.Attempt)
+	}
 	d.log.Info("job failed", "by", "sweeper", "job_id", next.ID, "was", cur.State, "category", next.Error.Category,
 		"created_at", next.CreatedAt)
 	if _, err := d.events.Publish(octx, next); err != nil {

@@ -11,7 +11,9 @@ import (
 // tracked is what the sweeper remembers of a job that is not terminal.
 type tracked struct {
 	state      job.State
+	typ        string
 	tenant     string
+	retrying   bool          // running between attempts, waiting for the next
 	lastSign   time.Time     // last sign of life: heartbeat, retry due, or last change
 	staleAfter time.Duration // silence after which a running job is recovered
 	changed    time.Time
@@ -38,7 +40,7 @@ func (t *tracker) observe(key string, r *job.Record, staleAfter time.Duration) {
 		return
 	}
 	prev := t.jobs[key]
-	e := &tracked{state: r.State, tenant: r.Tenant, lastSign: lastSign(r), changed: r.UpdatedAt, created: r.CreatedAt, staleAfter: staleAfter}
+	e := &tracked{state: r.State, typ: r.Type, tenant: r.Tenant, retrying: r.State == job.StateRunning && r.Worker == "" && r.RetryAt != nil, lastSign: lastSign(r), changed: r.UpdatedAt, created: r.CreatedAt, staleAfter: staleAfter}
 	if prev != nil {
 		e.lastCheck, e.suspect = prev.lastCheck, prev.suspect
 	}
@@ -121,7 +123,38 @@ func lastSign(r *job.Record) time.Time {
 	return s
 }
 
-// counts returns how many open jobs are in each state.
+// byType is each type's open jobs by state and, per tenant, when its
+// oldest queued job was admitted (jobgate_jobs and
+// jobgate_oldest_queued_seconds).
+func (t *tracker) byType() []metrics.TypeQueue {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	by := map[string]*metrics.TypeQueue{}
+	for _, e := range t.jobs {
+		q := by[e.typ]
+		if q == nil {
+			q = &metrics.TypeQueue{Type: e.typ, Oldest: map[string]time.Time{}}
+			by[e.typ] = q
+		}
+		switch {
+		case e.state == job.StateQueued:
+			q.Queued++
+			if old, ok := q.Oldest[e.tenant]; !ok || e.created.Before(old) {
+				q.Oldest[e.tenant] = e.created
+			}
+		case e.retrying:
+			q.Retrying++
+		default:
+			q.Running++
+		}
+	}
+	out := make([]metrics.TypeQueue, 0, len(by))
+	for _, q := range by {
+		out = append(out, *q)
+	}
+	return out
+}
+
 // queuedByTenant is each tenant's queued jobs and the time its oldest one
 // was queued (for the per-tenant queue metrics).
 func (t *tracker) queuedByTenant() []metrics.TenantQueue {
@@ -149,6 +182,7 @@ func (t *tracker) queuedByTenant() []metrics.TenantQueue {
 	return out
 }
 
+// counts returns how many open jobs are in each state.
 func (t *tracker) counts() map[job.State]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
