@@ -35,9 +35,12 @@ const (
 // Entry is one journaled submission. Key is the raw idempotency key: the
 // journal file is private to its user (0600).
 type Entry struct {
-	Key         string          `json:"key"`
-	Scope       string          `json:"scope"`
-	Type        string          `json:"type"`
+	Key   string `json:"key"`
+	Scope string `json:"scope"`
+	Type  string `json:"type"`
+	// Path is "/v1/batches" for a SubmitBatch (JobID is then the batch's
+	// id), else empty (POST /v1/jobs).
+	Path        string          `json:"path,omitempty"`
 	Body        json.RawMessage `json:"body"`
 	Fingerprint string          `json:"fingerprint"`
 	State       EntryState      `json:"state"`
@@ -253,14 +256,20 @@ func localConflict(old *Entry) error {
 
 // record stores the server's answer to the entry's submission.
 func (j *Journal) record(key string, res *api.Resource) error {
+	return j.recordID(key, res.ID, res.State, res.State.Terminal())
+}
+
+// recordID stores the id the server answered (a job's, a batch's) and
+// whether it has ended.
+func (j *Journal) recordID(key, id string, state api.State, ended bool) error {
 	return j.update(func(tx *bolt.Tx) error {
 		e, err := getEntry(tx, key)
 		if err != nil || e == nil {
 			return err
 		}
-		e.JobID, e.JobState, e.UpdatedAt = res.ID, res.State, j.now().UTC()
+		e.JobID, e.JobState, e.UpdatedAt = id, state, j.now().UTC()
 		e.State = EntryAccepted
-		if res.State.Terminal() {
+		if ended {
 			e.State = EntryDone
 		}
 		return putEntry(tx, e, false)
@@ -285,8 +294,13 @@ func (j *Journal) observe(res *api.Resource) error {
 	if !res.State.Terminal() {
 		return nil
 	}
+	return j.observeID(res.ID, res.State)
+}
+
+// observeID finishes the entry of a job (or batch) id seen ended.
+func (j *Journal) observeID(id string, state api.State) error {
 	return j.update(func(tx *bolt.Tx) error {
-		key := tx.Bucket(bucketJobs).Get([]byte(res.ID))
+		key := tx.Bucket(bucketJobs).Get([]byte(id))
 		if key == nil {
 			return nil
 		}
@@ -294,7 +308,7 @@ func (j *Journal) observe(res *api.Resource) error {
 		if err != nil || e == nil || e.State == EntryDone {
 			return err
 		}
-		e.State, e.JobState, e.UpdatedAt = EntryDone, res.State, j.now().UTC()
+		e.State, e.JobState, e.UpdatedAt = EntryDone, state, j.now().UTC()
 		return putEntry(tx, e, false)
 	})
 }

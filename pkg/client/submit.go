@@ -16,9 +16,12 @@ import (
 	"github.com/jobgate/jobgate/pkg/api"
 )
 
-// Submission is the outcome of Submit or Resume.
+// Submission is the outcome of Submit, SubmitBatch or Resume.
 type Submission struct {
-	Job *api.Resource
+	// Job is the job of a Submit; Batch, instead, the batch of a
+	// SubmitBatch (with every job).
+	Job   *api.Resource
+	Batch *api.Batch
 	// Key is the idempotency key used (the caller's, the journal's or a new
 	// one). Do not log it.
 	Key string
@@ -35,8 +38,9 @@ type Submission struct {
 type SubmitOption func(*submitOptions)
 
 type submitOptions struct {
-	key   string
-	fresh bool
+	key    string
+	fresh  bool
+	notify string // SubmitBatch only
 }
 
 // WithKey makes Submit use the caller's own idempotency key (1–255
@@ -153,8 +157,12 @@ func (c *Client) Submit(ctx context.Context, typ string, params any, opts ...Sub
 // post sends the entry's request with its key until a definitive answer.
 func (c *Client) post(ctx context.Context, e *Entry, reused bool) (*Submission, error) {
 	hdr := http.Header{"Idempotency-Key": {e.Key}}
+	path := "/v1/jobs"
+	if e.Path == batchesPath {
+		path = batchesPath
+	}
 	resp, attempts, err := c.send(ctx, &request{
-		method: http.MethodPost, path: "/v1/jobs", header: hdr, body: e.Body, keyHash: keyTag(e.Key),
+		method: http.MethodPost, path: path, header: hdr, body: e.Body, keyHash: keyTag(e.Key),
 	})
 	if err != nil {
 		return nil, &NotConfirmedError{Journaled: c.journal != nil, Key: e.Key, Err: err}
@@ -162,6 +170,18 @@ func (c *Client) post(ctx context.Context, e *Entry, reused bool) (*Submission, 
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
 		replayed := resp.Header.Get("Idempotent-Replayed") == "true"
+		if path == batchesPath {
+			b, err := decodeBatch(resp)
+			if err != nil {
+				return nil, &NotConfirmedError{Journaled: c.journal != nil, Key: e.Key, Err: err}
+			}
+			if c.journal != nil {
+				if err := c.journal.recordID(e.Key, b.ID, "", b.Done); err != nil {
+					c.log.Warn("journal not updated", "batch_id", b.ID, "err", err)
+				}
+			}
+			return &Submission{Batch: b, Key: e.Key, Reused: reused, Replayed: replayed, Attempts: attempts}, nil
+		}
 		res, err := decodeResource(resp)
 		if err != nil {
 			return nil, &NotConfirmedError{Journaled: c.journal != nil, Key: e.Key, Err: err}
