@@ -29,6 +29,7 @@ import (
 type queryIndex interface {
 	Page(q index.Query) (index.Page, error)
 	Stats(tenant string, now time.Time) ([]api.TypeStats, error)
+	Minutes(tenant string, now time.Time) (map[string]*api.MinuteSeries, error)
 	Lookup(id string) (index.Entry, bool)
 	CatchUp(ctx context.Context, wait time.Duration) error
 	Close() error
@@ -467,7 +468,7 @@ func (g *Gateway) linkRetry(ctx context.Context, old, rec *job.Record) error {
 	return err
 }
 
-var statsParams = map[string]bool{"tenant": true}
+var statsParams = map[string]bool{"tenant": true, "series": true}
 
 // adminStats is GET /v1/admin/stats: per type, from the query index's
 // counters (their cost does not grow with the jobs stored).
@@ -479,6 +480,10 @@ func (g *Gateway) adminStats(c *fiber.Ctx) error {
 	tenant := c.Query("tenant")
 	if tenant != "" && !job.ValidScopeID(tenant) {
 		return writeProblem(c, job.Userf(errBadQuery, "tenant must match [A-Za-z0-9_-]{1,64}"))
+	}
+	series := c.Query("series")
+	if series != "" && series != "minutes" {
+		return writeProblem(c, job.Userf(errBadQuery, "series must be minutes"))
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminIndexWait+time.Second)
 	defer cancel()
@@ -494,6 +499,16 @@ func (g *Gateway) adminStats(c *fiber.Ctx) error {
 	}
 	if types == nil {
 		types = []api.TypeStats{}
+	}
+	if series != "" {
+		// The last hour minute by minute, for the console's chart.
+		minutes, err := x.Minutes(scope, now)
+		if err != nil {
+			return writeProblem(c, err)
+		}
+		for i := range types {
+			types[i].Minutes = minutes[types[i].Type]
+		}
 	}
 	return g.writeAdmin(c, http.StatusOK, api.Stats{Tenant: scope, At: now, Types: types})
 }

@@ -82,7 +82,22 @@ type TypeStats struct {
 	OldestQueuedSeconds float64  `json:"oldest_queued_seconds"`
 	LastHour            Finishes `json:"last_hour"`
 	LastDay             Finishes `json:"last_day"`
+	// Minutes is the last hour minute by minute, with ?series=minutes only.
+	Minutes *MinuteSeries `json:"minutes,omitempty"`
 }
+
+// MinuteSeries is a type's finishes per minute over the last hour: entry i
+// of each array counts the jobs that reached that state in the minute
+// starting Start + i minutes; the last entry is the current minute, so far.
+type MinuteSeries struct {
+	Start     time.Time `json:"start"`
+	Succeeded []int64   `json:"succeeded"`
+	Failed    []int64   `json:"failed"`
+	Canceled  []int64   `json:"canceled"`
+}
+
+// SeriesMinutes is the number of minutes in a MinuteSeries.
+const SeriesMinutes = 60
 
 // Finishes counts the jobs that reached each terminal state in a window.
 type Finishes struct {
