@@ -6,6 +6,10 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // relayRetry is how long a record change that could not be relayed waits
@@ -57,6 +61,14 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	defer cancel()
 	switch {
 	case rec.State == job.StateQueued:
+		// The relay's publish is a child of the job's admission span; the
+		// work message carries the publish's context to its broker.
+		var span trace.Span
+		octx, span = tracing.Tracer().Start(tracing.Extract(octx, rec.Trace, rec.TraceState), "relay publish",
+			trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+				attribute.String("jobgate.job.id", rec.ID), attribute.String("jobgate.job.type", rec.Type),
+				attribute.String("jobgate.tenant", rec.Tenant)))
+		defer span.End()
 		// The admission's event goes out before any work exists that a
 		// worker could claim and announce ahead of it. JetStream stores it
 		// at once only as the job's first event; when the job's subject
@@ -69,15 +81,18 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 			first, err = d.events.Publish(octx, rec)
 		}
 		if err != nil {
-			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
+			d.log.WarnContext(octx, "relay: event not published, will retry", "job_id", rec.ID, "err", err)
+			span.SetStatus(codes.Error, "event not published")
 			_ = c.Nak(relayRetry)
 			return
 		}
+		span.SetAttributes(attribute.Bool("jobgate.relay.event_stored", first))
 		if first {
 			d.cfg.Metrics.Relayed("event")
 		}
 		if err := d.work.Publish(octx, rec, 0); err != nil {
-			d.log.Warn("relay: work not published, will retry", "job_id", rec.ID, "err", err)
+			d.log.WarnContext(octx, "relay: work not published, will retry", "job_id", rec.ID, "err", err)
+			span.SetStatus(codes.Error, "work not published")
 			_ = c.Nak(relayRetry)
 			return
 		}
