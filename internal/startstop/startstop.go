@@ -179,6 +179,11 @@ func (l *Lifecycle) finish(ctx context.Context) error {
 func Wait(ctx context.Context, done <-chan struct{}, force func()) error {
 	select {
 	case <-done:
+		return nil // finished, even if the deadline has passed as well
+	default:
+	}
+	select {
+	case <-done:
 		return nil
 	case <-ctx.Done():
 	}
