@@ -64,7 +64,7 @@ func (s storeSource) ReadLog(ctx context.Context, from uint64) (Log, error) {
 }
 
 // formatVersion names the file's layout; a file of another is rebuilt.
-const formatVersion = "jobgate-index-1"
+const formatVersion = "jobgate-index-2"
 
 var (
 	bMeta   = []byte("meta")
@@ -596,6 +596,7 @@ func contributions(e *Entry, now time.Time) map[string]int {
 		out["L"+listPrefix(dimAll, scope, "")+created] = 1
 		out["L"+listPrefix(dimType, scope, e.Type)+created] = 1
 		out["L"+listPrefix(dimState, scope, string(e.State))+created] = 1
+		out["L"+listPrefix(dimTypeState, scope, e.Type+"\x00"+string(e.State))+created] = 1
 		if e.Category != "" {
 			out["L"+listPrefix(dimCategory, scope, e.Category)+created] = 1
 		}
@@ -621,8 +622,12 @@ func contributions(e *Entry, now time.Time) map[string]int {
 
 // The list dimensions: one ordered range per scope and value.
 const (
-	dimAll       = 'a'
-	dimType      = 'y'
+	dimAll  = 'a'
+	dimType = 'y'
+	// dimTypeState is the operator's usual question ("the failed jobs of
+	// this type"), which the type's or the state's list would answer only
+	// by scanning past every other.
+	dimTypeState = 't'
 	dimState     = 's'
 	dimCategory  = 'c'
 	dimRequester = 'r'
