@@ -7,6 +7,9 @@
 //                                           idempotency key made once per click; a reload, a crash or
 //                                           a later sign-in resends them with the same key
 //   localStorage   jobgate.view.<t>/<s>     the job in the live view, restored on reload or reopen
+//   sessionStorage jobgate.batch.<t>/<s>    the batch of revisions this tab watches: its id, its
+//                                           items and the last event id of the requester stream,
+//                                           so a reload finds it and resumes the stream
 // The job list itself always comes from the server (GET /v1/jobs).
 //
 // Deep link: `/#job=<id>` (the link in a notice mail) opens that job after
@@ -18,6 +21,8 @@
   const TOKEN_KEY = 'jobgate.token';
   const PENDING_PREFIX = 'jobgate.pending.';
   const VIEW_PREFIX = 'jobgate.view.';
+  const BATCH_PREFIX = 'jobgate.batch.';
+  const MAX_BATCH = 1000; // items of one POST /v1/batches
   // A key protects against duplicates only while the job record lives
   // (JOBGATE_JOB_TTL, 720h by default); a request that never got an answer
   // for a day is dropped rather than risk admitting it twice much later.
@@ -32,6 +37,8 @@
   let order = []; // ids, newest first
   let selected = null; // id of the job in the live view
   let watcher = null; // the live view's Watcher
+  let batch = null; // the watched batch: {id, ids, items, last}
+  let feed = null; // the batch's Feed over GET /v1/events
   let sending = null; // the pending entry being sent, if any
   let giveUp = false;
   let sendPause = null; // aborts the wait between two attempts when the reviewer stops retrying
@@ -152,6 +159,12 @@
     return [String(job.type)].concat(parts).join(' · ');
   }
 
+  // rank orders states by how far a job got: states only move forward.
+  function rank(state) {
+    if (TERMINAL.has(state)) return 2;
+    return state === 'running' ? 1 : 0;
+  }
+
   function stateWords(job) {
     switch (job.state) {
       case 'queued': return 'queued';
@@ -257,6 +270,7 @@
     $('case').focus();
     resumePending();
     if (!listed && !(await loadJobsRetrying())) return;
+    restoreBatch();
     restoreView();
   }
 
@@ -275,6 +289,9 @@
 
   function expire(message) {
     stopWatching();
+    stopBatch();
+    batch = null;
+    renderBatch();
     clearTimeout(expiryTimer);
     clearTimeout(listTimer);
     session = null;
@@ -308,7 +325,19 @@
     savePending(loadPending().filter((e) => e.key !== key));
   }
 
+  // revisionsAsked is the list of revisions the form asks for: one, or
+  // Revision through "Through revision"; a string says why it is no list.
+  function revisionsAsked() {
+    const from = Number($('revision').value);
+    const to = $('revision-to').value === '' ? from : Number($('revision-to').value);
+    if (!Number.isInteger(from) || !Number.isInteger(to) || to <= from) return [from];
+    if (to - from + 1 > MAX_BATCH) return `At most ${MAX_BATCH} revisions at once.`;
+    return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+  }
+
   function updateRequestButton() {
+    const revs = revisionsAsked();
+    $('request').textContent = Array.isArray(revs) && revs.length > 1 ? `Request ${revs.length} reports` : 'Request report';
     $('request').disabled = !!sending;
     $('request').setAttribute('aria-busy', sending ? 'true' : 'false');
   }
@@ -326,18 +355,29 @@
     const form = $('request-form');
     clearFieldErrors();
     if (!form.reportValidity()) return;
-    const entry = {
-      key: newKey(),
-      body: {
-        type: 'permit_report',
-        params: {
-          case_id: Number($('case').value),
-          revision: Number($('revision').value),
-          pages: Number($('pages').value),
-        },
-      },
-      created: Date.now(),
-    };
+    const to = $('revision-to');
+    if (to.value !== '' && Number(to.value) < Number($('revision').value)) {
+      to.setCustomValidity('Through revision must be Revision or later.');
+      to.reportValidity();
+      to.setCustomValidity('');
+      return;
+    }
+    const revs = revisionsAsked();
+    if (!Array.isArray(revs)) {
+      $('revision-to-error').textContent = revs;
+      $('revision-to').setAttribute('aria-invalid', 'true');
+      $('revision-to').focus();
+      return;
+    }
+    const item = (revision) => ({
+      type: 'permit_report',
+      params: { case_id: Number($('case').value), revision, pages: Number($('pages').value) },
+    });
+    // Several revisions are one request too: one POST /v1/batches under
+    // one key, made here once and resent unchanged on every retry.
+    const entry = revs.length > 1
+      ? { key: newKey(), batch: true, body: { jobs: revs.map(item) }, created: Date.now() }
+      : { key: newKey(), body: item(revs[0]), created: Date.now() };
     savePending([...loadPending(), entry]);
     send(entry);
   }
@@ -349,10 +389,14 @@
     if (fresh.length !== list.length) savePending(fresh);
     for (const entry of fresh) {
       if (!session) return;
-      const p = entry.body.params || {};
+      const items = entry.batch && Array.isArray(entry.body.jobs) ? entry.body.jobs : [entry.body];
+      const p = (items[0] && items[0].params) || {};
+      const last = (items[items.length - 1] && items[items.length - 1].params) || {};
       $('case').value = p.case_id ?? '';
       $('revision').value = p.revision ?? '';
+      $('revision-to').value = entry.batch ? last.revision ?? '' : '';
       $('pages').value = p.pages ?? 10;
+      updateRequestButton();
       await send(entry);
     }
   }
@@ -378,7 +422,7 @@
         }
         let resp;
         try {
-          resp = await api('/v1/jobs', {
+          resp = await api(entry.batch ? '/v1/batches' : '/v1/jobs', {
             method: 'POST',
             headers: { 'Content-Type': 'application/json', 'Idempotency-Key': entry.key },
             body: JSON.stringify(entry.body),
@@ -389,6 +433,16 @@
           requestStatus(`The server could not be reached; trying again in ${Math.ceil(wait / 1000)} s with the same request.`, true);
           await sleep(wait, sendPause.signal);
           continue;
+        }
+        if ((resp.status === 202 || resp.status === 200) && entry.batch) {
+          const b = await resp.json();
+          removePending(entry.key);
+          const replayed = resp.headers.get('Idempotent-Replayed') === 'true';
+          startBatch(b, entry.body.jobs);
+          requestStatus(replayed ? 'The server already had this request; showing its reports.'
+            : `${b.total} reports requested.`, false);
+          announce(`${b.total} reports requested together.`);
+          return;
         }
         if (resp.status === 202 || resp.status === 200) {
           const job = await resp.json();
@@ -420,9 +474,10 @@
   }
 
   const FIELDS = { case_id: 'case', revision: 'revision', pages: 'pages' };
+  const OTHER_FIELDS = ['revision-to'];
 
   function clearFieldErrors() {
-    for (const id of Object.values(FIELDS)) {
+    for (const id of [...Object.values(FIELDS), ...OTHER_FIELDS]) {
       $(`${id}-error`).textContent = '';
       $(id).removeAttribute('aria-invalid');
     }
@@ -458,6 +513,7 @@
     }
     renderRow(job);
     if (job.id === selected) renderDetail(prev);
+    if (inBatch(job.id)) renderBatch(job.id);
   }
 
   async function loadJobs() {
@@ -472,16 +528,20 @@
     const page = await resp.json();
     $('jobs-error').textContent = '';
     const fresh = new Map(page.jobs.map((j) => [j.id, j]));
-    // The live view may know a newer state than the list read; keep it.
-    if (selected && jobs.has(selected) && fresh.has(selected)) {
-      const mine = jobs.get(selected);
-      if (Date.parse(mine.updated_at) > Date.parse(fresh.get(selected).updated_at)) fresh.set(selected, mine);
+    // The live view and the batch's stream may know a newer state than the
+    // list read; keep it. A batch's jobs stay known past the first page.
+    for (const id of [selected, ...(batch ? batch.ids : [])]) {
+      if (!id || !jobs.has(id)) continue;
+      const mine = jobs.get(id);
+      if (!fresh.has(id) || newer(mine, fresh.get(id))) fresh.set(id, mine);
     }
     jobs.clear();
     for (const [id, j] of fresh) jobs.set(id, j);
     order = page.jobs.map((j) => j.id);
     renderList();
-    if (page.jobs.some((j) => !TERMINAL.has(j.state) && j.id !== selected)) scheduleList(LIST_REFRESH_MS);
+    renderBatch();
+    // The stream of a batch keeps its jobs current: the list is not polled for them.
+    if (page.jobs.some((j) => !TERMINAL.has(j.state) && j.id !== selected && !inBatch(j.id))) scheduleList(LIST_REFRESH_MS);
     return true;
   }
 
@@ -536,8 +596,15 @@
 
   // ---------------------------------------------------------------- live view
 
+  // newer reports whether a is a later version of a job than b: further
+  // on, or as far and changed no earlier (a stand-in has no time: it is oldest).
+  function newer(a, b) {
+    if (rank(a.state) !== rank(b.state)) return rank(a.state) > rank(b.state);
+    return (Date.parse(a.updated_at) || 0) >= (Date.parse(b.updated_at) || 0);
+  }
+
   function select(id) {
-    if (selected === id && watcher) return;
+    if (selected === id && (watcher || inBatch(id))) return;
     const prev = selected;
     selected = id;
     if (session) localStorage.setItem(scopeKey(VIEW_PREFIX), id);
@@ -546,7 +613,8 @@
     renderDetail();
     stopWatching();
     const job = jobs.get(id);
-    if (job && !TERMINAL.has(job.state)) {
+    // A job of the watched batch is kept current by the batch's one stream.
+    if (job && !TERMINAL.has(job.state) && !inBatch(id)) {
       watcher = new Watcher(id);
       watcher.start();
     }
@@ -654,6 +722,46 @@
     }
   }
 
+  // readEvents reads a text/event-stream body and calls dispatch(event,
+  // data, id) for each event until the body ends or dispatch returns true.
+  async function readEvents(body, dispatch) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let data = [];
+    let event = '';
+    let id = null;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buf += value;
+        for (;;) {
+          const m = /\r\n|\r|\n/.exec(buf);
+          if (!m) break;
+          if (m[0] === '\r' && m.index === buf.length - 1) break; // maybe half of \r\n
+          const line = buf.slice(0, m.index);
+          buf = buf.slice(m.index + m[0].length);
+          if (line === '') {
+            if (data.length && dispatch(event || 'message', data.join('\n'), id)) return;
+            data = [];
+            event = '';
+            continue;
+          }
+          if (line.startsWith(':')) continue; // keep-alive comment
+          const c = line.indexOf(':');
+          const field = c < 0 ? line : line.slice(0, c);
+          let val = c < 0 ? '' : line.slice(c + 1);
+          if (val.startsWith(' ')) val = val.slice(1);
+          if (field === 'data') data.push(val);
+          else if (field === 'event') event = val;
+          else if (field === 'id') id = val;
+        }
+      }
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+  }
+
   // Watcher keeps one job's view current: Server-Sent Events read with
   // fetch (EventSource cannot send the Authorization header, and the token
   // must never go into a URL), paused while the tab is hidden and resumed
@@ -737,41 +845,7 @@
         throw new Error(`no event stream (HTTP ${resp.status})`);
       }
       liveStatus('Live updates on.');
-      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      let data = [];
-      let event = '';
-      let id = null;
-      try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buf += value;
-          for (;;) {
-            const m = /\r\n|\r|\n/.exec(buf);
-            if (!m) break;
-            if (m[0] === '\r' && m.index === buf.length - 1) break; // maybe half of \r\n
-            const line = buf.slice(0, m.index);
-            buf = buf.slice(m.index + m[0].length);
-            if (line === '') {
-              if (data.length) this.dispatch(event || 'message', data.join('\n'), id);
-              data = [];
-              event = '';
-              continue;
-            }
-            if (line.startsWith(':')) continue; // keep-alive comment
-            const c = line.indexOf(':');
-            const field = c < 0 ? line : line.slice(0, c);
-            let val = c < 0 ? '' : line.slice(c + 1);
-            if (val.startsWith(' ')) val = val.slice(1);
-            if (field === 'data') data.push(val);
-            else if (field === 'event') event = val;
-            else if (field === 'id') id = val;
-          }
-        }
-      } finally {
-        reader.cancel().catch(() => {});
-      }
+      await readEvents(resp.body, (event, data, id) => { this.dispatch(event, data, id); return false; });
       // The server ends the stream after a terminal state; any other end
       // (a restart, a proxy) is resumed from the last event id.
       return this.done() ? 0 : 1000;
@@ -811,6 +885,315 @@
       this.stopped = true;
       liveStatus('This report is no longer visible to you.');
       return 0;
+    }
+  }
+
+  // ---------------------------------------------------------------- batch
+
+  // Several revisions requested at once are one batch (POST /v1/batches),
+  // watched in one view over one stream: GET /v1/events carries every change
+  // of this reviewer's jobs, however many, and holds one of their stream slots.
+
+  function inBatch(id) {
+    return !!batch && batch.set.has(id);
+  }
+
+  function batchDone() {
+    return !!batch && batch.ids.every((id) => { const j = jobs.get(id); return j && TERMINAL.has(j.state); });
+  }
+
+  function saveBatch() {
+    if (!session) return;
+    const k = scopeKey(BATCH_PREFIX);
+    if (batch) sessionStorage.setItem(k, JSON.stringify({ id: batch.id, ids: batch.ids, items: batch.items, created: batch.created, last: batch.last }));
+    else sessionStorage.removeItem(k);
+  }
+
+  // A stand-in is a batch job the page has not read yet: what it asked for,
+  // with the state the batch said; the stream or a read replaces it.
+  function standIn(id, state, item, created) {
+    const it = item && typeof item === 'object' ? item : {};
+    return { id, type: String(it.type || 'permit_report'), params: it.params && typeof it.params === 'object' ? it.params : {}, state: state || 'queued', created_at: created };
+  }
+
+  function adoptBatch(id, ids, items, created, last) {
+    batch = { id, ids, set: new Set(ids), items, created, last: last || '' };
+    ids.forEach((jid, i) => { if (!jobs.has(jid)) jobs.set(jid, standIn(jid, 'queued', items[i], created)); });
+    renderBatch();
+  }
+
+  // startBatch shows a batch the server just accepted (b is its resource,
+  // items what was sent) and watches it.
+  function startBatch(b, items) {
+    stopBatch();
+    const ids = (b.jobs || []).map((j) => String(j.id));
+    adoptBatch(String(b.id), ids, Array.isArray(items) ? items : [], b.created_at, '');
+    (b.jobs || []).forEach((j) => {
+      const known = jobs.get(String(j.id));
+      if (known && rank(j.state) > rank(known.state)) jobs.set(known.id, { ...known, state: j.state });
+    });
+    saveBatch();
+    renderBatch();
+    if (ids.length) select(ids[0]);
+    loadJobs().catch(() => {});
+    watchBatch(false);
+  }
+
+  // restoreBatch finds the batch this tab watched before a reload.
+  function restoreBatch() {
+    if (batch) return;
+    let saved = null;
+    try {
+      saved = JSON.parse(sessionStorage.getItem(scopeKey(BATCH_PREFIX)) || 'null');
+    } catch {
+      saved = null;
+    }
+    if (!saved || typeof saved.id !== 'string' || !Array.isArray(saved.ids) || !saved.ids.every((x) => typeof x === 'string')) return;
+    adoptBatch(saved.id, saved.ids, Array.isArray(saved.items) ? saved.items : [], saved.created, typeof saved.last === 'string' ? saved.last : '');
+    watchBatch(true);
+  }
+
+  function watchBatch(readFirst) {
+    if (feed) feed.stop();
+    feed = new Feed(readFirst);
+    feed.start();
+  }
+
+  function stopBatch() {
+    if (feed) feed.stop();
+    feed = null;
+  }
+
+  function closeBatch() {
+    stopBatch();
+    batch = null;
+    saveBatch();
+    renderBatch();
+    // A job still running in the live view now needs a watcher of its own.
+    const s = selected;
+    selected = null;
+    if (s && jobs.has(s)) select(s); else renderDetail();
+  }
+
+  function batchLive(msg) {
+    $('batch-live').textContent = msg;
+  }
+
+  // applyJob takes a job resource from the stream or a read: a later
+  // version of a job the page shows replaces it.
+  function applyJob(job) {
+    if (!job || typeof job.id !== 'string') return;
+    const prev = jobs.get(job.id);
+    if (!prev || !newer(job, prev)) return;
+    jobs.set(job.id, job);
+    renderRow(job);
+    if (job.id === selected) renderDetail(prev);
+    if (inBatch(job.id)) renderBatch(job.id);
+  }
+
+  // syncBatch reads the batch and catches up with what changed before the
+  // stream started; a job found further on is read in full.
+  async function syncBatch(signal) {
+    const b = batch;
+    const resp = await api(`/v1/batches/${encodeURIComponent(b.id)}?limit=${MAX_BATCH}`, { signal });
+    if (batch !== b) return;
+    if (resp.status === 404) {
+      batch = null;
+      saveBatch();
+      renderBatch();
+      if (feed) feed.stop();
+      $('request-status').textContent = 'The batch of reports is no longer visible to you.';
+      return;
+    }
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    const res = await resp.json();
+    if (batch !== b) return;
+    const behind = (res.jobs || []).filter((it) => {
+      const known = jobs.get(String(it.id));
+      return known && inBatch(known.id) && rank(it.state) > rank(known.state);
+    }).map((it) => String(it.id));
+    const next = behind.values();
+    const reader = async () => {
+      for (const id of next) {
+        const r = await api(`/v1/jobs/${encodeURIComponent(id)}`, { signal });
+        if (r.ok) applyJob(await r.json());
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(8, behind.length) }, reader));
+  }
+
+  // renderBatch shows the batch: every row, or only the row of the job id
+  // when only that job changed.
+  function renderBatch(id) {
+    const sec = $('batch');
+    sec.hidden = !batch;
+    if (!batch) {
+      $('batch-jobs').replaceChildren();
+      delete sec.dataset.batchId;
+      delete sec.dataset.done;
+      batchLive('');
+      return;
+    }
+    const ul = $('batch-jobs');
+    if (!id || ul.childElementCount !== batch.ids.length) {
+      ul.replaceChildren();
+      for (const jid of batch.ids) {
+        const li = document.createElement('li');
+        li.dataset.id = jid;
+        ul.append(li);
+        renderBatchRow(li, jid);
+      }
+    } else if (id) {
+      const li = ul.children[batch.ids.indexOf(id)];
+      if (li) renderBatchRow(li, id);
+    }
+    let done = 0;
+    let failed = 0;
+    for (const jid of batch.ids) {
+      const j = jobs.get(jid);
+      if (j && TERMINAL.has(j.state)) done++;
+      if (j && j.state !== 'succeeded' && TERMINAL.has(j.state)) failed++;
+    }
+    sec.dataset.batchId = batch.id;
+    sec.dataset.done = String(done === batch.ids.length);
+    const bar = $('batch-progress');
+    bar.max = Math.max(batch.ids.length, 1);
+    bar.value = done;
+    const words = `${done} of ${batch.ids.length} finished` + (failed ? `, ${failed} not ready` : '');
+    $('batch-summary').textContent = words;
+    bar.setAttribute('aria-valuetext', words);
+  }
+
+  function renderBatchRow(li, id) {
+    const job = jobs.get(id);
+    if (!job) return;
+    li.dataset.state = job.state;
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'job-row';
+    b.dataset.id = id;
+    if (id === selected) b.setAttribute('aria-current', 'true');
+    const badge = document.createElement('span');
+    badge.className = `badge state-${job.state}`;
+    badge.textContent = stateWords(job);
+    const what = document.createElement('span');
+    what.className = 'what';
+    what.textContent = describe(job);
+    const how = document.createElement('span');
+    how.className = 'help';
+    const p = job.progress;
+    how.textContent = p && !TERMINAL.has(job.state) ? `${p.done} of ${p.total} ${p.unit || 'pages'}` : (job.state === 'succeeded' ? 'ready to download' : '');
+    b.append(badge, what, how);
+    b.setAttribute('aria-label', `${describe(job)}, ${stateWords(job)}`);
+    const hadFocus = li.contains(document.activeElement);
+    li.replaceChildren(b);
+    if (hadFocus) b.focus();
+  }
+
+  // Feed follows GET /v1/events for the batch: read with fetch (the token
+  // goes in the Authorization header, never in a URL), resumed with
+  // Last-Event-ID after a reload, a hidden tab or a lost connection, and
+  // closed once every job of the batch is finished.
+  class Feed {
+    constructor(readFirst) {
+      this.readFirst = readFirst; // a restored batch: read it before opening a stream
+      this.failures = 0;
+      this.stopped = false;
+      this.running = false;
+      this.ctrl = null;
+    }
+
+    start() {
+      if (this.stopped || this.running || document.hidden) return;
+      this.running = true;
+      this.loop().catch(() => {}).finally(() => { this.running = false; });
+    }
+
+    pause() {
+      if (this.ctrl) this.ctrl.abort();
+      if (!this.stopped) batchLive('Live updates paused while this tab is hidden.');
+    }
+
+    stop() {
+      this.stopped = true;
+      if (this.ctrl) this.ctrl.abort();
+    }
+
+    done() {
+      return this.stopped || feed !== this || batchDone();
+    }
+
+    async loop() {
+      while (!this.done() && !document.hidden) {
+        this.ctrl = new AbortController();
+        const signal = this.ctrl.signal;
+        let delay;
+        try {
+          if (this.readFirst) {
+            await syncBatch(signal);
+            this.readFirst = false;
+            if (this.done()) break;
+          }
+          delay = await this.stream(signal);
+        } catch (e) {
+          if (e instanceof AuthError) return;
+          if (signal.aborted) continue; // paused or stopped: the loop condition decides
+          this.failures++;
+          delay = backoff(this.failures);
+          batchLive(`Connection lost; trying again in ${Math.ceil(delay / 1000)} s.`);
+        }
+        if (this.done()) break;
+        if (delay > 0) await sleep(delay, signal);
+      }
+      if (!this.stopped && feed === this && batchDone()) {
+        this.stopped = true;
+        batchLive('');
+        let ok = 0;
+        for (const id of batch.ids) if (jobs.get(id).state === 'succeeded') ok++;
+        announce(`All ${batch.ids.length} reports finished: ${ok} ready.`);
+        loadJobs().catch(() => {});
+      }
+    }
+
+    // stream reads the requester stream until the batch is done or the
+    // stream ends; it returns how long to wait before the next connection.
+    async stream(signal) {
+      const headers = { Accept: 'text/event-stream' };
+      if (batch.last) headers['Last-Event-ID'] = batch.last;
+      const resp = await api('/v1/events', { headers, signal });
+      if (resp.status === 429 || resp.status === 503) return retryAfterMs(resp, 2000);
+      if (resp.status === 204) { // nothing more will come: read where the batch is
+        await syncBatch(signal);
+        return 2000;
+      }
+      const ct = resp.headers.get('Content-Type') || '';
+      if (!resp.ok || !ct.startsWith('text/event-stream') || !resp.body) {
+        throw new Error(`no event stream (HTTP ${resp.status})`);
+      }
+      try {
+        // Without an event id the stream starts now: what changed between
+        // the admission (or the last read) and now is read once.
+        if (!batch.last) await syncBatch(signal);
+        if (this.done()) return 0;
+        batchLive('Live updates on.');
+        this.failures = 0;
+        await readEvents(resp.body, (event, data, id) => this.dispatch(event, data, id));
+      } finally {
+        resp.body.cancel().catch(() => {});
+      }
+      return this.done() ? 0 : 1000;
+    }
+
+    dispatch(event, data, id) {
+      if (event === 'problem') throw new Error(`event stream problem: ${data}`);
+      if (event !== 'job' || !batch) return this.done();
+      if (id !== null) {
+        batch.last = id;
+        saveBatch();
+      }
+      this.failures = 0;
+      applyJob(JSON.parse(data));
+      return this.done();
     }
   }
 
@@ -856,8 +1239,10 @@
     if (document.hidden) {
       clearTimeout(listTimer);
       if (watcher) watcher.pause();
+      if (feed) feed.pause();
     } else {
       if (watcher) watcher.start();
+      if (feed) feed.start();
       loadJobs().catch(() => {});
     }
   }
@@ -906,6 +1291,13 @@
       if (sendPause) sendPause.abort();
     });
     $('refresh').addEventListener('click', () => loadJobs().catch(() => {}));
+    $('revision').addEventListener('input', updateRequestButton);
+    $('revision-to').addEventListener('input', updateRequestButton);
+    $('batch-close').addEventListener('click', closeBatch);
+    $('batch-jobs').addEventListener('click', (ev) => {
+      const b = ev.target.closest('button.job-row');
+      if (b) select(b.dataset.id);
+    });
     $('download').addEventListener('click', download);
     $('signout').addEventListener('click', () => expire('Signed out.'));
     $('jobs').addEventListener('click', (ev) => {
