@@ -103,7 +103,9 @@ func TestAUserTypesAttemptsAndQueueAreExported(t *testing.T) {
 	require.Equal(t, job.StateSucceeded, done.State)
 	require.Equal(t, 2, done.Attempt)
 
-	of := func(outcome string) map[string]string { return map[string]string{"type": "flaky_export", "outcome": outcome} }
+	of := func(outcome string) map[string]string {
+		return map[string]string{"type": "flaky_export", "outcome": outcome}
+	}
 	require.Eventually(t, func() bool {
 		n, _ := valueOf(t, m, "jobgate_attempts_total", of("succeeded"))
 		return n == 1
