@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/schollz/progressbar/v3"
 )
@@ -71,11 +74,19 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	fresh := fs.Bool("new", false, "a deliberate new job even if an identical submission is unfinished")
 	wait := fs.Bool("wait", false, "follow the job with a progress bar and download its result")
 	out := fs.String("out", "", "file or directory where --wait saves the result (default <job id> and the extension of the result's content type, e.g. .pdf or .csv); implies --wait")
+	batch := fs.String("batch", "", "submit a batch: FILE holds one params JSON object per line (at most 1,000), each a job of --type, under one key")
+	notify := fs.String("notify", "", "with --batch: batch (one notice when every job has ended, the default) or each (one per job)")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments (use --type and --param)"); err != nil {
 		return err
 	}
 	if *key != "" && *fresh {
 		return &usageError{"submit: --key and --new exclude each other"}
+	}
+	if *batch == "" && *notify != "" {
+		return &usageError{"submit: --notify needs --batch"}
+	}
+	if *batch != "" && (len(params) > 0 || *out != "") {
+		return &usageError{"submit: --batch takes its params from the file; --param and --out do not apply"}
 	}
 	c, err := m.newClient(cf)
 	if err != nil {
@@ -87,6 +98,12 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	}
 	if *fresh {
 		opts = append(opts, client.WithFreshKey())
+	}
+	if *batch != "" {
+		if *notify != "" {
+			opts = append(opts, client.WithNotify(*notify))
+		}
+		return m.submitBatch(ctx, c, cf, *typ, *batch, *wait, opts)
 	}
 	sub, err := c.Submit(ctx, *typ, map[string]any(params), opts...)
 	if err != nil {
@@ -215,4 +232,116 @@ func describe(r *job.Resource) string {
 		s += ", retry at " + r.RetryAt.Local().Format(time.TimeOnly)
 	}
 	return fmt.Sprintf("%-22s", s)
+}
+
+// readBatchFile reads a --batch file: one params JSON object per line
+// (blank lines skipped), at most api.MaxBatchItems of them, the file at
+// most api's 1 MiB body bound.
+func readBatchFile(path, typ string) ([]api.BatchItem, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &usageError{"submit: --batch: " + err.Error()}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxBatchFile+1))
+	if err != nil {
+		return nil, &usageError{"submit: --batch: " + err.Error()}
+	}
+	if len(data) > maxBatchFile {
+		return nil, &usageError{"submit: --batch: the file is larger than 1 MiB"}
+	}
+	var items []api.BatchItem
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !json.Valid([]byte(line)) || line[0] != '{' {
+			return nil, &usageError{fmt.Sprintf("submit: --batch: line %d is not one JSON object", n+1)}
+		}
+		if len(items) == api.MaxBatchItems {
+			return nil, &usageError{fmt.Sprintf("submit: --batch: more than %d jobs", api.MaxBatchItems)}
+		}
+		items = append(items, api.BatchItem{Type: typ, Params: json.RawMessage(line)})
+	}
+	if len(items) == 0 {
+		return nil, &usageError{"submit: --batch: the file holds no job"}
+	}
+	return items, nil
+}
+
+// maxBatchFile bounds a --batch file (the server takes 1 MiB bodies).
+const maxBatchFile = 1 << 20
+
+// submitBatch is `jobgate submit --batch FILE`: the batch id on stdout at
+// once; with --wait one progress bar for the batch (jobs ended of all),
+// then one line per job (id, state). Exit 0 when every job succeeded, else
+// 3 (a job failed) or 4 (canceled, none failed).
+func (m *Main) submitBatch(ctx context.Context, c *client.Client, cf *clientFlags, typ, path string, wait bool, opts []client.SubmitOption) error {
+	items, err := readBatchFile(path, typ)
+	if err != nil {
+		return err
+	}
+	sub, err := c.SubmitBatch(ctx, items, opts...)
+	if err != nil {
+		return classify("submit", err)
+	}
+	fmt.Fprintln(m.Stdout, sub.Batch.ID)
+	if !cf.quiet {
+		switch {
+		case sub.Reused:
+			fmt.Fprintf(m.Stderr, "same batch as an earlier submit that was interrupted: resumed with its key, no second batch\n")
+		case sub.Replayed:
+			fmt.Fprintf(m.Stderr, "the server already had this batch: no second one\n")
+		}
+	}
+	if !wait {
+		if j := c.Journal(); j != nil {
+			if err := j.Settle(sub.Key); err != nil && !cf.quiet {
+				fmt.Fprintf(m.Stderr, "warning: %v\n", err)
+			}
+		}
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	if !cf.quiet {
+		bar = progressbar.NewOptions64(int64(sub.Batch.Total),
+			progressbar.OptionSetWriter(m.Stderr),
+			progressbar.OptionSetDescription("batch"),
+			progressbar.OptionSetSpinnerChangeInterval(0),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetItsString("jobs"),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionSetRenderBlankState(true),
+		)
+	}
+	done, err := c.WaitBatch(ctx, sub.Batch.ID, func(b *api.Batch) {
+		if bar != nil {
+			_ = bar.Set64(int64(b.Progress.Done))
+		}
+	})
+	if bar != nil {
+		if err == nil {
+			_ = bar.Finish()
+		}
+		_ = bar.Exit()
+		fmt.Fprintln(m.Stderr)
+	}
+	if err != nil {
+		return classify("submit", err)
+	}
+	for _, j := range done.Jobs {
+		fmt.Fprintf(m.Stdout, "%s  %s\n", j.ID, j.State)
+	}
+	if !cf.quiet {
+		fmt.Fprintf(m.Stderr, "%d succeeded, %d failed, %d canceled\n", done.Counts.Succeeded, done.Counts.Failed, done.Counts.Canceled)
+	}
+	switch {
+	case done.Counts.Failed > 0:
+		return classify("", &jobOutcomeError{&job.Resource{ID: done.ID, State: job.StateFailed}})
+	case done.Counts.Canceled > 0:
+		return classify("", &jobOutcomeError{&job.Resource{ID: done.ID, State: job.StateCanceled}})
+	}
+	return nil
 }
