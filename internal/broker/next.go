@@ -10,7 +10,9 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
+	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // retrySlack: a retry that is due within this long is started now.
@@ -175,8 +177,13 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
 	rec := c.rec
 	s.hold(msg, rec, b.eventAfter(rec, 0))
-	b.log.Info("job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
-	return &wire.Assignment{
+	// The attempt's span context: its worker's handler is its child; the
+	// span itself is recorded at the verdict (traceAttempt).
+	asc := tracing.AttemptContext(rec.Trace, rec.TraceState, rec.Key(), rec.Attempt)
+	tctx := trace.ContextWithRemoteSpanContext(ctx, asc)
+	b.log.InfoContext(tctx, "job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
+	tp, ts := tracing.Inject(tctx)
+	return &wire.Assignment{TraceParent: tp, TraceState: ts,
 		Key: rec.Key(), ID: rec.ID, Type: rec.Type, Tenant: rec.Tenant, Requester: rec.Requester,
 		Attempt: rec.Attempt, Attempts: rec.AttemptsOr(d.Attempts), CreatedAt: rec.CreatedAt, Params: rec.Params,
 		Token: b.token(rec.Key(), rec.Attempt), TimeoutMS: rec.TimeoutOr(d.Timeout()).Milliseconds(),

@@ -139,3 +139,7 @@ func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID 
 	}
 	return sid
 }
+
+// IDGenerator is the ID generator Setup installs (random ids, but the
+// attempt spans' derived ones), for tests that build their own provider.
+func IDGenerator() sdktrace.IDGenerator { return idGenerator{} }

@@ -118,6 +118,11 @@ type Assignment struct {
 	BeatMS int64 `json:"beat_ms"`
 	// MaxResultBytes bounds the result.
 	MaxResultBytes int64 `json:"max_result_bytes"`
+	// TraceParent and TraceState (optional) are the W3C trace context of
+	// the attempt's span: a worker traces its handler as its child. Absent
+	// when the job is not traced.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // Progress is how far an attempt is.

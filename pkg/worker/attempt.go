@@ -51,11 +51,21 @@ func (a *attempt) held() wire.Held { return wire.Held{Key: a.asg.Key, Token: a.a
 // run is one attempt: the handler within the budget while beats keep the
 // claim alive, the output stored, the verdict reported.
 func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
-	a := &attempt{w: w, t: t, asg: asg, kick: make(chan struct{}, 1),
-		log: w.log.With("job_id", asg.ID, "type", asg.Type, "attempt", asg.Attempt)}
+	// The handler's ctx carries the attempt's span (the assignment's
+	// traceparent, when the job is traced), with this process's own span
+	// of the handler under it: a user's spans nest under both, and an
+	// HTTP call made with ctx through an instrumented client continues
+	// the job's trace.
+	tctx, span := startHandlerSpan(w.hardCtx, asg)
+	defer span.End()
+	logAttrs := []any{"job_id", asg.ID, "type", asg.Type, "attempt", asg.Attempt}
+	if sc := span.SpanContext(); sc.IsValid() {
+		logAttrs = append(logAttrs, "trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+	}
+	a := &attempt{w: w, t: t, asg: asg, kick: make(chan struct{}, 1), log: w.log.With(logAttrs...)}
 	a.log.Info("job claimed")
 	timeout := time.Duration(asg.TimeoutMS) * time.Millisecond
-	actx, cancelAttempt := context.WithTimeoutCause(w.hardCtx, timeout, errAttemptTimeout)
+	actx, cancelAttempt := context.WithTimeoutCause(tctx, timeout, errAttemptTimeout)
 	defer cancelAttempt()
 	hctx, stopHandler := context.WithCancelCause(actx)
 	defer stopHandler(nil)
