@@ -47,6 +47,9 @@ type Request struct {
 	Workers  int           `json:"workers,omitempty"`
 	Round    int           `json:"round,omitempty"`
 	Percent  int           `json:"percent,omitempty"`
+	// Events makes the change driver (opDrive) publish each change's event
+	// too, as a renderer's writes do, for the watchers of event streams.
+	Events bool `json:"events,omitempty"`
 }
 
 // Response answers one Request.

@@ -35,7 +35,7 @@ const (
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -219,6 +219,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecFairness, SecFairNotices) && o.URL == "" {
 		if err := r.fairnessSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecBatch) {
+		if err := r.batchSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -165,7 +165,7 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 		}
 		return nil
 	case opDrive:
-		return t.startDrive(req.Keys, req.Interval, req.Pages)
+		return t.startDrive(req.Keys, req.Interval, req.Pages, req.Events)
 	case opDriveStop:
 		resp.Changes = t.stopDrive()
 		return nil
@@ -212,8 +212,9 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 // startDrive advances every job under keys once per interval, spread evenly
 // over the interval, the way a renderer's checkpoints would: first to
 // running, then progress in tenths of pages. Jobs never become terminal, so
-// watchers keep watching for the whole window.
-func (t *target) startDrive(keys []string, interval time.Duration, pages int) error {
+// watchers keep watching for the whole window. With events, each change's
+// event is published too (GET /v1/events follows those, not the records).
+func (t *target) startDrive(keys []string, interval time.Duration, pages int, events bool) error {
 	if interval <= 0 || len(keys) == 0 {
 		return errors.New("drive needs keys and a positive interval")
 	}
@@ -236,7 +237,7 @@ func (t *target) startDrive(keys []string, interval time.Duration, pages int) er
 					return
 				case <-time.After(time.Until(at)):
 				}
-				if err := t.advance(ctx, key, step, pages); err != nil {
+				if err := t.advance(ctx, key, step, pages, events); err != nil {
 					t.env.Log.Warn("bench driver", "key", key, "err", err)
 					continue
 				}
@@ -247,10 +248,10 @@ func (t *target) startDrive(keys []string, interval time.Duration, pages int) er
 	return nil
 }
 
-func (t *target) advance(ctx context.Context, key string, step, pages int) error {
+func (t *target) advance(ctx context.Context, key string, step, pages int, events bool) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := t.env.Res.Jobs.Mutate(cctx, key, func(r *job.Record) error {
+	rec, err := t.env.Res.Jobs.Mutate(cctx, key, func(r *job.Record) error {
 		now := time.Now().UTC()
 		if r.State == job.StateQueued {
 			if err := r.Transition(job.StateRunning, now); err != nil {
@@ -268,6 +269,10 @@ func (t *target) advance(ctx context.Context, key string, step, pages int) error
 		r.UpdatedAt = now
 		return nil
 	})
+	if err != nil || !events {
+		return err
+	}
+	_, err = t.env.Res.Events.Publish(cctx, rec)
 	return err
 }
 
