@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,30 +156,49 @@ func TestOpenAPILintsClean(t *testing.T) {
 	require.NotContains(t, string(out), "warning", "warnings count too:\n%s", out)
 }
 
-// promtool (Prometheus's own checker) accepts /metrics after some traffic.
+// promtool (Prometheus's own checker) accepts /metrics after some traffic:
+// while a job runs (the per-type gauges) and once it ended (the per-type
+// attempt counts and durations).
 func TestPromtoolChecksMetrics(t *testing.T) {
 	t.Parallel()
 	promtool := findPromtool(t)
-	sys := startSystem(t, false)
+	sys := startSystem(t, true)
 	tok := sys.token(t, "4", "reviewer-47")
 	r := sys.submit(t, tok, "metrics", permit)
+	scrape := func() string {
+		status, body := sys.call(t, http.MethodGet, "/metrics", "", "")
+		require.Equal(t, http.StatusOK, status)
+		return string(body)
+	}
+	var running string
+	require.Eventually(t, func() bool {
+		running = scrape()
+		return strings.Contains(running, `jobgate_jobs{state="running",type="permit_report"} 1`)
+	}, 20*time.Second, 50*time.Millisecond, "the held render shows as running")
+	sys.release()
 	sys.waitTerminal(t, tok, r.ID)
-	status, body := sys.call(t, http.MethodGet, "/metrics", "", "")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, string(body), "jobgate_admissions_total")
+	var body string
+	require.Eventually(t, func() bool {
+		body = scrape()
+		return strings.Contains(body, `jobgate_attempts_total{outcome="succeeded",type="permit_report"} 1`)
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Contains(t, body, "jobgate_admissions_total")
+	require.Contains(t, body, `jobgate_attempt_duration_seconds_count{outcome="succeeded",type="permit_report"} 1`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(body)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "promtool check metrics:\n%s", out)
-	require.Empty(t, bytes.TrimSpace(out), "promtool found problems:\n%s", out)
+	for _, exposition := range []string{running, body} {
+		cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(exposition)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "promtool check metrics:\n%s", out)
+		require.Empty(t, bytes.TrimSpace(out), "promtool found problems:\n%s", out)
+	}
 
 	// The check can fail: a broken exposition is refused.
-	cmd = exec.CommandContext(ctx, promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(append(body, []byte("jobgate_broken{le=\"x\" 1\n")...))
-	_, err = cmd.CombinedOutput()
+	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body + "jobgate_broken{le=\"x\" 1\n")
+	_, err := cmd.CombinedOutput()
 	require.Error(t, err)
 }
 
