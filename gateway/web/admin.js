@@ -3,6 +3,17 @@
 // cancel and retry of a filter (a dry run first), the job types (pause,
 // resume, delete) and the live workers. It uses only the admin API.
 //
+// Live: one server push connection, GET /v1/admin/events (Server-Sent
+// Events read through fetch, since an EventSource cannot send the
+// Authorization header and the token never goes into a URL). Each job
+// change it brings refreshes what it touches, at most once a second: the
+// stats and the list, or the open job. Nothing is polled while it is up;
+// while it is down the stats and an open job are read every 30 s (5 s for
+// a job) and the stream is reconnected, resuming with Last-Event-ID.
+//
+// The chart of the last hour is hand-written SVG (renderChart): 60
+// stacked bars from GET /v1/admin/stats?series=minutes, no library.
+//
 // Storage: sessionStorage jobgate.console.token holds the bearer token (this
 // tab only, kept across reloads, gone when the tab closes); it is sent only
 // in the Authorization header and never put in a URL or in local storage.
@@ -17,8 +28,12 @@
 
   const TOKEN_KEY = 'jobgate.console.token';
   const FORBIDDEN = 'This token is not an admin or operator token.';
-  const STATS_EVERY_MS = 10000;
-  const DETAIL_EVERY_MS = 3000;
+  const FALLBACK_EVERY_MS = 30000; // the stats, read this often only while the live stream is down
+  const DETAIL_FALLBACK_MS = 5000; // an open job's, likewise
+  const LIVE_THROTTLE_MS = 1000; // what the stream changed is read again at most this often
+  const LIVE_RETRY_MS = 3000; // a stream that ended is reopened after this (longer after failures)
+  const TICK_MS = 15000; // ages and the chart's window move on without a request
+  const MAX_LIVE_EVENTS = 200; // the open job's live events kept
   const SEND_ATTEMPTS = 6; // an action is sent at most this often (network errors, 429, 503)
   const FILTERS = ['tenant', 'requester', 'type', 'state', 'category', 'created_after', 'created_before'];
   const STATES = new Set(['queued', 'running', 'succeeded', 'failed', 'canceled']);
@@ -38,6 +53,15 @@
   let bulkFilter = null; // the filter the bulk area speaks of
   let typesCursor = '';
   let workersCursor = '';
+  const live = { ctrl: null, up: false, lastId: '', fails: 0, retryTimer: 0 };
+  const wanted = new Set(); // what the stream changed and is not read again yet
+  let refreshTimer = 0;
+  let refreshLast = 0;
+  let lastStats = null; // the last stats read, and when (ms)
+  let statsAt = 0;
+  let currentJob = null; // the job shown, its live events and whose result link is shown
+  let jobEvents = [];
+  let resultFor = '';
 
   class AuthError extends Error {}
 
@@ -265,6 +289,7 @@
     $('nav-types').hidden = !session.operator;
     $('nav-workers').hidden = !session.operator;
     $('f-tenant-field').hidden = !session.operator;
+    startLive();
     clearTimeout(expiryTimer);
     if (Number.isFinite(session.exp)) {
       expiryTimer = setTimeout(() => expire('Your sign-in has expired. Sign in again.'),
@@ -281,7 +306,8 @@
   }
 
   function clearData() {
-    for (const id of ['stats-body', 'jobs-body', 'attempts-body', 'types-body', 'workers-body']) $(id).replaceChildren();
+    for (const id of ['stats-body', 'jobs-body', 'attempts-body', 'types-body', 'workers-body', 'chart', 'd-events']) $(id).replaceChildren();
+    lastStats = null;
     for (const id of ['stats-status', 'jobs-error', 'bulk-status', 'd-status', 'types-status', 'types-error',
       'workers-error', 'app-error', 'd-error-message', 'd-params']) $(id).textContent = '';
     $('bulk-confirm').hidden = true;
@@ -290,6 +316,7 @@
   }
 
   function expire(message) {
+    stopLive();
     stopTimers();
     clearTimeout(expiryTimer);
     session = null;
@@ -407,10 +434,12 @@
       $('bulk-status').textContent = '';
     }
     statsFails = 0;
-    pollStats();
+    loadStats();
     loadJobs(f, p.get('cursor') || '');
   }
 
+  // loadJobs reads a page of the list; a refresh the live stream asked for
+  // keeps the keyboard focus on the row it was on.
   async function loadJobs(f, cursor) {
     const gen = ++listGen;
     const q = new URLSearchParams();
@@ -438,6 +467,8 @@
     }
     const page = await resp.json();
     if (gen !== listGen) return;
+    const focused = document.activeElement && document.activeElement.closest ? document.activeElement.closest('#jobs-body tr') : null;
+    const focusedId = focused ? focused.dataset.jobId : '';
     const jobs = Array.isArray(page.jobs) ? page.jobs : [];
     const rows = jobs.map((j) => {
       const tr = el('tr', null, { 'data-job-id': String(j.id) });
@@ -455,6 +486,10 @@
       return tr;
     });
     $('jobs-body').replaceChildren(...rows);
+    if (focusedId) {
+      const again = rows.find((r) => r.dataset.jobId === focusedId);
+      if (again) again.querySelector('a').focus();
+    }
     $('jobs').dataset.count = String(rows.length);
     $('jobs-empty').hidden = rows.length > 0;
     const next = typeof page.next_cursor === 'string' ? page.next_cursor : '';
@@ -465,40 +500,56 @@
 
   // ---------------------------------------------------------------- stats
 
-  // pollStats reads the counts now and again every STATS_EVERY_MS while the
-  // jobs view is shown and the tab visible; a 429 or 503 waits as long as
-  // Retry-After says (or backs off), and so does a network error.
-  async function pollStats() {
+  // loadStats reads the counts, with the last hour by minute for the
+  // chart. While the live stream is down it reads them again every
+  // FALLBACK_EVERY_MS while the jobs view is shown and the tab visible (a
+  // 429, 503 or network error waits longer: Retry-After, or a backoff);
+  // while it is up only the stream's changes make it read again.
+  async function loadStats() {
     clearTimeout(statsTimer);
     statsTimer = 0;
     if (!session || !view || view.name !== 'jobs' || document.visibilityState === 'hidden') return;
     const f = filterOf(view.params);
-    const q = f.tenant ? `?${new URLSearchParams({ tenant: f.tenant })}` : '';
-    let wait = STATS_EVERY_MS;
+    const q = new URLSearchParams({ series: 'minutes' });
+    if (f.tenant) q.set('tenant', f.tenant);
+    let wait = FALLBACK_EVERY_MS;
     try {
-      const resp = await api(`/v1/admin/stats${q}`);
+      const resp = await api(`/v1/admin/stats?${q}`);
       if (resp.ok) {
         statsFails = 0;
-        renderStats(await resp.json());
+        renderStats(await resp.json(), false);
       } else if (resp.status === 429 || resp.status === 503) {
-        wait = Math.max(STATS_EVERY_MS, retryAfterMs(resp, backoff(++statsFails)));
+        wait = Math.max(FALLBACK_EVERY_MS, retryAfterMs(resp, backoff(++statsFails)));
         $('stats-status').textContent = `The server is busy; next look in ${Math.ceil(wait / 1000)} s.`;
       } else {
         $('stats-status').textContent = await problemText(resp);
-        wait = Math.max(STATS_EVERY_MS, backoff(++statsFails));
+        wait = Math.max(FALLBACK_EVERY_MS, backoff(++statsFails));
       }
     } catch (e) {
       if (e instanceof AuthError) return;
-      wait = Math.max(STATS_EVERY_MS, backoff(++statsFails));
+      wait = Math.max(FALLBACK_EVERY_MS, backoff(++statsFails));
       $('stats-status').textContent = 'The server could not be reached; trying again.';
     }
-    if (session && view && view.name === 'jobs' && document.visibilityState !== 'hidden') {
+    if (!live.up && session && view && view.name === 'jobs' && document.visibilityState !== 'hidden') {
       clearTimeout(statsTimer);
-      statsTimer = setTimeout(pollStats, wait);
+      statsTimer = setTimeout(loadStats, wait);
     }
   }
 
-  function renderStats(s) {
+  // serverNow is the server's clock now, from the last stats' `at`.
+  function serverNow() {
+    const at = lastStats ? Date.parse(lastStats.at) : NaN;
+    return Number.isFinite(at) ? at + (Date.now() - statsAt) : Date.now();
+  }
+
+  // renderStats shows the counts; a tick (again) moves the ages on by the
+  // time since they were read.
+  function renderStats(s, again) {
+    if (!again) {
+      lastStats = s;
+      statsAt = Date.now();
+    }
+    const since = (Date.now() - statsAt) / 1000;
     const types = Array.isArray(s.types) ? s.types : [];
     const rows = types.map((t) => {
       const tr = el('tr', null, { 'data-type': String(t.type) });
@@ -508,7 +559,8 @@
       for (const [k, v] of [['queued', t.queued], ['running', t.running], ['retrying', t.retrying]]) {
         cell(tr, n(v)).dataset.k = k;
       }
-      cell(tr, fmtAge(t.oldest_queued_seconds)).dataset.k = 'oldest';
+      const age = Number(t.oldest_queued_seconds) || 0;
+      cell(tr, fmtAge(age > 0 ? age + since : 0)).dataset.k = 'oldest';
       for (const [w, win] of [['hour', t.last_hour], ['day', t.last_day]]) {
         for (const k of ['succeeded', 'failed', 'canceled']) cell(tr, n(win && win[k])).dataset.k = `${w}-${k}`;
       }
@@ -520,7 +572,272 @@
       rows.push(tr);
     }
     $('stats-body').replaceChildren(...rows);
-    $('stats-status').textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    if (!again) $('stats-status').textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    chartTypes(types);
+    renderChart();
+  }
+
+  // ---------------------------------------------------------------- chart
+
+  // The chart is drawn by hand as SVG: 60 stacked bars (succeeded, failed,
+  // canceled) and three labels need no library, and elements made with
+  // createElementNS and textContent keep the page's rules (no markup
+  // parsed, no inline style: the colours are classes in admin.css).
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const SERIES = ['succeeded', 'failed', 'canceled'];
+
+  function svg(tag, attrs, text) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  // chartTypes keeps the chart's type choice in step with the types counted.
+  function chartTypes(types) {
+    const sel = $('chart-type');
+    const names = types.map((t) => String(t.type));
+    const have = [...sel.options].slice(1).map((o) => o.value);
+    if (JSON.stringify(have) === JSON.stringify(names)) return;
+    const chosen = sel.value;
+    sel.replaceChildren(el('option', 'All types', { value: '' }), ...names.map((n) => el('option', n, { value: n })));
+    sel.value = names.includes(chosen) ? chosen : '';
+  }
+
+  // minuteCounts sums the chosen type's series (every type's for '') into
+  // the 60 minutes up to the server's current one.
+  function minuteCounts(types, only, now) {
+    const first = Math.floor(now / 60000) - 59;
+    const out = Array.from({ length: 60 }, (_, i) => ({ minute: first + i, succeeded: 0, failed: 0, canceled: 0 }));
+    for (const t of types) {
+      if (only && t.type !== only) continue;
+      const m = t.minutes;
+      if (!m || typeof m !== 'object') continue;
+      const start = Math.floor(Date.parse(m.start) / 60000);
+      if (!Number.isFinite(start)) continue;
+      for (const k of SERIES) {
+        (Array.isArray(m[k]) ? m[k] : []).forEach((v, i) => {
+          const j = start + i - first;
+          const n = Number(v);
+          if (j >= 0 && j < 60 && Number.isFinite(n) && n > 0) out[j][k] += n;
+        });
+      }
+    }
+    return out;
+  }
+
+  function renderChart() {
+    if (!lastStats) return;
+    const types = Array.isArray(lastStats.types) ? lastStats.types : [];
+    const only = $('chart-type').value;
+    const mins = minuteCounts(types, only, serverNow());
+    const peak = Math.max(1, ...mins.map((m) => m.succeeded + m.failed + m.canceled));
+    const W = 600; const H = 160; const L = 34; const R = 4; const T = 10; const B = 20;
+    const bw = (W - L - R) / 60;
+    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', role: 'img', 'aria-labelledby': 'chart-summary', focusable: 'false' });
+    root.append(
+      svg('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' }),
+      svg('line', { x1: L, y1: T, x2: W - R, y2: T, class: 'grid-line' }),
+      svg('text', { x: L - 5, y: T + 4, class: 'tick', 'text-anchor': 'end' }, peak),
+      svg('text', { x: L - 5, y: H - B + 4, class: 'tick', 'text-anchor': 'end' }, 0),
+      svg('text', { x: L, y: H - 5, class: 'tick', 'text-anchor': 'start' }, '−60 min'),
+      svg('text', { x: L + 30 * bw, y: H - 5, class: 'tick', 'text-anchor': 'middle' }, '−30 min'),
+      svg('text', { x: W - R, y: H - 5, class: 'tick', 'text-anchor': 'end' }, 'now'),
+    );
+    const total = { succeeded: 0, failed: 0, canceled: 0 };
+    mins.forEach((m, i) => {
+      let y = H - B;
+      const g = svg('g', { 'data-minute': i });
+      const at = new Date(m.minute * 60000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+      g.append(svg('title', null, `${at}: ${m.succeeded} succeeded, ${m.failed} failed, ${m.canceled} canceled`));
+      for (const k of SERIES) {
+        if (!m[k]) continue;
+        total[k] += m[k];
+        const h = (m[k] / peak) * (H - B - T);
+        y -= h;
+        g.append(svg('rect', {
+          x: (L + i * bw + 0.5).toFixed(1), y: y.toFixed(1), width: Math.max(1, bw - 1).toFixed(1), height: h.toFixed(1),
+          class: `bar bar-${k}`, 'data-state': k, 'data-n': m[k],
+        }));
+      }
+      if (g.childNodes.length > 1) root.append(g);
+    });
+    $('chart').replaceChildren(root);
+    $('chart').dataset.succeeded = String(total.succeeded);
+    $('chart').dataset.failed = String(total.failed);
+    $('chart').dataset.canceled = String(total.canceled);
+    const sum = total.succeeded + total.failed + total.canceled;
+    $('chart-summary').textContent = sum === 0 ? `${only || 'All types'}: no job finished in the last hour.` :
+      `${only || 'All types'}, last hour: ${total.succeeded} succeeded, ${total.failed} failed, ${total.canceled} canceled; ` +
+      `at most ${peak} in one minute.`;
+  }
+
+  // tick moves the ages and the chart's window on, from the last stats.
+  function tick() {
+    if (session && view && view.name === 'jobs' && lastStats && document.visibilityState !== 'hidden') renderStats(lastStats, true);
+  }
+
+  // ---------------------------------------------------------------- live
+
+  function liveStatus(state, text) {
+    $('live-status').dataset.live = state;
+    $('live-status').textContent = text;
+  }
+
+  // startLive opens the one event stream of this sign-in and reads it until
+  // it ends; then it is reopened (resuming after the last event seen) and,
+  // meanwhile, the fallback reads run.
+  function startLive() {
+    if (!session || live.ctrl) return;
+    clearTimeout(live.retryTimer);
+    const ctrl = new AbortController();
+    live.ctrl = ctrl;
+    (async () => {
+      let wait = LIVE_RETRY_MS;
+      try {
+        const headers = { Accept: 'text/event-stream' };
+        if (live.lastId) headers['Last-Event-ID'] = live.lastId;
+        const resp = await api('/v1/admin/events', { headers, signal: ctrl.signal });
+        if (!resp.ok || !resp.body) {
+          wait = retryAfterMs(resp, backoff(live.fails + 1));
+          liveStatus('off', resp.status === 429 ? 'Live updates refused (too many streams open)' : 'Live updates unavailable');
+        } else {
+          await readLive(ctrl, resp.body);
+        }
+      } catch (e) {
+        if (e instanceof AuthError) return;
+        wait = backoff(live.fails + 1);
+      }
+      liveDown(ctrl, wait);
+    })();
+  }
+
+  async function readLive(ctrl, body) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    ctrl.signal.addEventListener('abort', () => { reader.cancel().catch(() => {}); });
+    liveUp(ctrl);
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || live.ctrl !== ctrl) return;
+      buf += value.replace(/\r\n?/g, '\n');
+      let cut;
+      while ((cut = buf.indexOf('\n\n')) >= 0) {
+        liveMessage(buf.slice(0, cut));
+        buf = buf.slice(cut + 2);
+      }
+      if (buf.length > 1 << 20) return; // no event is this large
+    }
+  }
+
+  // liveMessage handles one Server-Sent Event.
+  function liveMessage(block) {
+    let name = 'message';
+    let id = null;
+    const data = [];
+    for (const line of block.split('\n')) {
+      if (line === '' || line.startsWith(':')) continue;
+      const colon = line.indexOf(':');
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+      if (field === 'event') name = value;
+      else if (field === 'data') data.push(value);
+      else if (field === 'id') id = value;
+    }
+    if (id !== null && /^[0-9]+$/.test(id)) live.lastId = id;
+    if (name !== 'job' || data.length === 0) return;
+    let j = null;
+    try { j = JSON.parse(data.join('\n')); } catch { return; }
+    if (j && typeof j === 'object' && typeof j.id === 'string') onJobChange(j);
+  }
+
+  function liveUp(ctrl) {
+    if (live.ctrl !== ctrl) return;
+    live.up = true;
+    live.fails = 0;
+    clearTimeout(statsTimer);
+    clearTimeout(detailTimer);
+    statsTimer = 0;
+    detailTimer = 0;
+    liveStatus('on', 'Live');
+    // What changed while it was down is read once, now.
+    wanted.add('stats').add('list').add('job');
+    flushRefresh();
+  }
+
+  function liveDown(ctrl, wait) {
+    if (live.ctrl !== ctrl) return; // stopped on purpose
+    live.ctrl = null;
+    const wasUp = live.up;
+    live.up = false;
+    live.fails++;
+    if (session) {
+      // A refusal's own words stay until the next try gets through.
+      if (wasUp || !$('live-status').textContent.startsWith('Live updates')) liveStatus('off', 'Live updates paused; reading every 30 s');
+      live.retryTimer = setTimeout(startLive, wait);
+      fallback();
+    }
+  }
+
+  function stopLive() {
+    const ctrl = live.ctrl;
+    live.ctrl = null;
+    live.up = false;
+    live.lastId = '';
+    clearTimeout(live.retryTimer);
+    clearTimeout(refreshTimer);
+    refreshTimer = 0;
+    wanted.clear();
+    if (ctrl) ctrl.abort();
+  }
+
+  // fallback starts the slow reads of the view shown.
+  function fallback() {
+    if (!view || document.visibilityState === 'hidden') return;
+    if (view.name === 'jobs' && !statsTimer) statsTimer = setTimeout(loadStats, FALLBACK_EVERY_MS);
+    if (view.name === 'job' && !detailTimer && currentJob && !TERMINAL.has(currentJob.state)) {
+      const id = currentJob.id;
+      detailTimer = setTimeout(() => loadJob(id), DETAIL_FALLBACK_MS);
+    }
+  }
+
+  // onJobChange is one job's change from the stream: what it touches is
+  // read again (at most once per LIVE_THROTTLE_MS).
+  function onJobChange(j) {
+    if (!view) return;
+    if (view.name === 'jobs') {
+      want('stats');
+      want('list');
+    } else if (view.name === 'job' && view.params.get('id') === j.id) {
+      jobEvents.push({ at: typeof j.updated_at === 'string' ? j.updated_at : new Date().toISOString(), state: String(j.state),
+        attempt: Number(j.attempt) || 0, progress: j.progress && typeof j.progress === 'object' ? j.progress : null });
+      if (jobEvents.length > MAX_LIVE_EVENTS) jobEvents.shift();
+      if (currentJob) renderEvents(currentJob);
+      want('job');
+    }
+  }
+
+  function want(what) {
+    wanted.add(what);
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(flushRefresh, Math.max(0, refreshLast + LIVE_THROTTLE_MS - Date.now()));
+  }
+
+  // flushRefresh reads again what the stream changed; a hidden tab waits
+  // until it is shown.
+  function flushRefresh() {
+    clearTimeout(refreshTimer);
+    refreshTimer = 0;
+    if (!session || !view || document.visibilityState === 'hidden' || wanted.size === 0) return;
+    refreshLast = Date.now();
+    const w = new Set(wanted);
+    wanted.clear();
+    if (view.name === 'jobs') {
+      if (w.has('stats')) loadStats();
+      if (w.has('list')) loadJobs(filterOf(view.params), view.params.get('cursor') || '');
+    } else if (view.name === 'job' && w.has('job')) {
+      loadJob(view.params.get('id') || '');
+    }
   }
 
   // ---------------------------------------------------------------- bulk
@@ -629,7 +946,7 @@
     if (view && view.name === 'jobs') {
       loadJobs(filterOf(view.params), view.params.get('cursor') || '');
       statsFails = 0;
-      pollStats();
+      loadStats();
     }
   }
 
@@ -637,14 +954,17 @@
 
   function showJob(id) {
     $('d-status').textContent = '';
+    jobEvents = [];
+    resultFor = '';
     renderJob(null);
     loadJob(id);
+    $('detail-h').focus();
   }
 
   async function loadJob(id) {
     clearTimeout(detailTimer);
     const gen = ++detailGen;
-    let wait = DETAIL_EVERY_MS;
+    let wait = DETAIL_FALLBACK_MS;
     let j = null;
     try {
       const resp = await api(`/v1/admin/jobs/${encodeURIComponent(id)}`);
@@ -666,7 +986,7 @@
       if (e instanceof AuthError) return;
       wait = backoff(2);
     }
-    if (j && TERMINAL.has(j.state)) return;
+    if ((j && TERMINAL.has(j.state)) || live.up) return;
     if (session && view && view.name === 'job' && view.params.get('id') === id && document.visibilityState !== 'hidden') {
       detailTimer = setTimeout(() => loadJob(id), wait);
     }
@@ -674,7 +994,10 @@
 
   function renderJob(j) {
     const v = $('view-job');
+    currentJob = j;
     if (!j) {
+      $('d-events').replaceChildren();
+      $('d-result').hidden = true;
       delete v.dataset.jobId;
       delete v.dataset.state;
       for (const id of ['d-id', 'd-state', 'd-type', 'd-tenant', 'd-requester', 'd-attempt', 'd-params', 'd-error-message']) $(id).textContent = '';
@@ -730,6 +1053,69 @@
       return tr;
     }));
     $('attempts-empty').hidden = attempts.length > 0;
+    renderEvents(j);
+    if (j.state === 'succeeded') {
+      if (resultFor !== j.id) loadResultLink(j.id);
+    } else {
+      $('d-result').hidden = true;
+    }
+  }
+
+  // renderEvents is the job's timeline: what its record says (submitted,
+  // each attempt's start and end, finished) and each change the stream
+  // brought while the page is open.
+  function renderEvents(j) {
+    const items = [];
+    const add = (at, text, kind) => { if (at) items.push({ at: String(at), t: Date.parse(at) || 0, text, kind }); };
+    add(j.created_at, 'Submitted', 'record');
+    for (const a of Array.isArray(j.attempts) ? j.attempts : []) {
+      add(a.started_at, `Attempt ${a.attempt} started on ${a.worker}`, 'record');
+      if (a.ended_at) add(a.ended_at, `Attempt ${a.attempt} ended: ${a.outcome || 'ended'}${a.error ? ` (${a.error.category})` : ''}`, 'record');
+    }
+    if (j.retry_at && !TERMINAL.has(j.state)) add(j.retry_at, 'Next attempt due', 'record');
+    if (j.finished_at) add(j.finished_at, `Finished: ${j.state}`, 'record');
+    for (const e of jobEvents) {
+      const p = e.progress ? `, ${Number(e.progress.done) || 0} of ${Number(e.progress.total) || 0} ${e.progress.unit || ''}`.trimEnd() : '';
+      add(e.at, `Change: ${e.state}, attempt ${e.attempt}${p}`, 'live');
+    }
+    items.sort((a, b) => a.t - b.t);
+    $('d-events').replaceChildren(...items.map((i) => {
+      const li = el('li', null, { 'data-kind': i.kind });
+      const t = el('time');
+      setTime(t, i.at);
+      li.append(t, ' ', el('span', i.text));
+      return li;
+    }));
+  }
+
+  // loadResultLink fetches a fresh signed link to a succeeded job's result
+  // (GET /v1/admin/jobs/{id}/result) once per job shown, and puts it in the
+  // page's link: the link needs no token, the token stays in this script.
+  async function loadResultLink(id) {
+    resultFor = id;
+    $('d-result').hidden = true;
+    try {
+      const resp = await api(`/v1/admin/jobs/${encodeURIComponent(id)}/result`);
+      if (!currentJob || currentJob.id !== id) return;
+      if (resp.status === 404) {
+        $('d-result-link').removeAttribute('href');
+        $('d-result-note').textContent = 'This job succeeded without a result file.';
+        $('d-result').hidden = false;
+        return;
+      }
+      if (!resp.ok) {
+        resultFor = '';
+        return;
+      }
+      const r = await resp.json();
+      if (!currentJob || currentJob.id !== id) return;
+      if (!r || typeof r.href !== 'string' || !r.href.startsWith('/v1/results/')) return;
+      $('d-result-link').href = r.href;
+      $('d-result-note').textContent = `(valid until ${fmtTime(r.expires_at)})`;
+      $('d-result').hidden = false;
+    } catch (e) {
+      if (!(e instanceof AuthError)) resultFor = '';
+    }
   }
 
   async function cancelJob() {
@@ -952,6 +1338,7 @@
       $('bulk-confirm').hidden = true;
       $('bulk-status').textContent = '';
     });
+    $('chart-type').addEventListener('change', renderChart);
     $('d-cancel').addEventListener('click', cancelJob);
     $('d-retry').addEventListener('click', retryJob);
     $('types-refresh').addEventListener('click', () => { typesCursor = ''; loadTypes(false); });
@@ -963,12 +1350,15 @@
       if (!session || !view) return;
       if (document.visibilityState === 'hidden') {
         stopTimers();
+      } else if (live.up) {
+        flushRefresh();
       } else if (view.name === 'jobs') {
-        pollStats();
+        loadStats();
       } else if (view.name === 'job') {
         loadJob(view.params.get('id') || '');
       }
     });
+    setInterval(tick, TICK_MS);
 
     const stored = sessionStorage.getItem(TOKEN_KEY);
     const s = stored ? parseToken(stored) : null;

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	cdpage "github.com/chromedp/cdproto/page"
@@ -359,4 +360,179 @@ func TestConsoleRoles(t *testing.T) {
 	waitJS(t, p, `!document.getElementById('signin').hidden && document.getElementById('app').hidden &&
 		document.getElementById('signin-error').textContent.includes('expired or was rejected')`, "the 401 back to sign-in")
 	require.Equal(t, "", evalJS[string](t, p, `sessionStorage.getItem('jobgate.console.token') || ''`))
+}
+
+// hostileNote is a job param a console that made markup of would run.
+const hostileNote = `<img src=x onerror="window.__xss=3"><b>bold</b>`
+
+type notedParams struct {
+	Note string `json:"note"`
+}
+
+// startNotedWorker runs the type noted, whose param is free text and
+// whose jobs fail at once.
+func startNotedWorker(t *testing.T, sys *system) {
+	t.Helper()
+	w, err := worker.New(worker.Config{Conn: sys.res.JS.Conn(), Name: "console-worker-2", NewcomerSlots: -1, DrainTimeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, worker.Register(w, worker.Type[notedParams]{Name: "noted", ContentType: "text/plain",
+		Schema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"note":{"type":"string","maxLength":200}}}`),
+		Work: func(context.Context, *worker.Job[notedParams]) error {
+			return worker.Permanent(errors.New("no"))
+		}}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+}
+
+// cancelAsOwner cancels a job through the requester API.
+func (s *system) cancelAsOwner(t *testing.T, tok, id string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, s.url+"/v1/jobs/"+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+}
+
+// pressTabUntil presses Tab until expr holds for the focused element, at
+// most n times.
+func pressTabUntil(t *testing.T, p *page, expr string, n int, what string) {
+	t.Helper()
+	for range n {
+		if evalJS[bool](t, p, `(() => { const e = document.activeElement; return !!e && (`+expr+`); })()`) {
+			return
+		}
+		require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("\t")))
+	}
+	t.Fatalf("%s: not reached with %d presses of Tab; focus on %s", what, n,
+		evalJS[string](t, p, `document.activeElement ? document.activeElement.outerHTML.slice(0, 200) : ''`))
+}
+
+// TestConsoleLive: the console over its one event stream. A job's change
+// shows in the list and on an open job's page without a reload, over one
+// GET /v1/admin/events and no polling of the stats while it is up; the
+// chart draws the last hour's finishes; a hostile param is text; a
+// succeeded job has its result link; the keyboard alone opens a failed job
+// and retries it, with the focus visible; at 375 px nothing scrolls
+// sideways.
+func TestConsoleLive(t *testing.T) {
+	sys := startSystem(t, false)
+	startConsoleWorker(t, sys)
+	startNotedWorker(t, sys)
+	owner := sys.token(t, "4", "reviewer-47")
+	report := sys.submitJob(t, owner, "l-report", `{"type":"permit_report","params":{"case_id":47,"revision":1,"pages":1}}`)
+	failed := sys.submitWhenDeclared(t, owner, "l-flaky", `{"type":"flaky","params":{"n":1}}`)
+	noted := sys.submitWhenDeclared(t, owner, "l-noted", `{"type":"noted","params":{"note":`+jsString(hostileNote)+`}}`)
+	stateOf := func() map[string]job.State {
+		out := map[string]job.State{}
+		for _, j := range sys.listJobs(t, owner) {
+			out[j.ID] = j.State
+		}
+		return out
+	}
+	require.Eventually(t, func() bool {
+		s := stateOf()
+		return s[report] == job.StateSucceeded && s[failed] == job.StateFailed && s[noted] == job.StateFailed
+	}, 60*time.Second, 50*time.Millisecond)
+	op := sys.mintRole(t, auth.Identity{Operator: true, Requester: "ops-1"})
+
+	p := openBrowser(t)
+	net := recordNetwork(t, p, sys.url)
+	isStats := func(r sentRequest) bool { return r.method == "GET" && r.path == "/v1/admin/stats?series=minutes" } // not the sign-in's probe
+	isList := func(r sentRequest) bool { return r.method == "GET" && strings.HasPrefix(r.path, "/v1/admin/jobs?") }
+	isStream := func(r sentRequest) bool { return r.method == "GET" && strings.HasPrefix(r.path, "/v1/admin/events") }
+	consoleSignIn(t, p, sys.url, op)
+	waitJS(t, p, `document.getElementById('live-status').dataset.live === 'on'`, "the live stream up")
+	waitJS(t, p, jobRows+`.length === 3`, "the three jobs")
+
+	// The chart: the last hour's finishes, by state, per type.
+	waitJS(t, p, `document.getElementById('chart').dataset.succeeded === '1' && document.getElementById('chart').dataset.failed === '2'`,
+		"the chart's totals")
+	require.GreaterOrEqual(t, evalJS[int](t, p, `document.querySelectorAll('#chart svg rect.bar-failed').length`), 1, "a failed bar")
+	require.GreaterOrEqual(t, evalJS[int](t, p, `document.querySelectorAll('#chart svg rect.bar-succeeded').length`), 1, "a succeeded bar")
+	require.Equal(t, 3, evalJS[int](t, p, `[...document.querySelectorAll('#chart svg rect')].reduce((n, r) => n + Number(r.dataset.n), 0)`))
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.SetValue(chromedp.ID("chart-type"), "flaky")))
+	evalJS[chromedp.Void](t, p, `document.getElementById('chart-type').dispatchEvent(new Event('change'))`)
+	waitJS(t, p, `document.getElementById('chart').dataset.failed === '1' && document.getElementById('chart').dataset.succeeded === '0'`,
+		"the flaky type's chart")
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('chart-summary').textContent`), "flaky, last hour: 0 succeeded, 1 failed")
+
+	// A change made elsewhere shows in the list, without a reload.
+	evalJS[chromedp.Void](t, p, `window.__notReloaded = true`)
+	slow := sys.submitWhenDeclared(t, owner, "l-slow", `{"type":"slow","params":{"n":1}}`)
+	waitJS(t, p, `!!document.querySelector('#jobs-body tr[data-job-id=`+jsString(slow)+`]')`, "the new job listed")
+	sys.cancelAsOwner(t, owner, slow)
+	waitJS(t, p, `(document.querySelector('#jobs-body tr[data-job-id=`+jsString(slow)+`]') || {dataset: {}}).dataset.state === 'canceled'`,
+		"the cancel shown live")
+	waitJS(t, p, `(document.querySelector('#stats-body tr[data-type=slow] [data-k=hour-canceled]') || {}).textContent === '1'`,
+		"the stats read again")
+	require.True(t, evalJS[bool](t, p, `window.__notReloaded === true`), "no reload")
+
+	// An open job follows its changes over the same stream.
+	running := sys.submitWhenDeclared(t, owner, "l-slow-2", `{"type":"slow","params":{"n":2}}`)
+	require.Eventually(t, func() bool { return stateOf()[running] == job.StateRunning }, 30*time.Second, 50*time.Millisecond)
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=job&id=`+running+`'`)
+	waitJS(t, p, `document.getElementById('view-job').dataset.state === 'running'`, "the running job")
+	sys.cancelAsOwner(t, owner, running)
+	waitJS(t, p, `document.getElementById('view-job').dataset.state === 'canceled' &&
+		!!document.querySelector('#d-events li[data-kind=live]')`, "the open job's cancel, live, in its events")
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('d-events').textContent`), "Attempt 1 started on console-worker-1")
+	require.Len(t, net.matching(isStream), 1, "one event stream:\n%s", net)
+
+	// A hostile param is text.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=job&id=`+noted+`'`)
+	waitJS(t, p, `document.getElementById('view-job').dataset.jobId === `+jsString(noted)+` && document.getElementById('d-params').textContent.length > 0`,
+		"the noted job")
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('d-params').textContent`), `"note": `+jsString(hostileNote))
+	require.Zero(t, evalJS[int](t, p, `document.querySelectorAll('#view-job img, #view-job b').length`), "no element was made of the param")
+	require.True(t, evalJS[bool](t, p, `window.__xss === undefined`))
+
+	// A succeeded job's result, through a link minted for the role.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=job&id=`+report+`'`)
+	waitJS(t, p, `!document.getElementById('d-result').hidden`, "the result link")
+	href := evalJS[string](t, p, `document.getElementById('d-result-link').getAttribute('href')`)
+	require.True(t, strings.HasPrefix(href, "/v1/results/"), href)
+	resp, err := http.Get(sys.url + href)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the link needs no token")
+
+	// The keyboard alone: from the top of the list to the failed job, to
+	// its retry, the focus drawn all the way.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs&type=flaky'`)
+	waitJS(t, p, jobRows+`.join() === `+jsString(failed), "the flaky job")
+	evalJS[chromedp.Void](t, p, `document.activeElement.blur(); window.scrollTo(0, 0)`)
+	pressTabUntil(t, p, `e.closest && !!e.closest('#jobs-body tr[data-job-id=`+jsString(failed)+`]')`, 60, "the failed job's link")
+	require.Equal(t, "solid", evalJS[string](t, p, `getComputedStyle(document.activeElement).outlineStyle`), "the focus is drawn")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("\r")))
+	waitJS(t, p, `document.getElementById('view-job').dataset.jobId === `+jsString(failed)+` && !document.getElementById('d-retry').disabled`,
+		"the failed job opened by Enter")
+	pressTabUntil(t, p, `e.id === 'd-retry'`, 20, "the retry button")
+	require.Equal(t, "solid", evalJS[string](t, p, `getComputedStyle(document.activeElement).outlineStyle`), "the focus is drawn")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("\r")))
+	waitJS(t, p, `!!document.querySelector('#d-retried-as a')`, "retried by Enter")
+
+	// While the stream was up the stats were read only with the list (the
+	// first look, and each change the stream brought), never on a timer.
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs'`)
+	waitJS(t, p, jobRows+`.length === 6`, "the six jobs")
+	require.Len(t, net.matching(isStream), 1, "one event stream:\n%s", net)
+	require.LessOrEqual(t, len(net.matching(isStats)), len(net.matching(isList)), "no stats polled:\n%s", net)
+
+	// A phone: 375 px wide, no view wider than the screen.
+	_, err = chromedp.Call(p.ctx, emulation.SetDeviceMetricsOverride,
+		emulation.SetDeviceMetricsOverrideParams{Width: 375, Height: 812, DeviceScaleFactor: 2, Mobile: true})
+	require.NoError(t, err)
+	noSideways := `document.documentElement.scrollWidth <= document.documentElement.clientWidth && document.documentElement.clientWidth <= 375`
+	for _, hash := range []string{"view=jobs", "view=job&id=" + failed, "view=job&id=" + noted, "view=types", "view=workers"} {
+		evalJS[chromedp.Void](t, p, `location.hash = `+jsString(hash))
+		waitJS(t, p, `(() => { const v = [...document.querySelectorAll('#app > [id^=view-]')].find(v => !v.hidden);
+			return !!v && v.querySelectorAll('tbody tr, #d-events li').length > 0; })()`, "the view "+hash)
+		require.True(t, evalJS[bool](t, p, noSideways), "%s scrolls sideways at 375 px: %d > %d; too wide: %v", hash,
+			evalJS[int](t, p, `document.documentElement.scrollWidth`), evalJS[int](t, p, `document.documentElement.clientWidth`),
+			evalJS[[]string](t, p, `[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376 && !e.closest('.scroll'))
+				.slice(-8).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))`))
+	}
 }
