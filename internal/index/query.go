@@ -205,6 +205,41 @@ func (x *Index) Stats(tenant string, now time.Time) ([]api.TypeStats, error) {
 	return out, err
 }
 
+// Minutes is, per type of tenant ("" for every tenant), the jobs finished
+// in each of the api.SeriesMinutes minutes up to now's, by terminal state:
+// at most 180 minute counters a type, never a cost per job.
+func (x *Index) Minutes(tenant string, now time.Time) (map[string]*api.MinuteSeries, error) {
+	out := map[string]*api.MinuteSeries{}
+	last := now.Unix() / 60
+	first := last - api.SeriesMinutes + 1
+	start := time.Unix(first*60, 0).UTC()
+	err := x.db.View(func(tx *bolt.Tx) error {
+		fc := tx.Bucket(bFin).Cursor()
+		tc := tx.Bucket(bTypes).Cursor()
+		scope := tenant + "\x00"
+		for k, _ := tc.Seek([]byte(scope)); k != nil && hasPrefix(k, scope); k, _ = tc.Next() {
+			typ := string(k[len(scope):])
+			s := &api.MinuteSeries{Start: start, Succeeded: make([]int64, api.SeriesMinutes),
+				Failed: make([]int64, api.SeriesMinutes), Canceled: make([]int64, api.SeriesMinutes)}
+			for state, dst := range map[job.State][]int64{job.StateSucceeded: s.Succeeded, job.StateFailed: s.Failed, job.StateCanceled: s.Canceled} {
+				p := scope + typ + "\x00" + string(state) + "\x00m"
+				end := p + string(be64(uint64(last)))
+				for k, v := fc.Seek([]byte(p + string(be64(uint64(first))))); k != nil && string(k) <= end; k, v = fc.Next() {
+					if len(k) != len(p)+8 {
+						continue
+					}
+					if i := int64(binary.BigEndian.Uint64(k[len(p):])) - first; i >= 0 && i < api.SeriesMinutes {
+						dst[i] += int64(u64(v))
+					}
+				}
+			}
+			out[typ] = s
+		}
+		return nil
+	})
+	return out, err
+}
+
 // finishes sums the finish counters under p from the minute of from to the
 // minute of to: whole hours from hour counters, the partial hours at the
 // ends from minute counters (exact to the minute).
