@@ -50,6 +50,9 @@ type batchNotice struct {
 	Total      int         `json:"total"`
 	Counts     batchCounts `json:"counts"`
 	Jobs       []batchJob  `json:"jobs"`
+
+	// trace and traceState: the first item's trace context (not sent).
+	trace, traceState string
 }
 
 type batchCounts struct {
@@ -132,13 +135,20 @@ func (n *Notifier) batchTasks(ctx context.Context, ev *event, batchID, subject s
 	if len(dests) == 0 {
 		return nil, nil // nobody to tell: nothing to read
 	}
-	items, created, err := n.batchItems(ctx, ev, batchID)
-	if err != nil || items == nil {
+	cb, err := n.batchItems(ctx, ev, batchID)
+	if err != nil || cb.items == nil {
 		return nil, err
 	}
+	items, created := cb.items, cb.created
 	notice, err := n.readEnded(ctx, ev, batchID, created, items)
 	if err != nil || notice == nil {
 		return nil, err
+	}
+	// The notice is traced as its batch's admission, or (a batch stored
+	// without one) as its first job.
+	parent, state := cb.trace, cb.traceState
+	if parent == "" {
+		parent, state = notice.trace, notice.traceState
 	}
 	data, err := json.Marshal(batchTask{Tenant: ev.Tenant, Requester: ev.Requester, Notice: *notice})
 	if err != nil {
@@ -147,37 +157,39 @@ func (n *Notifier) batchTasks(ctx context.Context, ev *event, batchID, subject s
 	eventID := batchEventID(batchID, created)
 	out := make([]routed, 0, len(dests))
 	for _, d := range dests {
-		out = append(out, routed{d: d, t: natsjs.DeliveryTask{Dest: d.id, JobID: batchID, EventID: eventID, Subject: subject, Data: data, Kind: natsjs.NoticeBatch}})
+		out = append(out, routed{d: d, t: natsjs.DeliveryTask{Dest: d.id, JobID: batchID, EventID: eventID, Subject: subject, Data: data, Kind: natsjs.NoticeBatch,
+			Trace: parent, TraceState: state}})
 	}
 	return out, nil
 }
 
-// batchItems returns the item job ids and created_at of the event's batch
-// (from the cache, else its record), or nil when the event's job is not an
-// item of a stored batch.
-func (n *Notifier) batchItems(ctx context.Context, ev *event, batchID string) ([]string, time.Time, error) {
+// batchItems returns the item job ids, created_at and trace context of
+// the event's batch (from the cache, else its record), or no items when
+// the event's job is not an item of a stored batch.
+func (n *Notifier) batchItems(ctx context.Context, ev *event, batchID string) (cachedBatch, error) {
 	key := job.StoreKey(ev.Tenant, ev.Requester, batchID)
 	if c, ok := n.batchCache.get(key); ok && c.created.Equal(ev.Job.CreatedAt) {
-		return c.items, c.created, nil
+		return c, nil
 	}
 	b, err := n.batches.Get(ctx, key)
 	if errors.Is(err, job.ErrNotFound) {
-		n.log.Warn("notifier: the batch of an item's event is not stored; no batch notice", "batch_id", batchID, "job", ev.Job.ID)
-		return nil, time.Time{}, nil
+		n.log.WarnContext(ctx, "notifier: the batch of an item's event is not stored; no batch notice", "batch_id", batchID, "job", ev.Job.ID)
+		return cachedBatch{}, nil
 	}
 	if err != nil {
-		return nil, time.Time{}, err
+		return cachedBatch{}, err
 	}
 	items := make([]string, len(b.Items))
 	for i, it := range b.Items {
 		items[i] = it.JobID
 	}
 	if !slices.Contains(items, ev.Job.ID) {
-		n.log.Warn("notifier: an event names a batch its job is not an item of; no batch notice", "batch_id", batchID, "job", ev.Job.ID)
-		return nil, time.Time{}, nil
+		n.log.WarnContext(ctx, "notifier: an event names a batch its job is not an item of; no batch notice", "batch_id", batchID, "job", ev.Job.ID)
+		return cachedBatch{}, nil
 	}
-	n.batchCache.put(key, cachedBatch{items: items, created: b.CreatedAt})
-	return items, b.CreatedAt, nil
+	c := cachedBatch{items: items, created: b.CreatedAt, trace: b.Trace, traceState: b.TraceState}
+	n.batchCache.put(key, c)
+	return c, nil
 }
 
 // batchReads is how many item records one completion check reads at once.
@@ -227,7 +239,8 @@ func (n *Notifier) readEnded(ctx context.Context, ev *event, batchID string, cre
 			return nil, nil
 		}
 	}
-	notice := &batchNotice{ID: batchID, CreatedAt: created, Total: len(items), Jobs: make([]batchJob, len(items))}
+	notice := &batchNotice{ID: batchID, CreatedAt: created, Total: len(items), Jobs: make([]batchJob, len(items)),
+		trace: recs[0].Trace, traceState: recs[0].TraceState}
 	for i, r := range recs {
 		notice.Jobs[i] = batchJob{ID: r.ID, State: r.State}
 		switch r.State {
@@ -254,8 +267,9 @@ func (n *Notifier) readEnded(ctx context.Context, ev *event, batchID string, cre
 const batchCacheSize = 256
 
 type cachedBatch struct {
-	items   []string
-	created time.Time
+	items             []string
+	created           time.Time
+	trace, traceState string // the batch admission's trace context
 }
 
 type batchCache struct {

@@ -32,6 +32,12 @@ type testBatch struct {
 // choice notify and admits its items.
 func (b *testBundle) storeBatch(t *testing.T, id string, n int, notify string) *testBatch {
 	t.Helper()
+	return b.storeBatchWith(t, id, n, notify, nil)
+}
+
+// storeBatchWith is storeBatch with the batch record changed by edit first.
+func (b *testBundle) storeBatchWith(t *testing.T, id string, n int, notify string, edit func(*job.BatchRecord)) *testBatch {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	now := time.Now().UTC().Truncate(time.Millisecond)
@@ -39,6 +45,9 @@ func (b *testBundle) storeBatch(t *testing.T, id string, n int, notify string) *
 	for i := range n {
 		rec.Items = append(rec.Items, job.BatchItem{JobID: "job_" + id[4:] + strconv.Itoa(i), Type: "permit_report",
 			Params: json.RawMessage(`{"case_id":47}`), Fingerprint: "f" + strconv.Itoa(i)})
+	}
+	if edit != nil {
+		edit(rec)
 	}
 	require.NoError(t, b.res.Batches.Create(ctx, rec))
 	_, err := natsjs.AdmitItems(ctx, b.res.Jobs, rec, nil)

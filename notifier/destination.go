@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tracing"
 )
 
 // A destination is where deliveries go and wait: one webhook endpoint, or
@@ -154,13 +155,17 @@ func (n *Notifier) route(ctx context.Context, msg natsjs.EventMsg) {
 		_ = msg.Term()
 		return
 	}
+	// The job's trace context, as the event carries it: its tasks carry
+	// it on, and the router's lines about the event name it.
+	parent, state := msg.Header(tracing.HeaderParent), msg.Header(tracing.HeaderState)
+	ctx = tracing.Extract(ctx, parent, state)
 	var tasks []routed
 	if batchID, ok := n.isBatchItem(msg); ok {
 		// An item of a batch notified as one: nothing of its own; its end
 		// may be the batch's (batch.go).
 		if ev.Job.State.Terminal() {
 			if tasks, err = n.batchTasks(ctx, ev, batchID, msg.Subject()); err != nil {
-				n.log.Warn("notifier: batch completion check, will retry", "event", ev.ID, "batch_id", batchID, "err", err)
+				n.log.WarnContext(ctx, "notifier: batch completion check, will retry", "event", ev.ID, "batch_id", batchID, "err", err)
 				_ = msg.Nak(transientDelay)
 				return
 			}
@@ -179,20 +184,21 @@ func (n *Notifier) route(ctx context.Context, msg natsjs.EventMsg) {
 			if d != nil {
 				tasks = append(tasks, routed{d: d, t: natsjs.DeliveryTask{
 					Dest: d.id, JobID: ev.Job.ID, EventID: ev.ID, Subject: msg.Subject(), Revision: ev.Revision, Data: ev.Data,
+					Trace: parent, TraceState: state,
 				}})
 			}
 		}
 	}
 	for _, rt := range tasks {
 		if !n.admit(ctx, rt.d, ev.Job.State.Terminal()) {
-			n.overflow(rt.d, ev)
+			n.overflow(ctx, rt.d, ev)
 			continue
 		}
 		dup, err := n.queue.Enqueue(ctx, rt.t)
 		if err != nil {
 			// Tasks queued so far are not queued again (their message ids
 			// are remembered): the event comes back and finishes the rest.
-			n.log.Warn("notifier: queue delivery, will retry", "event", ev.ID, "destination", rt.d.id, "err", err)
+			n.log.WarnContext(ctx, "notifier: queue delivery, will retry", "event", ev.ID, "destination", rt.d.id, "err", err)
 			_ = msg.Nak(transientDelay)
 			return
 		}
@@ -201,7 +207,7 @@ func (n *Notifier) route(ctx context.Context, msg natsjs.EventMsg) {
 		}
 	}
 	if err := msg.Ack(); err != nil {
-		n.log.Warn("notifier: ack event", "event", ev.ID, "err", err)
+		n.log.WarnContext(ctx, "notifier: ack event", "event", ev.ID, "err", err)
 	}
 	n.stats.events.Add(1)
 }
@@ -246,7 +252,7 @@ func (n *Notifier) admit(ctx context.Context, d *destination, terminal bool) boo
 
 // overflow drops a task for a full destination: counted, and logged at
 // most once a minute per destination.
-func (n *Notifier) overflow(d *destination, ev *event) {
+func (n *Notifier) overflow(ctx context.Context, d *destination, ev *event) {
 	if d.ep != nil {
 		n.stats.webhooksDropped.Add(1)
 	} else {
@@ -266,7 +272,7 @@ func (n *Notifier) overflow(d *destination, ev *event) {
 		if d.ep != nil {
 			log = log.With("host", d.ep.host)
 		}
-		log.Error("notice dropped: the destination has too many pending deliveries")
+		log.ErrorContext(ctx, "notice dropped: the destination has too many pending deliveries")
 	}
 }
 
@@ -363,6 +369,9 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 		_ = msg.Term()
 		return
 	}
+	// The job's trace (the task's headers): each attempt is a span of it
+	// (runWebhook, runMail), and the lines about the task name it.
+	ctx = tracing.Extract(ctx, t.Trace, t.TraceState)
 	stopKeepAlive := keepAlive(msg, n.cfg.AckWait/3)
 	defer stopKeepAlive()
 
@@ -370,22 +379,22 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 	if d.ep != nil {
 		if until, ok := d.paused(n.cfg.Now()); ok {
 			n.stats.pausedDeliveries.Add(1)
-			n.retryAt(msg, ev, until)
+			n.retryAt(ctx, msg, ev, until)
 			return
 		}
 		if wait, due := n.behind(ctx, d, ev, t); wait {
-			n.retryAt(msg, ev, due)
+			n.retryAt(ctx, msg, ev, due)
 			return
 		}
 		body, err := ev.webhookBody()
 		if err != nil {
-			n.log.Error("notifier: encode webhook body", "err", err)
+			n.log.ErrorContext(ctx, "notifier: encode webhook body", "err", err)
 			_ = msg.Term()
 			return
 		}
 		o = n.runWebhook(ctx, d.ep, ev, body)
 		if !o.pauseUntil.IsZero() && d.pause(o.pauseUntil) {
-			n.log.Warn("webhook endpoint asked for a pause: its deliveries wait", "tenant", d.tenant, "endpoint", d.ep.id,
+			n.log.WarnContext(ctx, "webhook endpoint asked for a pause: its deliveries wait", "tenant", d.tenant, "endpoint", d.ep.id,
 				"host", d.ep.host, "until", o.pauseUntil.UTC().Format(time.RFC3339))
 		}
 	} else if addr := n.cfg.Mail.Addresses[ev.Tenant+"/"+ev.Requester]; addr != "" {
@@ -395,7 +404,7 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 	}
 	if o.done {
 		if err := msg.Ack(); err != nil {
-			n.log.Warn("notifier: ack delivery", "event", ev.ID, "destination", d.id, "err", err)
+			n.log.WarnContext(ctx, "notifier: ack delivery", "event", ev.ID, "destination", d.id, "err", err)
 		}
 		d.mu.Lock()
 		d.pending = max(d.pending-1, 0)
@@ -407,12 +416,12 @@ func (n *Notifier) deliver(ctx context.Context, d *destination, msg natsjs.Deliv
 	if d.ep != nil && o.due.After(n.cfg.Now().Add(orderWait)) {
 		d.hold(ev.Job.ID, ev.Revision, o.due, n.cfg.MaxPendingPerDestination)
 	}
-	n.retryAt(msg, ev, o.due)
+	n.retryAt(ctx, msg, ev, o.due)
 }
 
-func (n *Notifier) retryAt(msg natsjs.DeliveryMsg, ev *event, due time.Time) {
+func (n *Notifier) retryAt(ctx context.Context, msg natsjs.DeliveryMsg, ev *event, due time.Time) {
 	if err := msg.Nak(max(due.Sub(n.cfg.Now()), 0)); err != nil {
-		n.log.Warn("notifier: nak delivery", "event", ev.ID, "err", err)
+		n.log.WarnContext(ctx, "notifier: nak delivery", "event", ev.ID, "err", err)
 	}
 }
 
@@ -434,7 +443,7 @@ func (n *Notifier) behind(ctx context.Context, d *destination, ev *event, t nats
 	}
 	tasks, err := n.queue.JobTasks(ctx, d.id, ev.Job.ID, 64)
 	if err != nil {
-		n.log.Warn("notifier: order check, will retry", "destination", d.id, "event", ev.ID, "err", err)
+		n.log.WarnContext(ctx, "notifier: order check, will retry", "destination", d.id, "event", ev.ID, "err", err)
 		return true, n.cfg.Now().Add(transientDelay)
 	}
 	for _, q := range tasks {

@@ -17,6 +17,8 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/wneessen/go-mail"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // sendResult is what a mail attempt tells about the message.
@@ -46,13 +48,13 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	claimKey, tryKey := "mail."+scope, "mailtry."+scope
 	log := n.log.With("tenant", ev.Tenant, "requester", ev.Requester, "job", ev.Job.ID, "state", ev.Job.State, "event", ev.ID)
 	if done, err := n.mailClaimed(ctx, claimKey, log); err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	} else if done {
 		return finished
 	}
 	st, err := loadState(ctx, n.notices, tryKey)
 	if err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	}
 	if st.final() {
 		return finished
@@ -67,11 +69,11 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	rev, err := n.notices.Create(ctx, claimKey, data)
 	if errors.Is(err, natsjs.ErrExists) {
 		n.stats.mailsDuplicate.Add(1)
-		log.Debug("mail already claimed by another delivery")
+		log.DebugContext(ctx, "mail already claimed by another delivery")
 		return finished
 	}
 	if err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	}
 	st.Attempts++
 	build := n.buildMail
@@ -83,7 +85,21 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	if err != nil {
 		res = mailRejected
 	} else {
-		res, err = n.mail.send(ctx, msg, name)
+		// The attempt's span, a child of the job's trace: the server,
+		// never the addresses.
+		var attrs []attribute.KeyValue
+		if h := n.cfg.Mail.Host; h != "" {
+			attrs = append(attrs, attribute.String("server.address", h), attribute.Int("server.port", n.cfg.Mail.Port))
+		} else {
+			attrs = append(attrs, attribute.Bool("jobgate.mail.outbox", true))
+		}
+		var sctx context.Context
+		var span trace.Span
+		sctx, span = n.startDeliverySpan(ctx, "mail send", "mail", ev, st.Attempts, attrs...)
+		res, err = n.mail.send(sctx, msg, name)
+		endDeliverySpan(span, map[sendResult]string{mailSent: spanSent, mailNotSent: spanNotSent, mailRejected: spanRejected,
+			mailUncertain: spanUncertain}[res])
+		ctx = trace.ContextWithSpan(ctx, span) // the attempt's log lines name its span
 	}
 	// The claim's fate is written even when the handler is being stopped:
 	// a release lost here would mean the mail is never sent.
@@ -96,29 +112,29 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 		}
 		data, _ := json.Marshal(claim)
 		if _, err := n.notices.Update(wctx, claimKey, data, rev); err != nil {
-			log.Warn("could not record the mail's outcome; its claim stays, so it is not sent again", "status", status, "err", err)
+			log.WarnContext(ctx, "could not record the mail's outcome; its claim stays, so it is not sent again", "status", status, "err", err)
 		}
 	}
 	switch res {
 	case mailSent:
 		n.stats.mailsSent.Add(1)
-		log.Info("mail sent", "attempt", st.Attempts)
+		log.InfoContext(ctx, "mail sent", "attempt", st.Attempts)
 		update(statusSent, nil)
 		return finished
 	case mailUncertain:
 		n.stats.mailsUncertain.Add(1)
-		log.Error("mail may not have been delivered; not retried so it cannot arrive twice", "err", err)
+		log.ErrorContext(ctx, "mail may not have been delivered; not retried so it cannot arrive twice", "err", err)
 		update(statusUncertain, err)
 		return finished
 	case mailRejected:
 		n.stats.mailsFailed.Add(1)
-		log.Error("mail rejected for good", "err", err)
+		log.ErrorContext(ctx, "mail rejected for good", "err", err)
 		update(statusFailed, err)
 		return finished
 	}
 	if st.Attempts > len(n.cfg.Retries) {
 		n.stats.mailsFailed.Add(1)
-		log.Error("mail failed for good", "attempts", st.Attempts, "err", err)
+		log.ErrorContext(ctx, "mail failed for good", "attempts", st.Attempts, "err", err)
 		update(statusFailed, err)
 		return finished
 	}
@@ -127,15 +143,15 @@ func (n *Notifier) runMail(ctx context.Context, ev *event, addr string) outcome 
 	// the at-most-once side of the trade-off.
 	if err := n.notices.Delete(wctx, claimKey, rev); err != nil {
 		n.stats.mailsFailed.Add(1)
-		log.Error("mail not sent and its claim could not be released: giving up", "err", err)
+		log.ErrorContext(ctx, "mail not sent and its claim could not be released: giving up", "err", err)
 		return finished
 	}
 	delay := n.backoff(st.Attempts, 0)
 	st.Status, st.NextAt, st.LastError, st.Instance = statusPending, n.cfg.Now().Add(delay), err.Error(), n.cfg.Instance
 	n.stats.mailRetries.Add(1)
-	log.Warn("mail not sent, will retry", "attempt", st.Attempts, "err", err, "retry_in", delay)
+	log.WarnContext(ctx, "mail not sent, will retry", "attempt", st.Attempts, "err", err, "retry_in", delay)
 	if err := n.putState(wctx, tryKey, st); err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	}
 	return outcome{due: st.NextAt}
 }
@@ -158,7 +174,7 @@ func (n *Notifier) mailClaimed(ctx context.Context, claimKey string, log *slog.L
 		data, _ := json.Marshal(claim)
 		if _, err := n.notices.Update(ctx, claimKey, data, rev); err == nil {
 			n.stats.mailsUncertain.Add(1)
-			log.Error("mail claimed by an instance that stopped while sending; not sent again (at most one mail)", "claimed_by", claim.Instance)
+			log.ErrorContext(ctx, "mail claimed by an instance that stopped while sending; not sent again (at most one mail)", "claimed_by", claim.Instance)
 		}
 		return true, nil
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
+	"github.com/jobgate/jobgate/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // endpoint is a configured webhook, ready to deliver.
@@ -70,7 +72,7 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 	log := n.log.With("tenant", ev.Tenant, "job", ev.Job.ID, "state", ev.Job.State, "webhook_id", ev.ID, "endpoint", ep.id, "host", ep.host)
 	st, err := loadState(ctx, n.notices, key)
 	if err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	}
 	if st.final() {
 		return finished
@@ -81,20 +83,32 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 	}
 	off, err := exists(ctx, n.notices, "whoff."+ep.id)
 	if err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	}
 	if off {
 		st.Status, st.LastError = statusDisabled, "endpoint disabled after 410 Gone"
 		if err := n.putState(ctx, key, st); err != nil {
-			return n.transient(log, err)
+			return n.transient(ctx, log, err)
 		}
-		log.Warn("webhook not sent: endpoint disabled")
+		log.WarnContext(ctx, "webhook not sent: endpoint disabled")
 		return finished
 	}
 	st.Attempts++
+	// The attempt's span: a child of the job's trace (ctx), sent with the
+	// request (post) so the receiver continues it.
+	ctx, span := n.startDeliverySpan(ctx, "webhook POST", "webhook", ev, st.Attempts,
+		attribute.String("http.request.method", http.MethodPost), attribute.String("server.address", ep.host),
+		attribute.String("jobgate.endpoint", ep.id))
+	spanOutcome := spanRetry
+	var spanAttrs []attribute.KeyValue
+	defer func() { endDeliverySpan(span, spanOutcome, spanAttrs...) }()
 	status, retryAfter, err := n.post(ctx, ep, ev.ID, body)
+	if status != 0 {
+		spanAttrs = append(spanAttrs, attribute.Int("http.response.status_code", status))
+	}
 	if ctx.Err() != nil {
 		// Shutting down: the attempt was cut short by us, not the receiver.
+		spanOutcome = spanCanceled
 		return outcome{due: now}
 	}
 	st.Instance = n.cfg.Instance
@@ -102,32 +116,35 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 	case err == nil && status >= 200 && status < 300:
 		st.Status, st.LastError, st.NextAt = statusDelivered, "", time.Time{}
 		n.stats.webhooksDelivered.Add(1)
-		log.Debug("webhook delivered", "attempt", st.Attempts, "status", status)
+		spanOutcome = spanDelivered
+		log.DebugContext(ctx, "webhook delivered", "attempt", st.Attempts, "status", status)
 		if err := n.putState(ctx, key, st); err != nil {
 			// Delivered but not recorded: the retry repeats the delivery,
 			// which receivers dedupe by webhook-id.
-			return n.transient(log, err)
+			return n.transient(ctx, log, err)
 		}
 		return finished
 	case err == nil && status == http.StatusGone:
 		if _, err := n.notices.Create(ctx, "whoff."+ep.id, []byte(n.cfg.Now().UTC().Format(time.RFC3339))); err != nil &&
 			!errors.Is(err, natsjs.ErrExists) {
-			return n.transient(log, err)
+			return n.transient(ctx, log, err)
 		}
 		st.Status, st.LastError, st.NextAt = statusDisabled, "410 Gone", time.Time{}
 		n.stats.endpointsDisabled.Add(1)
-		log.Warn("webhook endpoint answered 410 Gone: disabled for every instance")
+		spanOutcome = spanDisabled
+		log.WarnContext(ctx, "webhook endpoint answered 410 Gone: disabled for every instance")
 		if err := n.putState(ctx, key, st); err != nil {
-			return n.transient(log, err)
+			return n.transient(ctx, log, err)
 		}
 		return finished
 	case errors.Is(err, ErrForbiddenAddress):
 		st.Status, st.LastError, st.NextAt = statusRefused, err.Error(), time.Time{}
 		n.stats.webhooksRefused.Add(1)
 		n.stats.webhooksFailed.Add(1)
-		log.Error("webhook refused: the endpoint resolves to a non-public address (set allow_private_webhooks to permit)", "err", err)
+		spanOutcome = spanRefused
+		log.ErrorContext(ctx, "webhook refused: the endpoint resolves to a non-public address (set allow_private_webhooks to permit)", "err", err)
 		if err := n.putState(ctx, key, st); err != nil {
-			return n.transient(log, err)
+			return n.transient(ctx, log, err)
 		}
 		return finished
 	}
@@ -139,18 +156,20 @@ func (n *Notifier) runWebhook(ctx context.Context, ep *endpoint, ev *event, body
 	if st.Attempts > len(n.cfg.Retries) {
 		st.Status, st.NextAt = statusFailed, time.Time{}
 		n.stats.webhooksFailed.Add(1)
-		log.Error("webhook delivery failed for good", "attempts", st.Attempts, "last_error", st.LastError)
+		spanOutcome = spanFailed
+		log.ErrorContext(ctx, "webhook delivery failed for good", "attempts", st.Attempts, "last_error", st.LastError)
 		if err := n.putState(ctx, key, st); err != nil {
-			return n.transient(log, err)
+			return n.transient(ctx, log, err)
 		}
 		return finished
 	}
 	delay := n.backoff(st.Attempts, retryAfter)
 	st.Status, st.NextAt = statusPending, n.cfg.Now().Add(delay)
 	n.stats.webhookRetries.Add(1)
-	log.Info("webhook delivery failed, will retry", "attempt", st.Attempts, "last_error", st.LastError, "retry_in", delay)
+	spanAttrs = append(spanAttrs, attribute.Float64("jobgate.delivery.retry_in_seconds", delay.Seconds()))
+	log.InfoContext(ctx, "webhook delivery failed, will retry", "attempt", st.Attempts, "last_error", st.LastError, "retry_in", delay)
 	if err := n.putState(ctx, key, st); err != nil {
-		return n.transient(log, err)
+		return n.transient(ctx, log, err)
 	}
 	o := outcome{due: st.NextAt}
 	if err == nil && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && retryAfter > 0 {
@@ -176,6 +195,9 @@ func (n *Notifier) post(ctx context.Context, ep *endpoint, id string, body []byt
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(HeaderSignature, Sign(ep.key, id, ts, body))
+	// The delivery span's context (the job's, without an SDK): the
+	// receiver's spans join the job's trace.
+	tracing.SetHeader(ctx, req.Header, "", "")
 	resp, err := n.http.Do(req)
 	if err != nil {
 		// The client's error quotes the URL, with the receiver's token.
@@ -216,7 +238,7 @@ func newHTTPClient(cfg *Config) *http.Client {
 
 // transient logs a failure of the notifier's own state store; the event is
 // tried again soon without counting a delivery attempt.
-func (n *Notifier) transient(log *slog.Logger, err error) outcome {
-	log.Warn("notice state unavailable, will retry", "err", err)
+func (n *Notifier) transient(ctx context.Context, log *slog.Logger, err error) outcome {
+	log.WarnContext(ctx, "notice state unavailable, will retry", "err", err)
 	return outcome{due: n.cfg.Now().Add(transientDelay)}
 }

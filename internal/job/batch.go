@@ -61,6 +61,12 @@ type BatchRecord struct {
 	// has ended) or NotifyEach (each item notified as a job).
 	Notify string      `json:"notify,omitempty"`
 	Items  []BatchItem `json:"items"`
+	// Trace and TraceState are the W3C trace context of the batch's
+	// admission span (traceparent, tracestate), which every item's record
+	// keeps (ItemRecord): the batch's jobs are traced as its admission's
+	// children, whoever creates their records.
+	Trace      string `json:"trace,omitempty"`
+	TraceState string `json:"trace_state,omitempty"`
 
 	// Revision is the store's revision (not stored).
 	Revision uint64 `json:"-"`
@@ -98,7 +104,7 @@ func (b *BatchRecord) ItemRecord(i int) *Record {
 		Fingerprint: it.Fingerprint, Type: it.Type, Params: it.Params,
 		State: StateQueued, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
 		MaxAttempts: it.MaxAttempts, TimeoutSeconds: it.TimeoutSeconds,
-		Batch: b.ID, BatchNotify: b.Notify,
+		Batch: b.ID, BatchNotify: b.Notify, Trace: b.Trace, TraceState: b.TraceState,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -63,6 +64,10 @@ type DeliveryTask struct {
 	Revision uint64 // the record revision of the event; 0 if unknown
 	Data     []byte
 	Kind     string // "" for a job event, NoticeBatch
+	// Trace and TraceState are the job's trace context (the event's
+	// traceparent and tracestate; a batch notice's, its batch's): the
+	// delivery's span continues it. Sent as the task's headers.
+	Trace, TraceState string
 }
 
 // Enqueue queues a delivery task. The same event at the same destination is
@@ -79,6 +84,7 @@ func (d *Deliveries) Enqueue(ctx context.Context, t DeliveryTask) (dup bool, err
 	if t.Kind != "" {
 		msg.Header.Set(HeaderNoticeKind, t.Kind)
 	}
+	tracing.SetHeader(context.Background(), msg.Header, t.Trace, t.TraceState)
 	ack, err := d.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return false, fmt.Errorf("queue delivery %s to %s: %w", t.EventID, t.Dest, mapErr(err))
@@ -111,6 +117,8 @@ type QueuedTask struct {
 	Revision uint64
 	Data     []byte
 	Kind     string
+	// Trace and TraceState: the task's traceparent and tracestate.
+	Trace, TraceState string
 }
 
 // JobTasks lists the pending tasks of one job at dest, oldest first, up to
@@ -143,6 +151,7 @@ func queuedTask(seq uint64, h nats.Header, data []byte) QueuedTask {
 		t.EventID, t.Subject = h.Get(HeaderEventID), h.Get(HeaderEventSubject)
 		t.Revision, _ = strconv.ParseUint(h.Get(HeaderRevision), 10, 64)
 		t.Kind = h.Get(HeaderNoticeKind)
+		t.Trace, t.TraceState = tracing.FromHeader(h)
 	}
 	return t
 }
