@@ -13,6 +13,9 @@ import (
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // batchRecords is what the gateway needs of the batch record store
@@ -47,7 +50,15 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 	if g.batches == nil {
 		return writeProblem(c, job.ErrNotFound)
 	}
+	// The admission span continues the caller's trace like POST /v1/jobs;
+	// the batch record keeps its context, and each item's record with it
+	// (job.BatchRecord.ItemRecord), so every item's later steps are its
+	// children whoever creates the item's record.
+	sctx, span := startAdmissionSpan(c)
+	defer endSpan(span, c)
+	c.SetUserContext(sctx)
 	id := identity(c)
+	span.SetAttributes(attribute.String("jobgate.tenant", id.Tenant))
 	if wait, ok := g.submits.allowScope(id.Tenant, id.Requester); !ok {
 		setRetryAfter(c, wait)
 		return writeProblem(c, job.ErrRateLimited)
@@ -79,6 +90,10 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 		ID: batchID, Tenant: id.Tenant, Requester: id.Requester, KeyHash: g.ids.KeyHash(id.Tenant, id.Requester, key),
 		Fingerprint: req.Fingerprint, Notify: req.Notify, CreatedAt: now, Items: make([]job.BatchItem, len(req.Items)),
 	}
+	b.Trace, b.TraceState = tracing.Inject(ctx) // the admission span's
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("jobgate.batch.id", batchID), attribute.Int("jobgate.batch.jobs", len(b.Items)))
+	}
 	for i, r := range req.Items {
 		it := job.BatchItem{JobID: g.ids.DeriveItem(id.Tenant, id.Requester, batchID, i), Type: r.Type, Params: r.Params, Fingerprint: r.Fingerprint}
 		// Each job keeps the limits its type had when the batch was accepted.
@@ -104,8 +119,9 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 			return g.admittedBatch(c, ctx, b)
 		}
 		if !errors.Is(err, natsjs.ErrExists) {
+			endAdmissionSpan(span, c, "unavailable", err)
 			if !errors.Is(err, job.ErrPayloadTooLarge) {
-				g.log.Warn("batch admission failed", "tenant", id.Tenant, "key_hash", b.KeyHash, "err", err)
+				g.log.WarnContext(ctx, "batch admission failed", "tenant", id.Tenant, "key_hash", b.KeyHash, "err", err)
 			}
 			return writeProblem(c, err)
 		}
@@ -130,10 +146,11 @@ func (g *Gateway) admittedBatch(c *fiber.Ctx, ctx context.Context, b *job.BatchR
 	if err := g.cfg.Failpoints.Hit(failpoint.GatewayBatchAfterCommit); err != nil {
 		return writeProblem(c, err)
 	}
+	endAdmissionSpan(trace.SpanFromContext(ctx), c, "new", nil)
 	if err := g.admitItems(ctx, b); err != nil {
-		g.log.Warn("batch items left to the relay", "batch_id", b.ID, "err", err)
+		g.log.WarnContext(ctx, "batch items left to the relay", "batch_id", b.ID, "err", err)
 	}
-	g.log.Info("batch admitted", "batch_id", b.ID, "tenant", b.Tenant, "key_hash", b.KeyHash, "jobs", len(b.Items))
+	g.log.InfoContext(ctx, "batch admitted", "batch_id", b.ID, "tenant", b.Tenant, "key_hash", b.KeyHash, "jobs", len(b.Items))
 	c.Set(fiber.HeaderLocation, job.BatchPath(b.ID))
 	v := newBatchView(b)
 	return g.writeBatch(c, http.StatusAccepted, v, 0, job.MaxBatchItems)
@@ -144,6 +161,7 @@ func (g *Gateway) admittedBatch(c *fiber.Ctx, ctx context.Context, b *job.BatchR
 // first, if no one has yet).
 func (g *Gateway) replayBatch(c *fiber.Ctx, ctx context.Context, b, existing *job.BatchRecord) error {
 	if existing.Fingerprint != b.Fingerprint {
+		endAdmissionSpan(trace.SpanFromContext(ctx), c, "conflict", nil)
 		return writeProblem(c, job.Userf(job.ErrKeyReused, "this Idempotency-Key was already used for batch %s with other jobs", existing.ID))
 	}
 	if existing.AdmittedAt == nil {
@@ -157,6 +175,7 @@ func (g *Gateway) replayBatch(c *fiber.Ctx, ctx context.Context, b, existing *jo
 	}
 	c.Set(fiber.HeaderLocation, job.BatchPath(existing.ID))
 	c.Set("Idempotent-Replayed", "true")
+	endAdmissionSpan(trace.SpanFromContext(ctx), c, "replayed", nil)
 	return g.writeBatch(c, http.StatusOK, v, 0, job.MaxBatchItems)
 }
 

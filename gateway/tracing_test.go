@@ -108,3 +108,41 @@ func TestAdmissionContinuesTheCallersTraceAndKeepsItWithTheJob(t *testing.T) {
 	require.True(t, tracing.SpanContext(stored.Trace, "").IsValid())
 	require.NotEqual(t, callerSC.TraceID(), tracing.SpanContext(stored.Trace, "").TraceID())
 }
+
+// POST /v1/batches continues the caller's trace like POST /v1/jobs, and
+// every item's record keeps the batch admission's context.
+func TestBatchAdmissionContinuesTheCallersTraceAndEachItemKeepsIt(t *testing.T) {
+	rec := recordSpans(t)
+	_, b := setup(t)
+	tok := b.token(t, "4", "reviewer-47", false)
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4739-00f067aa0ba902b7-01"
+	callerSC := tracing.SpanContext(caller, "")
+	r := b.do(t, http.MethodPost, "/v1/batches", tok, batchBody(3, nil), "Idempotency-Key: secret-batch-key", "traceparent: "+caller, "tracestate: shop=2")
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+	v := r.batch(t)
+
+	var span sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID() == callerSC.TraceID() && s.Name() == "POST /v1/batches" {
+			span = s
+		}
+	}
+	require.NotNil(t, span, "a server span in the caller's trace")
+	require.Equal(t, trace.SpanKindServer, span.SpanKind())
+	require.Equal(t, callerSC.SpanID(), span.Parent().SpanID())
+	require.Equal(t, "new", attr(span, "jobgate.idempotency.outcome"))
+	require.Equal(t, v.ID, attr(span, "jobgate.batch.id"))
+	require.Equal(t, "202", attr(span, "http.response.status_code"))
+	for _, a := range span.Attributes() {
+		require.NotContains(t, a.Value.Emit(), "secret-batch-key")
+	}
+	require.Len(t, v.ids(), 3)
+	for _, id := range v.ids() {
+		stored, err := b.res.Jobs.Get(context.Background(), job.StoreKey("4", "reviewer-47", id))
+		require.NoError(t, err)
+		sc := tracing.SpanContext(stored.Trace, stored.TraceState)
+		require.Equal(t, span.SpanContext().TraceID(), sc.TraceID(), "item %s", id)
+		require.Equal(t, span.SpanContext().SpanID(), sc.SpanID(), "item %s: a child of the batch's admission", id)
+		require.Equal(t, "shop=2", stored.TraceState)
+	}
+}
