@@ -443,6 +443,20 @@ func TestConsoleLive(t *testing.T) {
 	isStats := func(r sentRequest) bool { return r.method == "GET" && r.path == "/v1/admin/stats?series=minutes" } // not the sign-in's probe
 	isList := func(r sentRequest) bool { return r.method == "GET" && strings.HasPrefix(r.path, "/v1/admin/jobs?") }
 	isStream := func(r sentRequest) bool { return r.method == "GET" && strings.HasPrefix(r.path, "/v1/admin/events") }
+	// Every timer the console sets for loadStats is counted: pending (set,
+	// not cleared, not fired) and fired.
+	_, err := chromedp.Call(p.ctx, cdpage.AddScriptToEvaluateOnNewDocument, cdpage.AddScriptToEvaluateOnNewDocumentParams{Source: `(() => {
+		const set = window.setTimeout, clear = window.clearTimeout, pending = new Set();
+		window.__statsTimers = { fired: 0, pending };
+		window.setTimeout = function (fn, ms, ...args) {
+			if (typeof fn !== 'function' || fn.name !== 'loadStats') return set.call(window, fn, ms, ...args);
+			const id = set.call(window, () => { pending.delete(id); window.__statsTimers.fired++; fn(); }, ms);
+			pending.add(id);
+			return id;
+		};
+		window.clearTimeout = function (id) { pending.delete(id); return clear.call(window, id); };
+	})()`})
+	require.NoError(t, err)
 	consoleSignIn(t, p, sys.url, op)
 	waitJS(t, p, `document.getElementById('live-status').dataset.live === 'on'`, "the live stream up")
 	waitJS(t, p, jobRows+`.length === 3`, "the three jobs")
@@ -492,9 +506,10 @@ func TestConsoleLive(t *testing.T) {
 	// A succeeded job's result, through a link minted for the role.
 	evalJS[chromedp.Void](t, p, `location.hash = 'view=job&id=`+report+`'`)
 	waitJS(t, p, `!document.getElementById('d-result').hidden`, "the result link")
+	var resp *http.Response
 	href := evalJS[string](t, p, `document.getElementById('d-result-link').getAttribute('href')`)
 	require.True(t, strings.HasPrefix(href, "/v1/results/"), href)
-	resp, err := http.Get(sys.url + href)
+	resp, err = http.Get(sys.url + href)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the link needs no token")
@@ -520,6 +535,8 @@ func TestConsoleLive(t *testing.T) {
 	waitJS(t, p, jobRows+`.length === 6`, "the six jobs")
 	require.Len(t, net.matching(isStream), 1, "one event stream:\n%s", net)
 	require.LessOrEqual(t, len(net.matching(isStats)), len(net.matching(isList)), "no stats polled:\n%s", net)
+	require.True(t, evalJS[bool](t, p, `window.__statsTimers.pending.size === 0 && window.__statsTimers.fired === 0`),
+		"no timer reads the stats while the stream is up")
 
 	// A phone: 375 px wide, no view wider than the screen.
 	_, err = chromedp.Call(p.ctx, emulation.SetDeviceMetricsOverride,
