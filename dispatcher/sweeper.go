@@ -7,6 +7,10 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errSkip: on a fresh read the job needs nothing after all.
@@ -133,7 +137,7 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 	if !exhausted {
 		ws, err := d.work.Pending(octx, cur)
 		if err != nil {
-			d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
+			d.log.WarnContext(tracing.Extract(octx, cur.Trace, cur.TraceState), "sweeper: could not look up work", "job_id", cur.ID, "err", err)
 			return
 		}
 		if ws.Seq != 0 && (!ws.Delivered || !d.running.suspect(key, ws.Seq)) {
@@ -141,7 +145,9 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 		}
 	}
 	next := cur.Clone()
+	action := "redispatch"
 	if exhausted {
+		action = "fail"
 		if err := next.Fail(job.FinalFailure(next, maxAttempts), now); err != nil {
 			return
 		}
@@ -153,19 +159,48 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 			return
 		}
 	}
+	octx, span := d.sweepSpan(octx, action, cur)
+	defer span.End()
+	if cur.Worker != "" {
+		span.SetAttributes(attribute.String("jobgate.attempt.outcome", job.OutcomeWorkerLost), attribute.String("jobgate.worker", cur.Worker))
+	}
 	// A compare-and-set against the version judged silent: if anything
 	// wrote the job meanwhile, this sweep leaves it.
 	if err := d.jobs.Update(octx, next); err != nil {
+		sweepLost(span, err)
 		if !errors.Is(err, natsjs.ErrStale) {
-			d.log.Warn("sweeper: could not recover job", "key", key, "err", err)
+			d.log.WarnContext(octx, "sweeper: could not recover job", "key", key, "job_id", cur.ID, "err", err)
 		}
 		return
+	}
+	if next.Error != nil {
+		span.SetAttributes(attribute.String("jobgate.error.category", string(next.Error.Category)))
 	}
 	if cur.Worker != "" {
 		// The silent attempt ended here: its worker vanished.
 		d.attemptEnded(next, job.OutcomeWorkerLost, cur.Attempt)
 	}
 	d.settled(octx, next, "sweeper")
+}
+
+// sweepSpan starts the span of a recovery of rec (action: redispatch,
+// fail, requeue, expire), a child of the job's admission: a sweep is a
+// step of the job's trace, and the work it publishes carries its context.
+func (d *Dispatcher) sweepSpan(ctx context.Context, action string, rec *job.Record) (context.Context, trace.Span) {
+	return tracing.Tracer().Start(tracing.Extract(ctx, rec.Trace, rec.TraceState), "sweep "+action, trace.WithAttributes(
+		attribute.String("jobgate.job.id", rec.ID), attribute.String("jobgate.job.type", rec.Type),
+		attribute.String("jobgate.tenant", rec.Tenant), attribute.String("jobgate.job.state", string(rec.State)),
+		attribute.Int("jobgate.attempt", rec.Attempt), attribute.String("jobgate.sweeper.action", action)))
+}
+
+// sweepLost marks a recovery span whose write did not happen: another
+// writer won (stale), or the store failed.
+func sweepLost(span trace.Span, err error) {
+	if errors.Is(err, natsjs.ErrStale) {
+		span.SetAttributes(attribute.Bool("jobgate.sweeper.lost_race", true))
+		return
+	}
+	span.SetStatus(codes.Error, "write failed")
 }
 
 // attemptEnded counts attempt n of rec, which a sweep ended
@@ -185,20 +220,21 @@ func (d *Dispatcher) attemptEnded(rec *job.Record, outcome string, n int) {
 func (d *Dispatcher) settled(ctx context.Context, rec *job.Record, by string) {
 	if rec.State == job.StateFailed {
 		d.cfg.Metrics.StalledJob("failed")
-		d.log.Info("job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
+		d.log.InfoContext(ctx, "job failed", "by", by, "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
 		if _, err := d.events.Publish(ctx, rec); err != nil {
-			d.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
+			d.log.DebugContext(ctx, "event left to the relay", "job_id", rec.ID, "err", err)
 		}
 		return
 	}
 	if err := d.work.Publish(ctx, rec, int(rec.Revision)); err != nil {
 		// The record says a retry is due now; if the work never reaches the
 		// queue the job goes silent again and the next sweep re-dispatches.
-		d.log.Warn("re-dispatch not published", "by", by, "job_id", rec.ID, "err", err)
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, "re-dispatch not published")
+		d.log.WarnContext(ctx, "re-dispatch not published", "by", by, "job_id", rec.ID, "err", err)
 		return
 	}
 	d.cfg.Metrics.StalledJob("redispatched")
-	d.log.Info("job re-dispatched", "by", by, "job_id", rec.ID, "attempts_used", rec.Attempt)
+	d.log.InfoContext(ctx, "job re-dispatched", "by", by, "job_id", rec.ID, "attempts_used", rec.Attempt)
 }
 
 // checkQueued looks after a job queued for long: a job whose work message
@@ -221,12 +257,14 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	}
 	ws, err := d.work.Pending(octx, cur)
 	if err != nil {
-		d.log.Warn("sweeper: could not look up work", "job_id", cur.ID, "err", err)
+		d.log.WarnContext(tracing.Extract(octx, cur.Trace, cur.TraceState), "sweeper: could not look up work", "job_id", cur.ID, "err", err)
 		return
 	}
 	if ws.Seq != 0 {
 		return // waiting its turn
 	}
+	octx, span := d.sweepSpan(octx, "requeue", cur)
+	defer span.End()
 	now := d.cfg.Now().UTC()
 	rec, err := d.jobs.Mutate(octx, key, func(n *job.Record) error {
 		if n.State != job.StateQueued {
@@ -239,7 +277,8 @@ func (d *Dispatcher) checkQueued(ctx context.Context, key string) {
 	case errors.Is(err, errSkip), errors.Is(err, job.ErrNotFound):
 		return
 	case err != nil:
-		d.log.Warn("sweeper: could not recover queued job", "job_id", cur.ID, "err", err)
+		sweepLost(span, err)
+		d.log.WarnContext(octx, "sweeper: could not recover queued job", "job_id", cur.ID, "err", err)
 		return
 	}
 	d.settled(octx, rec, "sweeper")
@@ -270,9 +309,15 @@ func (d *Dispatcher) expire(ctx context.Context, key string) {
 	if err := next.Expire(ttl, now); err != nil {
 		return
 	}
+	octx, span := d.sweepSpan(octx, "expire", cur)
+	defer span.End()
+	if cur.State == job.StateRunning && cur.Worker != "" {
+		span.SetAttributes(attribute.String("jobgate.attempt.outcome", "expired"), attribute.String("jobgate.worker", cur.Worker))
+	}
 	if err := d.jobs.Update(octx, next); err != nil {
+		sweepLost(span, err)
 		if !errors.Is(err, natsjs.ErrStale) {
-			d.log.Warn("sweeper: could not expire job", "job_id", cur.ID, "err", err)
+			d.log.WarnContext(octx, "sweeper: could not expire job", "job_id", cur.ID, "err", err)
 		}
 		return
 	}
@@ -280,10 +325,11 @@ func (d *Dispatcher) expire(ctx context.Context, key string) {
 	if cur.State == job.StateRunning && cur.Worker != "" {
 		d.attemptEnded(next, "expired", cur.Attempt)
 	}
-	d.log.Info("job failed", "by", "sweeper", "job_id", next.ID, "was", cur.State, "category", next.Error.Category,
+	span.SetAttributes(attribute.String("jobgate.error.category", string(next.Error.Category)))
+	d.log.InfoContext(octx, "job failed", "by", "sweeper", "job_id", next.ID, "was", cur.State, "category", next.Error.Category,
 		"created_at", next.CreatedAt)
 	if _, err := d.events.Publish(octx, next); err != nil {
-		d.log.Debug("event left to the relay", "job_id", next.ID, "err", err)
+		d.log.DebugContext(octx, "event left to the relay", "job_id", next.ID, "err", err)
 	}
 }
 
