@@ -15,8 +15,12 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errTooLarge: an upload outgrew its type's limit.
@@ -43,6 +47,10 @@ type upload struct {
 	done   chan struct{}
 	size   int64
 	putErr error
+	// ctx is the upload's span's (a child of its attempt's span, in the
+	// job's trace), for its log lines; span ends with the upload.
+	ctx  context.Context
+	span trace.Span
 }
 
 // open starts the upload of a held job's result on this broker.
@@ -80,7 +88,17 @@ func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 		b.forgetUpload(u.id)
 		return refuse(wire.CodeUnavailable, "upload not opened")
 	}
-	u.sub = sub
+	// The upload is a span of the job's trace, a child of the attempt's
+	// (the id its worker was handed at the claim), from open to stored.
+	actx := trace.ContextWithRemoteSpanContext(context.WithoutCancel(b.ctx),
+		tracing.AttemptContext(h.rec.Trace, h.rec.TraceState, h.rec.Key(), h.rec.Attempt))
+	uctx, span := tracing.Tracer().Start(actx, "result upload", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("jobgate.job.id", h.rec.ID), attribute.String("jobgate.job.type", h.rec.Type),
+		attribute.String("jobgate.tenant", h.rec.Tenant), attribute.Int("jobgate.attempt", h.rec.Attempt),
+		attribute.Int64("jobgate.result.max_bytes", u.max)))
+	u.mu.Lock()
+	u.sub, u.ctx, u.span = sub, uctx, span
+	u.mu.Unlock()
 	_ = sub.SetPendingLimits(4, 4*wire.ChunkSize+4096)
 	u.timer = time.AfterFunc(b.cfg.UploadIdle, func() { u.abort(errors.New("upload idle")) })
 	desc := fmt.Sprintf("%s result of job %s, attempt %d", h.rec.Type, h.rec.ID, h.rec.Attempt)
@@ -88,7 +106,7 @@ func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	go func() {
 		defer b.wg.Done()
 		defer close(u.done)
-		size, err := b.res.PutResult(b.ctx, u.object, h.decl.ContentType, desc, pr)
+		size, err := b.res.PutResult(trace.ContextWithSpan(b.ctx, span), u.object, h.decl.ContentType, desc, pr)
 		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
 		u.mu.Lock()
 		u.size, u.putErr = size, err
@@ -161,13 +179,16 @@ func (u *upload) chunk(m *nats.Msg) {
 	u.mu.Lock()
 	size, perr, n, sum := u.size, u.putErr, u.n, hex.EncodeToString(u.h.Sum(nil))
 	u.mu.Unlock()
-	u.finish()
 	switch {
 	case perr != nil:
-		respond(m, u.storeError(perr))
+		reply := u.storeError(perr)
+		u.end(errors.New(reply.Error.Message))
+		respond(m, reply)
 	case size != n:
+		u.end(fmt.Errorf("the store kept %d of %d bytes", size, n))
 		respond(m, refuse(wire.CodeUnavailable, "the store kept %d of %d bytes", size, n))
 	default:
+		u.end(nil)
 		respond(m, &wire.Reply{Stored: &wire.StoredResult{Object: u.object, Size: n, SHA256: sum}})
 	}
 }
@@ -176,13 +197,13 @@ func (u *upload) storeError(err error) *wire.Reply {
 	if errors.Is(err, job.ErrStorageFull) {
 		// A result that does not fit fails its job (budget_exceeded)
 		// rather than being given back to wait for room forever.
-		u.b.log.Warn("result not stored: the results' byte budget is used up", "object", u.object)
+		u.b.log.WarnContext(u.logCtx(), "result not stored: the results' byte budget is used up", "object", u.object)
 		return refuse(wire.CodeTooLarge, "the deployment's result storage is full")
 	}
 	if natsjs.Unavailable(err) || errors.Is(err, context.Canceled) {
 		return refuse(wire.CodeUnavailable, "the result store could not be reached")
 	}
-	u.b.log.Warn("result not stored", "object", u.object, "err", err)
+	u.b.log.WarnContext(u.logCtx(), "result not stored", "object", u.object, "err", err)
 	return refuse(wire.CodeUnavailable, "the result could not be stored")
 }
 
@@ -195,10 +216,21 @@ func (u *upload) abort(cause error) {
 	if pw != nil {
 		_ = pw.CloseWithError(cause)
 	}
-	u.finish()
+	u.end(cause)
 }
 
-func (u *upload) finish() {
+// logCtx is the context the upload's log lines are logged with: its span's.
+func (u *upload) logCtx() context.Context {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ctx == nil {
+		return context.Background()
+	}
+	return u.ctx
+}
+
+// end finishes the upload and its span: stored when cause is nil.
+func (u *upload) end(cause error) {
 	u.mu.Lock()
 	if u.ended {
 		u.mu.Unlock()
@@ -208,8 +240,18 @@ func (u *upload) finish() {
 	if u.timer != nil {
 		u.timer.Stop()
 	}
-	sub := u.sub
+	sub, span, n, chunks := u.sub, u.span, u.n, u.seq
 	u.mu.Unlock()
+	if span != nil {
+		span.SetAttributes(attribute.Int64("jobgate.result.bytes", n), attribute.Int("jobgate.result.chunks", chunks))
+		if cause != nil {
+			span.SetAttributes(attribute.String("jobgate.result.outcome", "aborted"))
+			span.SetStatus(codes.Error, cause.Error())
+		} else {
+			span.SetAttributes(attribute.String("jobgate.result.outcome", "stored"))
+		}
+		span.End()
+	}
 	if sub != nil {
 		_ = sub.Unsubscribe()
 	}

@@ -87,6 +87,11 @@ func TestAJobsSpansNestFromTheCallerToTheHandler(t *testing.T) {
 	user := byName("user step")
 	require.Equal(t, run.SpanContext().SpanID(), user.Parent().SpanID(), "the user's span nests under the handler's ctx")
 	require.Equal(t, trace.SpanKindConsumer, att.SpanKind())
+	up := byName("result upload")
+	require.NotNil(t, up, "the result's upload is a span of the job's trace")
+	require.Equal(t, att.SpanContext().SpanID(), up.Parent().SpanID(), "the upload is the attempt's child")
+	require.Contains(t, up.Attributes(), attrOf("jobgate.result.outcome", "stored"))
+	require.Contains(t, up.Attributes(), attribute.Int64("jobgate.result.bytes", 2))
 }
 
 func attrOf(k, v string) attribute.KeyValue { return attribute.String(k, v) }
