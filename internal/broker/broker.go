@@ -282,7 +282,7 @@ func (b *Broker) eventAfter(rec *job.Record, after uint64) uint64 {
 	defer cancel()
 	seq, _, err := b.res.Events.PublishAfter(ctx, rec, after)
 	if err != nil {
-		b.log.Debug("event left to the relay", "job_id", rec.ID, "err", err)
+		b.log.DebugContext(jobCtx(ctx, rec), "event left to the relay", "job_id", rec.ID, "err", err)
 		return 0
 	}
 	return seq

@@ -321,7 +321,7 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	// old one goes once the fresh one is stored, else it is the job's way
 	// back.
 	if err := b.res.Work.Publish(octx, rec, int(rec.Revision)); err != nil {
-		b.log.Warn("work of a given-back job left to its pending delivery", "job_id", rec.ID, "err", err)
+		b.log.WarnContext(jobCtx(octx, rec), "work of a given-back job left to its pending delivery", "job_id", rec.ID, "err", err)
 		if old != nil {
 			s.later(&natsjs.LaneMsg{Seq: old.seq, Key: rec.Key(), Tenant: old.tenant, Requester: old.requester}, now.Add(outageDelay(1)))
 		}

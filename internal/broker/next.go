@@ -303,7 +303,7 @@ func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool 
 	case err != nil:
 		return false
 	}
-	b.log.Info("job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
+	b.log.InfoContext(jobCtx(ctx, rec), "job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
 	if open {
 		// The last attempt's worker vanished: that attempt ends here.
 		// Without one, every attempt had its verdict counted already.

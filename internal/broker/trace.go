@@ -12,6 +12,12 @@ import (
 	"github.com/jobgate/jobgate/internal/tracing"
 )
 
+// jobCtx is ctx with rec's stored trace context, for a log line about
+// the job outside its attempt's span (it then names the job's trace_id).
+func jobCtx(ctx context.Context, rec *job.Record) context.Context {
+	return tracing.Extract(ctx, rec.Trace, rec.TraceState)
+}
+
 // traceAttempt records the span of the attempt rec's verdict ended: from
 // its claim to now, a child of the job's admission, under the id its
 // worker was handed with the assignment (tracing.AttemptSpanID), so the
