@@ -220,8 +220,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, l Layout) (*Resource
 		if err == nil && len(differ) == 0 && r.bucket && have.Replicas > 1 && have.AllowDirect {
 			err = leaderReads(ctx, js, have)
 		}
-		if err == nil && len(differ) == 0 && r.stream == StreamWork && have.Replicas <= 1 && !have.AllowDirect {
-			err = directReads(ctx, js, have) // a work stream of an earlier version
+		if err == nil && len(differ) == 0 && (r.stream == StreamWork || r.stream == StreamEvents) && have.Replicas <= 1 && !have.AllowDirect {
+			err = directReads(ctx, js, have) // a stream of an earlier version
 		}
 		if err != nil {
 			return nil, fmt.Errorf("provision %s: %w", r.name, err)
@@ -440,6 +440,10 @@ func (l Layout) resources() []resource {
 		Description: "jobgate job state changes",
 		Subjects:    []string{AllEvents},
 		Retention:   jetstream.LimitsPolicy,
+		// A job's newest event is read before each in-order publish (the
+		// publish itself checks it): by direct get on one server, from the
+		// leader on a cluster, as the work (above).
+		AllowDirect: l.Replicas <= 1,
 		Duplicates:  l.DuplicateWindow,
 		MaxAge:      l.EventsMaxAge,
 		Replicas:    l.Replicas,

@@ -152,26 +152,29 @@ func TestShortestValidJobTTLProvisions(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// The brokers read work by direct get: a work stream provisioned by an
-// earlier version, without direct gets, gains them at the next start.
-func TestProvisionTurnsDirectGetsOnForWork(t *testing.T) {
+// The brokers read work, and a job's newest event, by direct get on one
+// server: streams provisioned by an earlier version, without direct gets,
+// gain them at the next start.
+func TestProvisionTurnsDirectGetsOnForWorkAndEvents(t *testing.T) {
 	t.Parallel()
 	js := setupProvision(t)
 	_, err := provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err)
-	work := streamConfig(t, js, natsjs.StreamWork)
-	require.True(t, work.AllowDirect)
-
-	work.AllowDirect = false
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = js.UpdateStream(ctx, work)
-	require.NoError(t, err)
-	require.False(t, streamConfig(t, js, natsjs.StreamWork).AllowDirect)
-
+	for _, name := range []string{natsjs.StreamWork, natsjs.StreamEvents} {
+		cfg := streamConfig(t, js, name)
+		require.True(t, cfg.AllowDirect, name)
+		cfg.AllowDirect = false
+		_, err = js.UpdateStream(ctx, cfg)
+		require.NoError(t, err)
+		require.False(t, streamConfig(t, js, name).AllowDirect)
+	}
 	_, err = provision(js, natsjs.DefaultLayout())
 	require.NoError(t, err)
-	require.True(t, streamConfig(t, js, natsjs.StreamWork).AllowDirect)
+	for _, name := range []string{natsjs.StreamWork, natsjs.StreamEvents} {
+		require.True(t, streamConfig(t, js, name).AllowDirect, name)
+	}
 }
 
 // With every budget of the layout reserved, an embedded server still takes
