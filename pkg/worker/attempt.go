@@ -80,6 +80,11 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
 
 	started := w.cfg.Now()
 	err := a.runHandler(hctx)
+	if err == nil && errors.Is(context.Cause(actx), errAttemptTimeout) {
+		// The handler outran its time budget and then returned nil: the
+		// budget is the type's rule, whatever the handler says.
+		err = context.Cause(actx)
+	}
 	var stored *wire.StoredResult
 	if err == nil && a.out != nil && a.out.tooLarge {
 		// The handler went on after ErrResultTooLarge and returned nil:

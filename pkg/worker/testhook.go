@@ -65,6 +65,9 @@ func runInProcess(ctx context.Context, wa any, asg *wire.Assignment) (workerhook
 	a.outOnce.Do(func() { a.out = rw })
 
 	err := a.runHandler(hctx)
+	if err == nil && errors.Is(context.Cause(actx), errAttemptTimeout) {
+		err = context.Cause(actx) // as a real attempt: the budget is the type's rule
+	}
 	_ = pw.Close()
 	<-rw.done
 	a.mu.Lock()

@@ -119,6 +119,17 @@ func TestPanicTimeoutSizeAndCancel(t *testing.T) {
 	require.Equal(t, &api.Failure{Category: api.CategoryTimeout, Retryable: true,
 		Message: "the attempt did not finish within its time budget of 1s"}, res.Error)
 
+	// A handler that outruns its budget and returns nil anyway has timed
+	// out all the same.
+	stubborn := typeOf("stubborn", func(ctx context.Context, _ *worker.Job[rows]) error {
+		<-ctx.Done()
+		return nil
+	})
+	res, err = workertest.Run(t.Context(), stubborn, rows{})
+	require.NoError(t, err)
+	require.Equal(t, workertest.Retry, res.Outcome)
+	require.Equal(t, api.CategoryTimeout, res.Error.Category)
+
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
 	res, err = workertest.Run(ctx, slow, rows{})
