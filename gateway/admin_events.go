@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,58 +54,11 @@ func adminEventFilter(c *fiber.Ctx) (tenant string, err error) {
 // after that event (from the oldest kept if it is gone). It never ends by
 // itself; the gateway's stop ends it.
 func (g *Gateway) adminEvents(c *fiber.Ctx) error {
-	src, ok := g.events.(requesterEventSource)
-	if !ok {
-		return writeProblem(c, job.ErrNotFound)
-	}
 	scope, err := adminEventFilter(c)
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	var after uint64
-	if s := c.Get("Last-Event-ID"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return writeProblem(c, job.Userf(errBadRequest, "Last-Event-ID must be the id of an event this stream sent"))
-		}
-		after = n
-	}
-	tenant, who := tenantOf(c), requesterOf(c)
-	if full := g.streams.acquire(tenant, who); full != "" {
-		return g.streams.refuse(c, full)
-	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
-	feed, err := src.FollowRequester(ctx, scope, "*", after)
-	cancel()
-	if err != nil {
-		g.streams.release(tenant, who)
-		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
-	}
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
-	c.Set("X-Accel-Buffering", "no")
-	conn := c.Context().Conn()
-	c.Context().SetConnectionClose()
-	if s, ok := conn.(interface{ SetWriteBuffer(int) error }); ok {
-		_ = s.SetWriteBuffer(sseSendBuffer)
-	}
-	g.sseOpen.Add(1)
-	fctx := c.Context()
-	fctx.Response.Header.Set(fiber.HeaderDate, time.Now().UTC().Format(http.TimeFormat))
-	fctx.Response.Header.SetContentLength(-1)
-	fctx.HijackSetNoResponse(true)
-	fctx.Hijack(func(hc net.Conn) {
-		defer g.sseOpen.Add(-1)
-		defer g.streams.release(tenant, who)
-		defer feed.Stop()
-		sw := newStreamWriter(hc, g.cfg.StreamWriteTimeout, fctx.Request.Header.IsHTTP11())
-		if err := sw.head(fctx.Response.Header.Header()); err != nil {
-			return
-		}
-		g.streamRequester(sw, feed)
-		sw.end()
-	})
-	return nil
+	return g.followEvents(c, scope, "*")
 }
 
 // adminResult is the body of GET /v1/admin/jobs/{id}/result.

@@ -28,11 +28,18 @@ type requesterEventSource interface {
 // gone). It never ends by itself, and counts as one stream against the
 // requester's cap however many jobs it carries.
 func (g *Gateway) requesterEvents(c *fiber.Ctx) error {
+	id := identity(c)
+	return g.followEvents(c, id.Tenant, id.Requester)
+}
+
+// followEvents answers an event stream of JOBGATE_EVENTS under tenant and
+// requester (each a subject token or "*"), resuming after Last-Event-ID,
+// as one stream of the caller's caps.
+func (g *Gateway) followEvents(c *fiber.Ctx, tenantFilter, requesterFilter string) error {
 	src, ok := g.events.(requesterEventSource)
 	if !ok {
 		return writeProblem(c, job.ErrNotFound)
 	}
-	id := identity(c)
 	var after uint64
 	if s := c.Get("Last-Event-ID"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -46,7 +53,7 @@ func (g *Gateway) requesterEvents(c *fiber.Ctx) error {
 		return g.streams.refuse(c, full)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
-	feed, err := src.FollowRequester(ctx, id.Tenant, id.Requester, after)
+	feed, err := src.FollowRequester(ctx, tenantFilter, requesterFilter, after)
 	cancel()
 	if err != nil {
 		g.streams.release(tenant, who)
