@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -59,30 +57,10 @@ func (g *Gateway) followEvents(c *fiber.Ctx, tenantFilter, requesterFilter strin
 		g.streams.release(tenant, who)
 		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
 	}
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
-	c.Set("X-Accel-Buffering", "no")
-	conn := c.Context().Conn()
-	c.Context().SetConnectionClose()
-	if s, ok := conn.(interface{ SetWriteBuffer(int) error }); ok {
-		_ = s.SetWriteBuffer(sseSendBuffer)
-	}
-	g.sseOpen.Add(1)
-	fctx := c.Context()
-	fctx.Response.Header.Set(fiber.HeaderDate, time.Now().UTC().Format(http.TimeFormat))
-	fctx.Response.Header.SetContentLength(-1)
-	fctx.HijackSetNoResponse(true)
-	fctx.Hijack(func(hc net.Conn) {
-		defer g.sseOpen.Add(-1)
-		defer g.streams.release(tenant, who)
-		defer feed.Stop()
-		sw := newStreamWriter(hc, g.cfg.StreamWriteTimeout, fctx.Request.Header.IsHTTP11())
-		if err := sw.head(fctx.Response.Header.Header()); err != nil {
-			return
-		}
-		g.streamRequester(sw, feed)
-		sw.end()
-	})
+	g.serveStream(c, func() {
+		g.streams.release(tenant, who)
+		feed.Stop()
+	}, func(sw *streamWriter) { g.streamRequester(sw, feed) })
 	return nil
 }
 

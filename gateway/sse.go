@@ -59,41 +59,51 @@ func (g *Gateway) jobEvents(c *fiber.Ctx) error {
 		g.streams.release(tenant, who)
 		return writeProblem(c, fmt.Errorf("%w: %w", job.ErrUnavailable, err))
 	}
+	g.serveStream(c, func() {
+		g.streams.release(tenant, who)
+		g.changes.unwatch(key, ch)
+	}, func(w *streamWriter) { g.streamJob(w, key, ch, lastSent) })
+	return nil
+}
+
+// serveStream answers an event stream: write writes the events once the
+// stream has the connection, and done (the stream's slot released, its
+// source stopped) runs when it ends, whatever ends it.
+//
+// A stream's connection is not reused: its socket send buffer is kept
+// small, so a client that stops reading is noticed after a few KiB rather
+// than after megabytes of autotuned buffer. The stream takes the
+// connection over once the handler returns (and every middleware has set
+// its headers): its one goroutine writes the response head, then the
+// events, straight to the socket. A body stream writer would hold a second
+// goroutine, a pipe and three 4 KiB buffers per stream
+// (docs/performance.md, footprint). The body goes out in chunks (to an
+// HTTP/1.0 client as it is, until the close), and the connection closes
+// after the last.
+func (g *Gateway) serveStream(c *fiber.Ctx, done func(), write func(*streamWriter)) {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache, no-store")
 	c.Set("X-Accel-Buffering", "no")
-	// A stream's connection is not reused: its socket send buffer is kept
-	// small, so a client that stops reading is noticed after a few KiB
-	// rather than after megabytes of autotuned buffer.
 	conn := c.Context().Conn()
 	c.Context().SetConnectionClose()
 	if s, ok := conn.(interface{ SetWriteBuffer(int) error }); ok {
 		_ = s.SetWriteBuffer(sseSendBuffer)
 	}
 	g.sseOpen.Add(1)
-	// The stream takes the connection over once the handler returns (and
-	// every middleware has set its headers): its one goroutine writes the
-	// response head, then the events, straight to the socket. A body stream
-	// writer would hold a second goroutine, a pipe and three 4 KiB buffers
-	// per stream (docs/performance.md, footprint). The body goes out in
-	// chunks (to an HTTP/1.0 client as it is, until the close), and the
-	// connection, not reused anyway, closes after the last.
 	fctx := c.Context()
 	fctx.Response.Header.Set(fiber.HeaderDate, time.Now().UTC().Format(http.TimeFormat)) // fasthttp adds it only to what it writes
 	fctx.Response.Header.SetContentLength(-1)                                            // chunked
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(hc net.Conn) {
 		defer g.sseOpen.Add(-1)
-		defer g.streams.release(tenant, who)
-		defer g.changes.unwatch(key, ch)
+		defer done()
 		w := newStreamWriter(hc, g.cfg.StreamWriteTimeout, fctx.Request.Header.IsHTTP11())
 		if err := w.head(fctx.Response.Header.Header()); err != nil {
 			return
 		}
-		g.streamJob(w, key, ch, lastSent)
+		write(w)
 		w.end()
 	})
-	return nil
 }
 
 // streamJob writes events until the job is terminal, the client goes away
