@@ -60,6 +60,11 @@ type Broker struct {
 	// PresenceTTL, so one credential cannot flood the workers bucket.
 	presence map[string]map[string]time.Time
 
+	// lost holds, by job key, the claims this broker wrote whose answer
+	// it never got (lost.go).
+	lostMu sync.Mutex
+	lost   map[string]lostClaim
+
 	stopOnce sync.Once
 
 	// beforeClaimWrite, set by tests, runs between a claim's read of the
@@ -68,6 +73,9 @@ type Broker struct {
 	// beforeWrite, set by tests, runs before each compare-and-set of a
 	// held job's record.
 	beforeWrite func(key string)
+	// afterClaimWrite, set by tests, runs after a claim's compare-and-set
+	// succeeded; an error it returns stands for the write's lost answer.
+	afterClaimWrite func(key string) error
 }
 
 type cachedDecl struct {

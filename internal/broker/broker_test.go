@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -50,6 +51,46 @@ func TestOfTwoRacingClaimsExactlyOneWins(t *testing.T) {
 	require.Equal(t, 1, stored.Attempt, "one attempt used")
 	require.Equal(t, "worker-b", stored.Worker, "the claim written first stands")
 	require.Equal(t, verdictNak, first.verdict, "the loser comes back to check on the claim")
+}
+
+// A claim stored with its answer lost (the store's leader stopped between
+// the write and its reply) reached no worker: the broker that wrote it
+// hands it out again as the same attempt when it meets it, rather than
+// let it go silent and be taken over as a second attempt.
+func TestAClaimWhoseAnswerWasLostIsHandedOutAsTheSameAttempt(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	b := tb.broker(t, false)
+	decl := jobtest.PermitReport()
+	rec := env.Commit(t, tb.conn.Res, jobtest.Request{Key: "lost-answer"})
+	ctx := context.Background()
+	writes := 0
+	b.afterClaimWrite = func(string) error {
+		if writes++; writes == 1 {
+			return errors.New("timeout: the store's leader stopped")
+		}
+		return nil
+	}
+	first := b.claim(ctx, decl, rec.Key(), 1, "renderer-a")
+	require.Equal(t, verdictNak, first.verdict, "no answer: no assignment")
+	lost := tb.record(t, rec.Key())
+	require.Equal(t, "renderer-a", lost.Worker, "the claim is stored")
+
+	second := b.claim(ctx, decl, rec.Key(), 2, "renderer-b")
+	require.Equal(t, verdictRun, second.verdict, "%s", second.why)
+	require.Equal(t, 1, second.rec.Attempt, "the lost claim's attempt, handed out again")
+	stored := tb.record(t, rec.Key())
+	require.Equal(t, 1, stored.Attempt)
+	require.Equal(t, 1, stored.AttemptsUsed())
+	require.Equal(t, "renderer-b", stored.Worker)
+	require.Len(t, stored.Attempts, 1, "one attempt in the history")
+	require.Equal(t, "renderer-b", stored.Attempts[0].Worker)
+
+	// Another broker meeting the same standing claim cannot tell it from
+	// one a worker holds: it waits for it to go silent.
+	other := tb.broker(t, false)
+	require.Equal(t, verdictNak, other.claim(ctx, decl, rec.Key(), 1, "renderer-c").verdict)
 }
 
 // A type belongs to the credential that declared it first; a built-in type

@@ -237,6 +237,9 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 			return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 		}
 		now := b.cfg.Now().UTC()
+		if b.ownLost(cur) {
+			return b.reassign(ctx, cur, delivered, worker, now)
+		}
 		maxAttempts := cur.AttemptsOr(d.Attempts)
 		switch {
 		case cur.Type != d.Name:
@@ -257,16 +260,15 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 		if err := next.Claim(worker, now); err != nil {
 			return claimResult{verdict: verdictAck, why: err.Error()}
 		}
+		next.ClaimID = newClaimID()
 		if b.beforeClaimWrite != nil {
 			b.beforeClaimWrite(key)
 		}
-		err = b.res.Jobs.Update(ctx, next)
+		err = b.writeClaim(ctx, next)
 		if errors.Is(err, natsjs.ErrStale) {
 			continue
 		}
 		if err != nil {
-			// The claim may be stored with its answer lost; then it goes
-			// silent and the next delivery takes it over.
 			return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 		}
 		if cur.Worker != "" {
@@ -276,6 +278,42 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 		return claimResult{verdict: verdictRun, rec: next}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
+}
+
+// writeClaim stores a claim by compare-and-set. A claim whose answer is
+// lost may be stored: it is remembered, so that this broker hands it out
+// when it meets it again rather than let it go silent (lost.go).
+func (b *Broker) writeClaim(ctx context.Context, next *job.Record) error {
+	err := b.res.Jobs.Update(ctx, next)
+	if err == nil && b.afterClaimWrite != nil {
+		err = b.afterClaimWrite(next.Key())
+	}
+	switch {
+	case err == nil:
+		b.found(next.Key())
+	case !errors.Is(err, natsjs.ErrStale):
+		b.lose(next)
+	}
+	return err
+}
+
+// reassign hands cur's claim, written by this broker with its answer lost,
+// to worker as the same attempt: no worker ever received it.
+func (b *Broker) reassign(ctx context.Context, cur *job.Record, delivered uint64, worker string, now time.Time) claimResult {
+	next := cur.Clone()
+	if err := next.Reassign(worker, now); err != nil {
+		return claimResult{verdict: verdictAck, why: err.Error()}
+	}
+	next.ClaimID = newClaimID()
+	err := b.writeClaim(ctx, next)
+	if errors.Is(err, natsjs.ErrStale) {
+		return claimResult{verdict: verdictNak, why: "record changed", delay: jitter(retrySlack)}
+	}
+	if err != nil {
+		return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
+	}
+	b.log.Info("lost claim handed out again", "job_id", next.ID, "attempt", next.Attempt, "worker", worker)
+	return claimResult{verdict: verdictRun, rec: next}
 }
 
 // exhaust fails a job whose attempts ran out without a verdict on the last

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,8 +104,8 @@ func TestNodeLossUnderLoad(t *testing.T) {
 		// unavailable): the attempt number moves on, but an outage uses up
 		// none of the job's attempts (Record.GivenBack). A takeover of a
 		// claim that was lost would count.
-		require.Equal(t, 1, r.AttemptsUsed(), "job of %s used one attempt (attempt %d, %d given back); last error %+v",
-			key, r.Attempt, r.GivenBack, r.Error)
+		require.Equal(t, 1, r.AttemptsUsed(), "job of %s used one attempt (attempt %d, %d given back); last error %+v; history %s",
+			key, r.Attempt, r.GivenBack, r.Error, history(r))
 		require.NotNil(t, r.Output)
 	}
 
@@ -267,4 +268,17 @@ func countState(recs map[string]*job.Record, s job.State) int {
 		}
 	}
 	return n
+}
+
+// history tells a record's attempts: attempt, worker, start, end, outcome.
+func history(r *job.Record) string {
+	var b strings.Builder
+	for _, a := range r.Attempts {
+		end := "open"
+		if a.EndedAt != nil {
+			end = a.EndedAt.Format("15:04:05.000")
+		}
+		fmt.Fprintf(&b, "[%d %s %s–%s %s]", a.Attempt, a.Worker, a.StartedAt.Format("15:04:05.000"), end, a.Outcome)
+	}
+	return b.String()
 }

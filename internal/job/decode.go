@@ -69,6 +69,8 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			r.HeartbeatAt, ok = p.timePtr()
 		case fWorker:
 			ok = p.into(&r.Worker)
+		case fClaimID:
+			ok = p.into(&r.ClaimID)
 		case fGivenBack:
 			r.GivenBack, ok = p.int()
 		case fProgress:
@@ -120,6 +122,7 @@ const (
 	fRetryAt
 	fHeartbeatAt
 	fWorker
+	fClaimID
 	fProgress
 	fError
 	fOutput
@@ -139,7 +142,7 @@ var recordKeys = map[string]int{
 	"id": fID, "tenant": fTenant, "requester": fRequester, "key_hash": fKeyHash, "fingerprint": fFingerprint,
 	"type": fType, "params": fParams, "state": fState, "attempt": fAttempt, "created_at": fCreatedAt,
 	"updated_at": fUpdatedAt, "started_at": fStartedAt, "finished_at": fFinishedAt, "retry_at": fRetryAt,
-	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "progress": fProgress, "error": fError, "output": fOutput,
+	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "claim_id": fClaimID, "progress": fProgress, "error": fError, "output": fOutput,
 	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds, "given_back": fGivenBack,
 	"attempts": fAttempts, "retry_of": fRetryOf, "retried_as": fRetriedAs,
 	"batch": fBatch, "batch_notify": fBatchNotify,

@@ -55,6 +55,10 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"worker":`...)
 		b = appendString(b, r.Worker)
 	}
+	if r.ClaimID != "" {
+		b = append(b, `,"claim_id":`...)
+		b = appendString(b, r.ClaimID)
+	}
 	if r.GivenBack != 0 {
 		b = append(b, `,"given_back":`...)
 		b = strconv.AppendInt(b, int64(r.GivenBack), 10)

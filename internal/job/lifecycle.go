@@ -54,11 +54,29 @@ func (r *Record) Claim(worker string, now time.Time) error {
 		r.endAttempt(OutcomeWorkerLost, r.Error, now)
 	}
 	r.Attempt++
-	r.Worker = worker
+	r.Worker, r.ClaimID = worker, ""
 	r.HeartbeatAt = &now
 	r.RetryAt = nil
 	r.Progress = nil
 	r.startAttempt(worker, now)
+	return nil
+}
+
+// Reassign hands a claim that never reached a worker to worker instead:
+// the same attempt, started again now. Only the broker that wrote the
+// claim may judge that (its answer was lost, so it sent no assignment).
+func (r *Record) Reassign(worker string, now time.Time) error {
+	if worker == "" || r.State != StateRunning || r.Worker == "" {
+		return fmt.Errorf("%w: only a running job's claim can be reassigned", ErrInvalidState)
+	}
+	now = now.UTC()
+	r.Worker = worker
+	r.HeartbeatAt = &now
+	r.UpdatedAt = now
+	if a := r.openAttempt(); a != nil {
+		a.Worker = clipMessage(worker)
+		a.StartedAt = now
+	}
 	return nil
 }
 
@@ -76,7 +94,7 @@ func (r *Record) release(outcome string, now time.Time) error {
 	}
 	now = now.UTC()
 	r.endAttempt(outcome, nil, now)
-	r.Worker = ""
+	r.Worker, r.ClaimID = "", ""
 	r.RetryAt = &now
 	r.HeartbeatAt = &now
 	r.UpdatedAt = now
@@ -112,7 +130,7 @@ func (r *Record) ScheduleRetry(f *Failure, at, now time.Time) error {
 	}
 	now, at = now.UTC(), at.UTC()
 	r.endAttempt(OutcomeFailed, f, now)
-	r.Worker = ""
+	r.Worker, r.ClaimID = "", ""
 	r.RetryAt = &at
 	r.HeartbeatAt = &now
 	r.UpdatedAt = now

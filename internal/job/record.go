@@ -43,6 +43,10 @@ type Record struct {
 	RetryAt        *time.Time `json:"retry_at,omitempty"`
 	HeartbeatAt    *time.Time `json:"heartbeat_at,omitempty"`
 	Worker         string     `json:"worker,omitempty"`
+	// ClaimID tells one claim from another: the broker that writes a
+	// claim picks it, so when the write's answer is lost it can tell its
+	// own claim (which no worker received) from any other.
+	ClaimID string `json:"claim_id,omitempty"`
 	// GivenBack counts the attempts given back by their worker without a
 	// verdict (a store outage, the worker stopping): they do not use up
 	// the job's attempts (AttemptsUsed).
