@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,4 +73,49 @@ func BenchmarkTenThousandRequesters(b *testing.B) {
 		b.ReportMetric(waits[n-1].Seconds(), "max-start-s")
 		b.ReportMetric(float64(n)/took.Seconds(), "jobs/s")
 	}
+}
+
+// A backlog of jobs in a few lanes (8 requesters of one tenant, as the
+// bench's pipeline section) worked by one 100-slot worker process whose
+// handler does nothing: the jobs per second of the broker's path alone
+// (next, claim, done, event, removal), without admission or the relay.
+func BenchmarkBrokerThroughput(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		tenv := jobtest.Start(b)
+		brokertest.Start(b, tenv, broker.Config{})
+		conn := tenv.Connect(b, "worker")
+		const n = 5000
+		for i := range n {
+			tenv.Admit(b, conn.Res, jobtest.Request{Tenant: "4", Requester: "r" + strconv.Itoa(i%8), Key: "k" + strconv.Itoa(i), Pages: 1})
+		}
+		var done sync.WaitGroup
+		done.Add(n)
+		w, err := worker.New(worker.Config{Conn: conn.NC, Name: "bench", Credential: wire.JobgateCredential, PullWait: time.Second,
+			OnAttempt: func(_, outcome string, _ time.Duration) {
+				if outcome == "succeeded" {
+					done.Done()
+				}
+			}})
+		require.NoError(b, err)
+		require.NoError(b, worker.Register(w, worker.Type[permitParams]{Name: "permit_report", Schema: permitSchema, Concurrency: 100,
+			Work: func(context.Context, *worker.Job[permitParams]) error { return nil }}))
+		b.StartTimer()
+		began, cpu0 := time.Now(), cpuTime()
+		require.NoError(b, w.Start(context.Background()))
+		done.Wait()
+		took, cpu := time.Since(began), cpuTime()-cpu0
+		b.StopTimer()
+		require.NoError(b, w.Stop(context.Background()))
+		b.ReportMetric(float64(n)/took.Seconds(), "jobs/s")
+		b.ReportMetric(cpu.Seconds()/took.Seconds(), "cores")
+		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/job")
+	}
+}
+
+// cpuTime is the CPU time this process used so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -133,6 +133,49 @@ func TestAnUnboundedSchemaIsRefusedAtDeclaration(t *testing.T) {
 	require.ErrorIs(t, err, job.ErrNotFound)
 }
 
+// A success that asks for the next job (DoneRequest.Next) gets the job
+// ready next in its reply, claimed for the worker it names, and nothing
+// when none is ready, without waiting; the success stands either way, and
+// a bad worker name gets no job.
+func TestASuccessCarriesTheNextJobReadyNow(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "chained", "text/plain").Error)
+	first := tb.admit(t, "chained", "chain-1")
+	second := tb.admit(t, "chained", "chain-2")
+	a := tb.next(t, credA, "chained", "worker-a")
+	require.Equal(t, first.Key(), a.Key)
+
+	r := tb.ask(t, credA, "chained", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token},
+		Next: &wire.NextRequest{Worker: "worker-a2", WaitMS: 60_000}})
+	require.Nil(t, r.Error)
+	require.NotNil(t, r.Job, "the next job comes with the success")
+	require.Equal(t, second.Key(), r.Job.Key)
+	require.Equal(t, 1, r.Job.Attempt)
+	require.Equal(t, job.StateSucceeded, tb.record(t, first.Key()).State)
+	held := tb.record(t, second.Key())
+	require.Equal(t, job.StateRunning, held.State)
+	require.Equal(t, "worker-a2", held.Worker)
+
+	began := time.Now()
+	r = tb.ask(t, credA, "chained", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: r.Job.Key, Token: r.Job.Token},
+		Next: &wire.NextRequest{Worker: "worker-a2", WaitMS: 60_000}})
+	require.Nil(t, r.Error)
+	require.Nil(t, r.Job, "nothing ready: no job, and no wait")
+	require.Less(t, time.Since(began), 5*time.Second)
+	require.Equal(t, job.StateSucceeded, tb.record(t, second.Key()).State)
+
+	third := tb.admit(t, "chained", "chain-3")
+	b := tb.next(t, credA, "chained", "worker-b")
+	require.Equal(t, third.Key(), b.Key)
+	tb.admit(t, "chained", "chain-4")
+	r = tb.ask(t, credA, "chained", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: b.Key, Token: b.Token},
+		Next: &wire.NextRequest{Worker: "bad name!"}})
+	require.Nil(t, r.Error, "the success stands")
+	require.Nil(t, r.Job, "a bad worker name gets no job")
+	require.Equal(t, job.StateSucceeded, tb.record(t, third.Key()).State)
+}
+
 // A claim that was taken over changes nothing: its token is refused for
 // every step, and the job stays the new holder's.
 func TestALostClaimChangesNothing(t *testing.T) {

@@ -239,6 +239,19 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 	}
 	b.log.InfoContext(b.traceAttempt(rec, "succeeded", ""), "job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
 	b.ended(r.typ, rec, "succeeded")
+	return b.chain(ctx, r, h.decl, req.Next)
+}
+
+// chain answers a verdict that asks for the worker's next job as well
+// (DoneRequest.Next) with a job ready now, if any. The verdict stands
+// whatever the pick meets: a refusal of the pick answers ok with no job.
+func (b *Broker) chain(ctx context.Context, r *request, d *job.TypeDecl, next *wire.NextRequest) *wire.Reply {
+	if next == nil || next.Newcomer || checkNext(next) != nil {
+		return ok
+	}
+	if reply := b.take(ctx, r, d, next, 0); reply.Job != nil {
+		return reply
+	}
 	return ok
 }
 

@@ -29,13 +29,34 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 	if bad := r.decode(&req); bad != nil {
 		return bad
 	}
-	if !wire.ValidWorkerName(req.Worker) || req.WaitMS < 0 || len(req.Running) > wire.MaxRunningTenants {
-		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}, wait be positive, at most %d running tenants", wire.MaxRunningTenants)
+	if bad := checkNext(&req); bad != nil {
+		return bad
 	}
 	d, bad := b.decl(ctx, r.cred, r.typ)
 	if bad != nil {
 		return bad
 	}
+	// The reply must reach the worker before its request times out: keep
+	// a second of the wait back.
+	wait := min(time.Duration(req.WaitMS)*time.Millisecond, wire.MaxWait)
+	return b.take(ctx, r, d, &req, max(wait-time.Second, 100*time.Millisecond))
+}
+
+// checkNext bounds a next request's fields.
+func checkNext(req *wire.NextRequest) *wire.Reply {
+	if !wire.ValidWorkerName(req.Worker) || req.WaitMS < 0 || len(req.Running) > wire.MaxRunningTenants {
+		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}, wait be positive, at most %d running tenants", wire.MaxRunningTenants)
+	}
+	return nil
+}
+
+// quickPasses bounds the picks of a take that may not wait.
+const quickPasses = 16
+
+// take claims for req's worker the next job of d whose turn it is, waiting
+// up to wait for one (0: only a job ready now), and answers it; ok with no
+// job when none came.
+func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wire.NextRequest, wait time.Duration) *wire.Reply {
 	release, fits := b.wait(r.cred)
 	if !fits {
 		return refuse(wire.CodeThrottled, "too many next requests of this credential held at once")
@@ -49,19 +70,23 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 	if req.Newcomer {
 		allow = func(tenant string) bool { return !slices.Contains(req.Running, tenant) }
 	}
-	// The reply must reach the worker before its request times out: keep
-	// a second of the wait back.
-	wait := min(time.Duration(req.WaitMS)*time.Millisecond, wire.MaxWait)
-	wctx, cancel := context.WithTimeout(ctx, max(wait-time.Second, 100*time.Millisecond))
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for wctx.Err() == nil {
+	// One pass at least; with no wait, a few more while the picks find
+	// messages that lead to no claim (an empty lane, a live claim).
+	again := false
+	for pass := 0; pass == 0 || wctx.Err() == nil || wait == 0 && again && pass < quickPasses; pass++ {
+		again = false
 		// A pause (pause.go) holds the request without a pick: nothing of
 		// the type starts, and a resume wakes it.
+		var bad *wire.Reply
 		if d, bad = b.current(ctx, r.cred, r.typ, d); bad != nil {
 			return bad
 		}
 		if d.Paused {
-			s.idle(wctx)
+			if wait > 0 {
+				s.idle(wctx)
+			}
 			continue
 		}
 		if err := s.list(wctx, false); err != nil && wctx.Err() == nil {
@@ -70,7 +95,9 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 		now := b.cfg.Now()
 		t, l, seq := s.pick(now, allow)
 		if t == nil {
-			s.wait(wctx, now)
+			if wait > 0 {
+				s.wait(wctx, now)
+			}
 			continue
 		}
 		// A picked message is settled whatever the wait has left: a
@@ -92,6 +119,7 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 			return refuse(wire.CodeUnavailable, "the work of %s could not be read", r.typ)
 		}
 		if msg == nil {
+			again = true // the lane was empty: look at the others
 			continue
 		}
 		a := b.handle(ctx, s, d, msg, req.Worker)
@@ -100,10 +128,10 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 		}
 		if a == nil {
 			s.unreserve(t.name)
+			again = true
+			continue
 		}
-		if a != nil {
-			return &wire.Reply{Job: a}
-		}
+		return &wire.Reply{Job: a}
 	}
 	return ok
 }

@@ -172,6 +172,11 @@ type DoneRequest struct {
 	Held
 	Result   *StoredResult `json:"result,omitempty"`
 	Progress *Progress     `json:"progress,omitempty"`
+	// Next (optional) asks for the worker's next job of the type in the
+	// same reply, as a next request would, but only a job ready now: its
+	// wait is not used, and the reply never waits. With no job ready the
+	// reply carries none, and the worker asks with a next request.
+	Next *NextRequest `json:"next,omitempty"`
 }
 
 // Failure kinds a worker reports; jobgate chooses the category.

@@ -49,8 +49,10 @@ type attempt struct {
 func (a *attempt) held() wire.Held { return wire.Held{Key: a.asg.Key, Token: a.asg.Token} }
 
 // run is one attempt: the handler within the budget while beats keep the
-// claim alive, the output stored, the verdict reported.
-func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
+// claim alive, the output stored, the verdict reported. With next set, a
+// success asks for the slot's next job in the same request, and run
+// returns it (nil: none was ready).
+func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextRequest) *wire.Assignment {
 	// The handler's ctx carries the attempt's span (the assignment's
 	// traceparent, when the job is traced), with this process's own span
 	// of the handler under it: a user's spans nest under both, and an
@@ -105,7 +107,8 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
 		a.mu.Lock()
 		prog := a.prog
 		a.mu.Unlock()
-		err := w.call(ctx, t.decl.Name, wire.OpDone, wire.DoneRequest{Held: a.held(), Result: stored, Progress: prog}, nil, true)
+		var reply wire.Reply
+		err := w.call(ctx, t.decl.Name, wire.OpDone, wire.DoneRequest{Held: a.held(), Result: stored, Progress: prog, Next: next}, &reply, true)
 		switch {
 		case err == nil:
 			w.observe(t, "succeeded", started)
@@ -120,9 +123,13 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment) {
 		default:
 			a.log.Warn("success not recorded: the claim goes stale and the job is retried", "err", err)
 		}
-		return
+		if err == nil {
+			return reply.Job
+		}
+		return nil
 	}
 	w.conclude(ctx, a, a.classify(err, actx, hctx), started)
+	return nil
 }
 
 // runHandler calls the type's handler, turning a panic into a permanent

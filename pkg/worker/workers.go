@@ -335,7 +335,20 @@ func (w *Workers) stop(ctx context.Context) error {
 // here (Config.NewcomerSlots).
 func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 	defer w.pulls.Done()
+	// A regular slot's success asks for its next job in the same request
+	// (wire.DoneRequest.Next): under load a job costs one request, not two.
+	var chained *wire.Assignment
 	for ctx.Err() == nil {
+		if chained != nil {
+			a := chained
+			chained = nil
+			t.started(a.Tenant)
+			t.busy.Add(1)
+			chained = w.run(t, a, w.chainRequest(ctx))
+			t.busy.Add(-1)
+			t.ended(a.Tenant)
+			continue
+		}
 		req := wire.NextRequest{Worker: w.cfg.Name, WaitMS: w.cfg.PullWait.Milliseconds()}
 		if newcomer {
 			running, full := t.newcomerRequest()
@@ -369,13 +382,25 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 		t.started(a.Tenant)
 		if !newcomer {
 			t.busy.Add(1)
-		}
-		w.run(t, a)
-		if !newcomer {
+			chained = w.run(t, a, w.chainRequest(ctx))
 			t.busy.Add(-1)
+		} else {
+			w.run(t, a, nil)
 		}
 		t.ended(a.Tenant)
 	}
+	if chained != nil {
+		w.giveBackUnstarted(chained) // handed over as the slot stopped
+	}
+}
+
+// chainRequest is the next request a regular slot's success carries; nil
+// once the slot is stopping.
+func (w *Workers) chainRequest(ctx context.Context) *wire.NextRequest {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return &wire.NextRequest{Worker: w.cfg.Name}
 }
 
 // giveBackUnstarted returns a job claimed for this process after it began
