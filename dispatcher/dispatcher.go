@@ -31,6 +31,7 @@ type records interface {
 // (natsjs.WorkQueue).
 type workQueue interface {
 	Publish(ctx context.Context, r *job.Record, generation int) error
+	PublishAfterEvent(ctx context.Context, r *job.Record, generation int, event uint64) error
 	Pending(ctx context.Context, r *job.Record) (natsjs.WorkState, error)
 }
 
@@ -38,7 +39,7 @@ type workQueue interface {
 // (natsjs.EventStream).
 type eventPublisher interface {
 	Publish(ctx context.Context, r *job.Record) (bool, error)
-	PublishFirst(ctx context.Context, r *job.Record) (bool, error)
+	PublishFirst(ctx context.Context, r *job.Record) (uint64, bool, error)
 }
 
 // Dispatcher runs the relay and the sweeper. Any

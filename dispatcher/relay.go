@@ -76,7 +76,7 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 		// job on (its work published by the gateway), or an earlier job's
 		// under the same id (admitted again after its record expired): an
 		// in-order publish stores it only in the second case.
-		first, err := d.events.PublishFirst(octx, rec)
+		event, first, err := d.events.PublishFirst(octx, rec)
 		if err == nil && !first {
 			first, err = d.events.Publish(octx, rec)
 		}
@@ -90,7 +90,9 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 		if first {
 			d.cfg.Metrics.Relayed("event")
 		}
-		if err := d.work.Publish(octx, rec, 0); err != nil {
+		// The work names the admission's event, so that the claim's event
+		// follows it without a lookup.
+		if err := d.work.PublishAfterEvent(octx, rec, 0, event); err != nil {
 			d.log.WarnContext(octx, "relay: work not published, will retry", "job_id", rec.ID, "err", err)
 			span.SetStatus(codes.Error, "work not published")
 			_ = c.Nak(relayRetry)

@@ -30,6 +30,19 @@ func TestRelayPublishesWorkOfAJobCommittedButNeverPublished(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("%s.%d", rec.ID, rec.Revision), ev.MsgID)
 	require.Equal(t, job.StateQueued, ev.Resource.State)
 	require.Nil(t, ev.Resource.Result)
+
+	// The work names the admission's event: its claim announces itself
+	// after it without a lookup.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := b.conn.Res.JS.Stream(ctx, natsjs.StreamEvents)
+	require.NoError(t, err)
+	last, err := events.GetLastMsgForSubject(ctx, natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID))
+	require.NoError(t, err)
+	work, err := b.conn.Res.Work.Lanes(rec.Type).Oldest(ctx, rec.Tenant, rec.Requester, 0)
+	require.NoError(t, err)
+	require.NotNil(t, work)
+	require.Equal(t, last.Sequence, work.Event)
 }
 
 func TestRelayAnnouncesAdmissionsAndTerminalChangesTheirWriterLeftOut(t *testing.T) {

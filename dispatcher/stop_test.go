@@ -37,10 +37,10 @@ type stuckEvents struct {
 	entered chan struct{}
 }
 
-func (s *stuckEvents) PublishFirst(ctx context.Context, _ *job.Record) (bool, error) {
+func (s *stuckEvents) PublishFirst(ctx context.Context, _ *job.Record) (uint64, bool, error) {
 	s.once.Do(func() { close(s.entered) })
 	<-ctx.Done()
-	return false, ctx.Err()
+	return 0, false, ctx.Err()
 }
 
 // A change in hand that outlasts Stop's deadline does not hold Stop: it

@@ -5,15 +5,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -51,6 +56,48 @@ func TestOfTwoRacingClaimsExactlyOneWins(t *testing.T) {
 	require.Equal(t, 1, stored.Attempt, "one attempt used")
 	require.Equal(t, "worker-b", stored.Worker, "the claim written first stands")
 	require.Equal(t, verdictNak, first.verdict, "the loser comes back to check on the claim")
+}
+
+// A work message that names the job's newest event (the relay's, after
+// the admission's event) lets the claim announce itself without looking
+// that event up: the claim's event follows the admission's, and the event
+// stream gets no read.
+func TestTheClaimsEventFollowsTheEventTheWorkNames(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "named", "text/plain").Error)
+	ctx := context.Background()
+	rec := tb.admitWith(t, "named", "named-1", func(rec *job.Record) {
+		seq, first, err := tb.conn.Res.Events.PublishFirst(ctx, rec)
+		require.NoError(t, err)
+		require.True(t, first)
+		require.NoError(t, tb.conn.Res.Work.PublishAfterEvent(ctx, rec, 0, seq))
+	})
+	var reads atomic.Int64
+	watch := tb.env.Connect(t, "watch")
+	for _, subj := range []string{"$JS.API.DIRECT.GET." + natsjs.StreamEvents + ".>", "$JS.API.DIRECT.GET." + natsjs.StreamEvents,
+		"$JS.API.STREAM.MSG.GET." + natsjs.StreamEvents} {
+		sub, err := watch.NC.Subscribe(subj, func(*nats.Msg) { reads.Add(1) })
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	require.NoError(t, watch.NC.Flush())
+
+	a := tb.next(t, credA, "named", "worker-a")
+	require.Equal(t, rec.Key(), a.Key)
+	require.Zero(t, reads.Load(), "no read of the event stream")
+	s, err := tb.conn.Res.JS.Stream(ctx, natsjs.StreamEvents)
+	require.NoError(t, err)
+	m, err := s.GetLastMsgForSubject(ctx, natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID))
+	require.NoError(t, err)
+	var ev struct {
+		State job.State `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal(m.Data, &ev))
+	require.Equal(t, job.StateRunning, ev.State, "the claim's event is the newest")
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID)))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs, "the admission's event, then the claim's")
 }
 
 // A claim stored with its answer lost (the store's leader stopped between

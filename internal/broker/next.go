@@ -204,7 +204,7 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	}
 	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
 	rec := c.rec
-	s.hold(msg, rec, b.eventAfter(rec, 0))
+	s.hold(msg, rec, b.eventAfter(rec, msg.Event))
 	// The attempt's span context: its worker's handler is its child; the
 	// span itself is recorded at the verdict (traceAttempt).
 	asc := tracing.AttemptContext(rec.Trace, rec.TraceState, rec.Key(), rec.Attempt)

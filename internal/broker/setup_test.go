@@ -82,6 +82,17 @@ func (tb *testBundle) declare(t *testing.T, cred, name, contentType string) *wir
 // admit admits a job of typ with no params, as the gateway does.
 func (tb *testBundle) admit(t *testing.T, typ, key string) *job.Record {
 	t.Helper()
+	return tb.admitWith(t, typ, key, func(rec *job.Record) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, tb.conn.Res.Work.Publish(ctx, rec, 0))
+	})
+}
+
+// admitWith commits a job of typ with no params and has publish publish
+// its work.
+func (tb *testBundle) admitWith(t *testing.T, typ, key string, publish func(*job.Record)) *job.Record {
+	t.Helper()
 	now := time.Now().UTC()
 	rec := &job.Record{ID: job.DeriveID(tb.env.Secret, "4", "reviewer-47", key), Tenant: "4", Requester: "reviewer-47",
 		KeyHash: job.HashKey(key), Fingerprint: "f-" + key, Type: typ, Params: json.RawMessage(`{}`),
@@ -89,7 +100,7 @@ func (tb *testBundle) admit(t *testing.T, typ, key string) *job.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, tb.conn.Res.Jobs.Create(ctx, rec))
-	require.NoError(t, tb.conn.Res.Work.Publish(ctx, rec, 0))
+	publish(rec)
 	return rec
 }
 

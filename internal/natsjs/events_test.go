@@ -50,9 +50,10 @@ func TestALateEventIsNotStoredAfterANewerOne(t *testing.T) {
 	ctx := storeCtx(t)
 	r := newRecord("4", "reviewer-47", "job_late")
 
-	first, err := res.Events.PublishFirst(ctx, atRevision(r, 10, job.StateQueued))
+	firstSeq, first, err := res.Events.PublishFirst(ctx, atRevision(r, 10, job.StateQueued))
 	require.NoError(t, err)
 	require.True(t, first)
+	require.NotZero(t, firstSeq, "the stored event's sequence")
 	// The frozen worker's claim: the newest event it knows is the queued one.
 	queuedSeq, stored, err := res.Events.PublishAfter(ctx, atRevision(r, 11, job.StateRunning), 0)
 	require.NoError(t, err)

@@ -27,8 +27,19 @@ func WorkMsgID(id string, generation int) string {
 // PublishWork puts a job on the work queue. Publishing the same job and
 // generation twice within the duplicate window stores one message.
 func PublishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int) error {
+	return publishWork(ctx, js, r, generation, 0)
+}
+
+// workEventHeader carries the stream sequence of the job's newest event as
+// its publisher knew it (WorkQueue.PublishAfterEvent).
+const workEventHeader = "Jobgate-Event-Seq"
+
+func publishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int, event uint64) error {
 	msg := &nats.Msg{Subject: WorkSubject(r.Type, r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, WorkMsgID(r.ID, generation))
+	if event > 0 {
+		msg.Header.Set(workEventHeader, strconv.FormatUint(event, 10))
+	}
 	// The publisher's span (the admission, the relay's publish, a
 	// sweep), else the job's own: a reader of the work continues it.
 	tracing.SetHeader(ctx, msg.Header, r.Trace, r.TraceState)

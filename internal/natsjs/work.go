@@ -29,6 +29,14 @@ func (q *WorkQueue) Publish(ctx context.Context, r *job.Record, generation int) 
 	return PublishWork(ctx, q.js, r, generation)
 }
 
+// PublishAfterEvent is Publish of a job whose newest event is at stream
+// sequence event: the message carries it, so the broker that claims the
+// job announces the claim without looking the event up (a wrong one costs
+// that lookup and nothing else: the event's publish checks it).
+func (q *WorkQueue) PublishAfterEvent(ctx context.Context, r *job.Record, generation int, event uint64) error {
+	return publishWork(ctx, q.js, r, generation, event)
+}
+
 // Pending reports the work message of a job and whether its type's workers
 // were handed it yet (see WorkState).
 func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, error) {
@@ -133,16 +141,20 @@ func (e *EventStream) newest(ctx context.Context, r *job.Record) (uint64, uint64
 // (an expected last subject sequence of 0), so an event of a later change,
 // published meanwhile by a worker, is never followed by this one. It reports
 // whether the job's first event is now stored (by this call or by an
-// earlier copy of it), false when another event came first.
-func (e *EventStream) PublishFirst(ctx context.Context, r *job.Record) (bool, error) {
+// earlier copy of it), false when another event came first, and the
+// event's stream sequence when this call learnt it (0 otherwise).
+func (e *EventStream) PublishFirst(ctx context.Context, r *job.Record) (uint64, bool, error) {
 	msg := eventMsgOf(r)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	err := publishOnce(ctx, e.js, msg)
+	ack, err := publishOnceAck(ctx, e.js, msg)
 	if wrongLastSequence(err) {
-		return false, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
+		return 0, false, fmt.Errorf("publish event %s: %w", r.ID, mapErr(err))
 	}
-	return true, nil
+	if ack.Duplicate {
+		return 0, true, nil // an earlier copy's: its sequence is not the answer's
+	}
+	return ack.Sequence, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jobgate/jobgate/internal/job"
@@ -29,6 +30,9 @@ type LaneMsg struct {
 	Seq               uint64
 	Key               string // the job's record key
 	Tenant, Requester string
+	// Event is the stream sequence of the job's newest event as the
+	// message's publisher knew it; 0: unknown.
+	Event uint64
 }
 
 // Lanes returns the lanes of typ's work.
@@ -105,6 +109,9 @@ func (l *WorkLanes) get(ctx context.Context, seq uint64, filter string) (*LaneMs
 		return nil, nil // another type's message at that sequence
 	}
 	msg := &LaneMsg{Seq: m.Sequence}
+	if v := m.Header.Get(workEventHeader); v != "" {
+		msg.Event, _ = strconv.ParseUint(v, 10, 64)
+	}
 	if t, q, id, ok := ScopeOf(string(m.Data)); ok {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
 	} else if t, q, id, ok := ScopeOf(m.Subject); ok {
