@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,6 +53,14 @@ func (q *WorkQueue) Pending(ctx context.Context, r *job.Record) (WorkState, erro
 type EventStream struct {
 	js     jetstream.JetStream
 	stream *streamRef // for a job's newest event (PublishAfter)
+
+	hubOnce sync.Once
+	hub     *eventHub // of the feeds (FollowRequester), started on first use
+}
+
+func (e *EventStream) eventHub() *eventHub {
+	e.hubOnce.Do(func() { e.hub = newEventHub(e.js) })
+	return e.hub
 }
 
 // NewEventStream returns the event stream on js (Provision returns one).
