@@ -58,7 +58,7 @@ func (g *Gateway) adminEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	return g.followEvents(c, scope, "*")
+	return g.followEvents(c, scope, "*", nil)
 }
 
 // adminResult is the body of GET /v1/admin/jobs/{id}/result.

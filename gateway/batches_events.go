@@ -27,13 +27,14 @@ type requesterEventSource interface {
 // requester's cap however many jobs it carries.
 func (g *Gateway) requesterEvents(c *fiber.Ctx) error {
 	id := identity(c)
-	return g.followEvents(c, id.Tenant, id.Requester)
+	return g.followEvents(c, id.Tenant, id.Requester, g.newStreamBatches(id.Tenant, id.Requester))
 }
 
 // followEvents answers an event stream of JOBGATE_EVENTS under tenant and
 // requester (each a subject token or "*"), resuming after Last-Event-ID,
-// as one stream of the caller's caps.
-func (g *Gateway) followEvents(c *fiber.Ctx, tenantFilter, requesterFilter string) error {
+// as one stream of the caller's caps; with batches, each item's change
+// that moves its batch on is followed by the batch's event.
+func (g *Gateway) followEvents(c *fiber.Ctx, tenantFilter, requesterFilter string, batches *streamBatches) error {
 	src, ok := g.events.(requesterEventSource)
 	if !ok {
 		return writeProblem(c, job.ErrNotFound)
@@ -60,11 +61,11 @@ func (g *Gateway) followEvents(c *fiber.Ctx, tenantFilter, requesterFilter strin
 	g.serveStream(c, func() {
 		g.streams.release(tenant, who)
 		feed.Stop()
-	}, func(sw *streamWriter) { g.streamRequester(sw, feed) })
+	}, func(sw *streamWriter) { g.streamRequester(sw, feed, batches) })
 	return nil
 }
 
-func (g *Gateway) streamRequester(sw *streamWriter, feed *natsjs.RequesterFeed) {
+func (g *Gateway) streamRequester(sw *streamWriter, feed *natsjs.RequesterFeed, batches *streamBatches) {
 	beat := time.NewTicker(g.cfg.StreamHeartbeat)
 	defer beat.Stop()
 	fmt.Fprintf(sw, "retry: %d\n\n", sseRetry.Milliseconds())
@@ -78,6 +79,11 @@ func (g *Gateway) streamRequester(sw *streamWriter, feed *natsjs.RequesterFeed) 
 				return
 			}
 			fmt.Fprintf(sw, "id: %d\nevent: job\ndata: %s\n\n", e.Seq, e.Data)
+			if batches != nil {
+				if body := batches.after(e); body != nil {
+					writeBatchEvent(sw, e.Seq, body)
+				}
+			}
 			if sw.Flush() != nil {
 				return
 			}

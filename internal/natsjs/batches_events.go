@@ -16,6 +16,24 @@ type RequesterEvent struct {
 	Seq     uint64
 	Subject string
 	Data    []byte
+	// Batch names the batch the job is an item of ("": none), and
+	// Revision the record revision the event is of.
+	Batch    string
+	Revision uint64
+}
+
+// requesterEvent is the RequesterEvent of a stored event.
+func requesterEvent(m jetstream.Msg) (RequesterEvent, bool) {
+	md, err := m.Metadata()
+	if err != nil {
+		return RequesterEvent{}, false
+	}
+	e := RequesterEvent{Seq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data()}
+	if h := m.Headers(); h != nil {
+		e.Batch = h.Get(HeaderBatch)
+		e.Revision, _ = EventRevision(h.Get(jetstream.MsgIDHeader))
+	}
+	return e, true
 }
 
 // RequesterFeed follows the events of every job of one requester (or of
@@ -103,12 +121,12 @@ func (f *RequesterFeed) readMissed() (uint64, bool) {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			md, err := m.Metadata()
-			if err != nil {
+			e, ok := requesterEvent(m)
+			if !ok {
 				continue
 			}
-			last = md.Sequence.Stream
-			if !f.send(RequesterEvent{Seq: last, Subject: m.Subject(), Data: m.Data()}) {
+			last = e.Seq
+			if !f.send(e) {
 				return last, false
 			}
 		}

@@ -170,15 +170,14 @@ func (h *eventHub) run(iter jetstream.MessagesContext) {
 			time.Sleep(50 * time.Millisecond) // an ordered consumer recreates itself
 			continue
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			continue
-		}
 		tenant, requester, ok := eventScope(m.Subject())
 		if !ok {
 			continue
 		}
-		e := RequesterEvent{Seq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data()}
+		e, ok := requesterEvent(m)
+		if !ok {
+			continue
+		}
 		h.mu.Lock()
 		for f := range h.exact[scopeKey(tenant, requester)] {
 			h.offerLocked(f, e)

@@ -301,7 +301,8 @@ type Event struct {
 }
 
 // Events follows every change of the requester's jobs (GET /v1/events,
-// one stream however many jobs) and calls fn for each, in order. after is
+// one stream however many jobs) and calls fn for each, in order (the
+// stream's batch events are left out: WaitBatch follows a batch). after is
 // the ID of the last event already handled ("" = from now on). A dropped
 // connection is reopened with Last-Event-ID set to the last event fn was
 // given, so nothing is missed or repeated. It returns when ctx ends (nil),
