@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/valyala/fasthttp"
@@ -26,7 +27,7 @@ import (
 func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 	b.Helper()
 	bundle := &testBundle{dir: b.TempDir(), secret: []byte("bench"), clock: &testClock{}}
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: bundle.dir})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: bundle.dir})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -28,7 +29,7 @@ import (
 // JetStream behind the gateway, its base URL and helpers to call it.
 type testBundle struct {
 	dir    string
-	emb    *natsjs.Embedded
+	emb    *natsserver.Embedded
 	res    *natsjs.Resources
 	url    string
 	secret []byte
@@ -65,7 +66,7 @@ func setup(t *testing.T, opts ...func(*Config)) (*Gateway, *testBundle) {
 
 func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	t.Helper()
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: b.dir})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: b.dir})
 	require.NoError(t, err)
 	nc, err := emb.Connect("gateway-test")
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -23,7 +24,7 @@ import (
 func setupBudget(t *testing.T, budget int64) (*Gateway, *testBundle) {
 	t.Helper()
 	b := &testBundle{dir: t.TempDir(), secret: []byte("test-secret"), clock: &testClock{}}
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: b.dir})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: b.dir})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	nc, err := emb.Connect("gateway-test")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 
 // testBundle is the real embedded JetStream a notifier test runs on.
 type testBundle struct {
-	emb *natsjs.Embedded
+	emb *natsserver.Embedded
 	res *natsjs.Resources
 }
 

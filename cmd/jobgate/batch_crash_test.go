@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -61,7 +62,7 @@ func waitCrash(t *testing.T, exited chan error, out *syncBuffer, what string) {
 // resources to check.
 func inspect(t *testing.T, dir string, check func(res *natsjs.Resources)) {
 	t.Helper()
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: filepath.Join(dir, "nats")})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: filepath.Join(dir, "nats")})
 	require.NoError(t, err)
 	defer emb.Shutdown()
 	nc, err := emb.Connect("check")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/jobgate/jobgate/internal/wire"
 )
 
@@ -50,7 +51,7 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 		return &usageError{fmt.Sprintf("nats-user: credentials are for jobgate's embedded server; with an external NATS, "+
 			"grant the tenant's users subscribe on %q (and nothing else) in that server's own configuration", natsjs.TenantEvents(*tenant))}
 	}
-	secret, err := natsjs.SubscriberSecret(cfg.DataDir)
+	secret, err := natsserver.SubscriberSecret(cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -59,18 +60,18 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 		url = "nats://" + cfg.NATS.Listen
 	}
 	if *worker {
-		user, err := natsjs.WorkerUser(types)
+		user, err := natsserver.WorkerUser(types)
 		if err != nil {
 			return &usageError{"nats-user: " + err.Error()}
 		}
-		pass := natsjs.WorkerPassword(secret, user)
+		pass := natsserver.WorkerPassword(secret, user)
 		if *asEnv {
 			fmt.Fprintf(m.Stdout, "JOBGATE_WORKER_USER=%s\nJOBGATE_WORKER_PASSWORD=%s\n", user, pass)
 			return nil
 		}
 		return m.printWorkerUser(user, pass, url, *asJSON)
 	}
-	user, pass, subject := natsjs.TenantUser(*tenant), natsjs.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
+	user, pass, subject := natsserver.TenantUser(*tenant), natsserver.TenantPassword(secret, *tenant), natsjs.TenantEvents(*tenant)
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(map[string]string{"user": user, "password": pass, "subject": subject, "url": url})
 	}
@@ -119,7 +120,7 @@ func (l *typeList) Set(s string) error {
 // a fresh random password: the operator adds it to every node's
 // configuration (docs/protocol.md).
 func (m *Main) printClusterWorkerUser(types []string) error {
-	user, err := natsjs.WorkerUser(types)
+	user, err := natsserver.WorkerUser(types)
 	if err != nil {
 		return &usageError{"nats-user: " + err.Error()}
 	}
@@ -128,7 +129,7 @@ func (m *Main) printClusterWorkerUser(types []string) error {
 		return err
 	}
 	pass := base64.RawURLEncoding.EncodeToString(raw[:])
-	perms := natsjs.WorkerPermissions(user, types)
+	perms := natsserver.WorkerPermissions(user, types)
 	quote := func(list []string) string {
 		q := make([]string, len(list))
 		for i, s := range list {

@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -131,7 +132,7 @@ func TestSIGTERMStopsTheGatewayBeforeTheDispatcher(t *testing.T) {
 		t.Fatalf("serve did not exit after SIGTERM\n%s", out.String())
 	}
 
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: filepath.Join(dir, "nats")})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: filepath.Join(dir, "nats")})
 	require.NoError(t, err)
 	defer emb.Shutdown()
 	nc, err := emb.Connect("check")

@@ -222,8 +222,22 @@ func TestWorkerPackageLinksNoServer(t *testing.T) {
 	for _, dep := range p.Deps {
 		require.False(t, strings.HasPrefix(dep, "github.com/nats-io/nats-server"), "pkg/worker depends on %s", dep)
 		require.False(t, strings.HasPrefix(dep, "github.com/nats-io/nats.go/jetstream"), "pkg/worker depends on %s: workers reach no stream", dep)
-		for _, inner := range []string{"/internal/natsjs", "/internal/broker", "/gateway", "/dispatcher", "/notifier", "/renderer"} {
+		for _, inner := range []string{"/internal/natsjs", "/internal/natsserver", "/internal/broker", "/gateway", "/dispatcher", "/notifier", "/renderer"} {
 			require.False(t, dep == module+inner, "pkg/worker depends on %s", dep)
 		}
+	}
+}
+
+// The JetStream adapters are a NATS client's: the embedded server and who
+// may log in to it live in internal/natsserver, so what connects to an
+// operator's NATS (a component, a tool on internal/natsjs) links no server.
+func TestAdaptersLinkNoServer(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	p := pkgs[module+"/internal/natsjs"]
+	require.NotNil(t, p)
+	for _, dep := range p.Deps {
+		require.False(t, dep == "github.com/nats-io/nats-server/v2" || strings.HasPrefix(dep, "github.com/nats-io/nats-server/v2/"),
+			"internal/natsjs depends on %s: the embedded server and its logins belong in internal/natsserver", dep)
 	}
 }

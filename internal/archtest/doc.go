@@ -5,8 +5,9 @@
 // pkg/client and pkg/worker link only pkg/api and a few hidden internal
 // leaves (never the record, a store or a service), pkg/client pulls in
 // neither NATS nor the server's HTTP stack, pkg/worker links neither the
-// NATS server nor JetStream; no exported name of a public package mentions
-// an internal type; and nothing public depends on test helpers or the load
-// generator. It reads the import graph with `go list -json` and the public
-// declarations with go/parser.
+// NATS server nor JetStream; internal/natsjs, the JetStream adapters, links
+// no NATS server (internal/natsserver holds it); no exported name of a
+// public package mentions an internal type; and nothing public depends on
+// test helpers or the load generator. It reads the import graph with
+// `go list -json` and the public declarations with go/parser.
 package archtest

@@ -10,6 +10,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -71,7 +72,7 @@ func benchResources(b *testing.B, cluster, sync bool) *natsjs.Resources {
 	b.Helper()
 	layout := natsjs.DefaultLayout()
 	if !cluster {
-		emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: b.TempDir(), SyncAlways: sync})
+		emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: b.TempDir(), SyncAlways: sync})
 		require.NoError(b, err)
 		b.Cleanup(emb.Shutdown)
 		nc, err := emb.Connect("bench")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -24,14 +25,14 @@ import (
 
 // Env is one embedded JetStream server living as long as its test.
 type Env struct {
-	Emb    *natsjs.Embedded
+	Emb    *natsserver.Embedded
 	Secret []byte
 }
 
 // Start runs an embedded JetStream with file storage in a temp dir.
 func Start(t testing.TB) *Env {
 	t.Helper()
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: t.TempDir()})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	return &Env{Emb: emb, Secret: []byte("jobtest-secret")}

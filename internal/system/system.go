@@ -20,6 +20,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/jobgate/jobgate/internal/telemetry"
 	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
@@ -104,7 +105,7 @@ type System struct {
 	listener net.Listener // the gateway's, bound first; nil without one
 	secret   []byte       // of bearer tokens; nil without a gateway
 
-	embedded *natsjs.Embedded // nil against an external NATS
+	embedded *natsserver.Embedded // nil against an external NATS
 	nc       *nats.Conn
 	res      *natsjs.Resources
 	connect  func(name string) (*nats.Conn, error)
@@ -271,24 +272,24 @@ func (s *System) workersOnly() bool {
 func (s *System) open(ctx context.Context) error {
 	var err error
 	if s.settings.Embedded() {
-		ec := natsjs.EmbeddedConfig{StoreDir: s.settings.Path("nats"), Listen: s.settings.NATS.Listen, SyncAlways: s.settings.NATS.SyncAlways,
+		ec := natsserver.EmbeddedConfig{StoreDir: s.settings.Path("nats"), Listen: s.settings.NATS.Listen, SyncAlways: s.settings.NATS.SyncAlways,
 			MaxStore: s.layout().StorageReserve()}
 		if s.settings.NATS.Listen != "" {
 			// Every client of the listener logs in with tenant subscriber
 			// or worker credentials (`jobgate nats-user`), which confine
 			// it; the in-process connections keep full access.
-			secret, err := natsjs.SubscriberSecret(s.settings.DataDir)
+			secret, err := natsserver.SubscriberSecret(s.settings.DataDir)
 			if err != nil {
 				return err
 			}
-			ta, err := natsjs.NewTenantAuth(secret)
+			ta, err := natsserver.NewTenantAuth(secret)
 			if err != nil {
 				return err
 			}
 			ta.Log = s.log.With("component", "nats")
 			ec.Configure = ta.Configure
 		}
-		if s.embedded, err = natsjs.StartEmbedded(ec); err != nil {
+		if s.embedded, err = natsserver.StartEmbedded(ec); err != nil {
 			return err
 		}
 		s.connect = func(n string) (*nats.Conn, error) { return s.embedded.Connect("jobgate-" + n) }
@@ -619,15 +620,15 @@ func (s *System) WorkerCredentials(types ...string) (WorkerCredentials, error) {
 	if s.embedded == nil || s.embedded.ClientURL() == "" {
 		return WorkerCredentials{}, errors.New("system: worker credentials are for an embedded server that listens for NATS clients (Settings.NATS.Listen)")
 	}
-	user, err := natsjs.WorkerUser(types)
+	user, err := natsserver.WorkerUser(types)
 	if err != nil {
 		return WorkerCredentials{}, err
 	}
-	secret, err := natsjs.SubscriberSecret(s.settings.DataDir)
+	secret, err := natsserver.SubscriberSecret(s.settings.DataDir)
 	if err != nil {
 		return WorkerCredentials{}, err
 	}
-	return WorkerCredentials{URL: s.embedded.ClientURL(), User: user, Password: natsjs.WorkerPassword(secret, user)}, nil
+	return WorkerCredentials{URL: s.embedded.ClientURL(), User: user, Password: natsserver.WorkerPassword(secret, user)}, nil
 }
 
 // NewLogger is the logger of settings' format and level, writing to w.

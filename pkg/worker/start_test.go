@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/stretchr/testify/require"
 )
@@ -20,9 +20,9 @@ var closed = json.RawMessage(`{"type":"object","additionalProperties":false}`)
 func listening(t *testing.T) (url string, secret []byte) {
 	t.Helper()
 	secret = []byte("0123456789abcdef0123456789abcdef")
-	auth, err := natsjs.NewTenantAuth(secret)
+	auth, err := natsserver.NewTenantAuth(secret)
 	require.NoError(t, err)
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", Configure: auth.Configure})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", Configure: auth.Configure})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	return emb.ClientURL(), secret
@@ -50,7 +50,7 @@ func startWith(t *testing.T, cfg worker.Config, name string) (time.Duration, err
 func TestStartFailsFastOnWrongCredentialsOrURL(t *testing.T) {
 	t.Parallel()
 	url, secret := listening(t)
-	user, err := natsjs.WorkerUser([]string{"export_sales"})
+	user, err := natsserver.WorkerUser([]string{"export_sales"})
 	require.NoError(t, err)
 	took, err := startWith(t, worker.Config{URL: url, User: user, Password: "wrong"}, "export_sales")
 	require.Error(t, err)
@@ -58,7 +58,7 @@ func TestStartFailsFastOnWrongCredentialsOrURL(t *testing.T) {
 	require.ErrorContains(t, err, url)
 	require.ErrorContains(t, err, "user or password is wrong")
 
-	took, err = startWith(t, worker.Config{URL: "nats://127.0.0.1:1", User: user, Password: natsjs.WorkerPassword(secret, user)}, "export_sales")
+	took, err = startWith(t, worker.Config{URL: "nats://127.0.0.1:1", User: user, Password: natsserver.WorkerPassword(secret, user)}, "export_sales")
 	require.Error(t, err)
 	require.Less(t, took, 10*time.Second)
 	require.ErrorContains(t, err, "nats://127.0.0.1:1")
@@ -70,9 +70,9 @@ func TestStartFailsFastOnWrongCredentialsOrURL(t *testing.T) {
 func TestStartFailsFastForATypeTheCredentialMayNotRun(t *testing.T) {
 	t.Parallel()
 	url, secret := listening(t)
-	user, err := natsjs.WorkerUser([]string{"export_sales"})
+	user, err := natsserver.WorkerUser([]string{"export_sales"})
 	require.NoError(t, err)
-	cfg := worker.Config{URL: url, User: user, Password: natsjs.WorkerPassword(secret, user)}
+	cfg := worker.Config{URL: url, User: user, Password: natsserver.WorkerPassword(secret, user)}
 	took, err := startWith(t, cfg, "other_type")
 	require.Error(t, err)
 	require.Less(t, took, 10*time.Second)

@@ -1,4 +1,4 @@
-package natsjs
+package natsserver
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -23,10 +24,10 @@ type EmbeddedConfig struct {
 	// acknowledged writes.
 	SyncAlways bool
 	// MaxStore is the JetStream file storage the server grants, which must
-	// hold the layout's byte budgets (Layout.StorageReserve); zero grants
-	// DefaultLayout's. Left to itself a server grants 75% of the disk space
-	// free when it starts, and refuses budgets past that. The server grants
-	// EmbeddedHeadroom more.
+	// hold the layout's byte budgets (natsjs.Layout.StorageReserve); zero
+	// grants natsjs.DefaultLayout's. Left to itself a server grants 75% of
+	// the disk space free when it starts, and refuses budgets past that.
+	// The server grants EmbeddedHeadroom more.
 	MaxStore int64
 	// Configure, if set, may adjust the server options before start (the
 	// notifier's tenant users, tests).
@@ -62,7 +63,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStreamMaxStore:  cfg.MaxStore,
 	}
 	if opts.JetStreamMaxStore == 0 {
-		opts.JetStreamMaxStore = DefaultLayout().StorageReserve()
+		opts.JetStreamMaxStore = natsjs.DefaultLayout().StorageReserve()
 	}
 	opts.JetStreamMaxStore += EmbeddedHeadroom
 	if cfg.Listen != "" {
@@ -150,53 +151,4 @@ func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error)
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
-}
-
-// ConnectConfig configures a connection to an external NATS deployment.
-type ConnectConfig struct {
-	URL       string // comma-separated server URLs
-	Name      string // client name shown by the server
-	CredsFile string // NATS credentials file (JWT + NKey seed)
-	NKeyFile  string // NKey seed file
-	User      string
-	Password  string
-	TLSCA     string
-	TLSCert   string
-	TLSKey    string
-	// InboxPrefix replaces _INBOX as the prefix of reply subjects (worker
-	// credentials may only subscribe under WorkerInboxPrefix).
-	InboxPrefix string
-}
-
-// Connect opens a connection to an external NATS deployment that reconnects
-// forever, so a node loss is a pause, not an exit.
-func Connect(cfg ConnectConfig) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(cfg.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
-	if cfg.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-	}
-	if cfg.NKeyFile != "" {
-		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("nats nkey: %w", err)
-		}
-		opts = append(opts, o)
-	}
-	if cfg.User != "" {
-		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
-	}
-	if cfg.InboxPrefix != "" {
-		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
-	}
-	if cfg.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(cfg.TLSCA))
-	}
-	if cfg.TLSCert != "" {
-		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
-	}
-	nc, err := nats.Connect(cfg.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
-	}
-	return nc, nil
 }

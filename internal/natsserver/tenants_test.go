@@ -1,14 +1,14 @@
-package natsjs_test
+package natsserver_test
 
 import (
 	"context"
 	"errors"
-	"github.com/jobgate/jobgate/internal/wire"
 	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -17,7 +17,7 @@ import (
 // tenantBundle is an embedded server that listens for outside clients with
 // tenant auth, and the in-process resources of jobgate on it.
 type tenantBundle struct {
-	emb    *natsjs.Embedded
+	emb    *natsserver.Embedded
 	res    *natsjs.Resources
 	secret []byte
 }
@@ -25,14 +25,14 @@ type tenantBundle struct {
 func setupTenantAuth(t *testing.T) *tenantBundle {
 	t.Helper()
 	dir := t.TempDir()
-	secret, err := natsjs.SubscriberSecret(dir)
+	secret, err := natsserver.SubscriberSecret(dir)
 	require.NoError(t, err)
-	again, err := natsjs.SubscriberSecret(dir)
+	again, err := natsserver.SubscriberSecret(dir)
 	require.NoError(t, err)
 	require.Equal(t, secret, again, "the secret is created once and then read back")
-	auth, err := natsjs.NewTenantAuth(secret)
+	auth, err := natsserver.NewTenantAuth(secret)
 	require.NoError(t, err)
-	emb, err := natsjs.StartEmbedded(natsjs.EmbeddedConfig{StoreDir: dir + "/nats", Listen: "127.0.0.1:-1", Configure: auth.Configure})
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: dir + "/nats", Listen: "127.0.0.1:-1", Configure: auth.Configure})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
 	require.NotEmpty(t, emb.ClientURL())
@@ -57,7 +57,7 @@ func (b *tenantBundle) subscriber(t *testing.T, tenant string) (*nats.Conn, chan
 	t.Helper()
 	errs := make(chan error, 16)
 	nc, err := nats.Connect(b.emb.ClientURL(),
-		nats.UserInfo(natsjs.TenantUser(tenant), natsjs.TenantPassword(b.secret, tenant)),
+		nats.UserInfo(natsserver.TenantUser(tenant), natsserver.TenantPassword(b.secret, tenant)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -153,10 +153,10 @@ func TestOutsideClientsMustAuthenticate(t *testing.T) {
 	b := setupTenantAuth(t)
 	cases := map[string][]nats.Option{
 		"no credentials":       nil,
-		"wrong password":       {nats.UserInfo(natsjs.TenantUser("5"), "guess")},
-		"other tenant's pass":  {nats.UserInfo(natsjs.TenantUser("5"), natsjs.TenantPassword(b.secret, "4"))},
-		"not a tenant user":    {nats.UserInfo("admin", natsjs.TenantPassword(b.secret, "admin"))},
-		"invalid tenant id":    {nats.UserInfo(natsjs.TenantUser("a.b"), natsjs.TenantPassword(b.secret, "a.b"))},
+		"wrong password":       {nats.UserInfo(natsserver.TenantUser("5"), "guess")},
+		"other tenant's pass":  {nats.UserInfo(natsserver.TenantUser("5"), natsserver.TenantPassword(b.secret, "4"))},
+		"not a tenant user":    {nats.UserInfo("admin", natsserver.TenantPassword(b.secret, "admin"))},
+		"invalid tenant id":    {nats.UserInfo(natsserver.TenantUser("a.b"), natsserver.TenantPassword(b.secret, "a.b"))},
 		"internal name by tcp": {nats.UserInfo("jobgate-internal", "")},
 	}
 	for name, opts := range cases {
@@ -172,83 +172,7 @@ func TestOutsideClientsMustAuthenticate(t *testing.T) {
 func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
 	t.Parallel()
 	s := []byte("0123456789abcdef0123456789abcdef")
-	require.Equal(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword(s, "4"))
-	require.NotEqual(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword(s, "5"))
-	require.NotEqual(t, natsjs.TenantPassword(s, "4"), natsjs.TenantPassword([]byte("another secret, another password"), "4"))
-}
-
-// A worker with its own credentials switches a tenant's queues both ways
-// (a cap lifted, a cap set): it may list and remove the consumers of the
-// other layout, and gets the work they held.
-// A worker credential of one type reaches nothing but that type's protocol
-// subjects: the attacks of issue 22, tried with a plain nats.go client.
-func TestAWorkerCredentialReachesOnlyItsTypesRequests(t *testing.T) {
-	t.Parallel()
-	b := setupTenantAuth(t)
-	user, err := natsjs.WorkerUser([]string{"export_sales"})
-	require.NoError(t, err)
-	cred := wire.CredentialID(user)
-	errs := make(chan error, 64)
-	nc, err := nats.Connect(b.emb.ClientURL(), nats.UserInfo(user, natsjs.WorkerPassword(b.secret, user)),
-		nats.CustomInboxPrefix(wire.InboxPrefix(cred)),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	refused := func(what string, publish func() error) {
-		t.Helper()
-		require.NoError(t, publish())
-		require.NoError(t, nc.Flush())
-		select {
-		case err := <-errs:
-			require.ErrorIs(t, err, nats.ErrPermissionViolation, what)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s was not refused", what)
-		}
-	}
-	refused("a forged event", func() error { return nc.Publish(natsjs.EventSubject("5", "x", "job_fake"), []byte(`{}`)) })
-	refused("STREAM.INFO on the records", func() error {
-		return nc.PublishRequest("$JS.API.STREAM.INFO.KV_"+natsjs.BucketJobs, wire.InboxPrefix(cred)+".x", []byte(`{"subjects_filter":">"}`))
-	})
-	refused("a record write", func() error { return nc.Publish("$KV."+natsjs.BucketJobs+".5.x.job_1", []byte(`{}`)) })
-	refused("a direct get of a result", func() error {
-		return nc.PublishRequest("$JS.API.DIRECT.GET.OBJ_"+natsjs.BucketResults, wire.InboxPrefix(cred)+".x", []byte(`{"seq":1}`))
-	})
-	refused("a purge", func() error {
-		return nc.PublishRequest("$JS.API.STREAM.PURGE.OBJ_"+natsjs.BucketResults, wire.InboxPrefix(cred)+".x", nil)
-	})
-	refused("a consumer create", func() error {
-		return nc.PublishRequest("$JS.API.CONSUMER.CREATE."+natsjs.StreamWork, wire.InboxPrefix(cred)+".x", []byte(`{}`))
-	})
-	refused("another type's requests", func() error {
-		return nc.PublishRequest(wire.Subject(cred, "permit_report", wire.OpNext), wire.InboxPrefix(cred)+".x", []byte(`{}`))
-	})
-	refused("another credential's requests", func() error {
-		return nc.PublishRequest(wire.Subject(wire.JobgateCredential, "export_sales", wire.OpNext), wire.InboxPrefix(cred)+".x", []byte(`{}`))
-	})
-	refused("subscribing to the work", func() error { _, err := nc.SubscribeSync("jobgate.work.>"); return err })
-	refused("subscribing to another inbox", func() error { _, err := nc.SubscribeSync("_INBOX.>"); return err })
-	// Its own type's requests go out (nobody answers in this test).
-	_, err = nc.Request(wire.Subject(cred, "export_sales", wire.OpNext), []byte(`{}`), 200*time.Millisecond)
-	require.ErrorIs(t, err, nats.ErrNoResponders)
-	select {
-	case err := <-errs:
-		t.Fatalf("its own request was refused: %v", err)
-	default:
-	}
-}
-
-func TestWorkerCredentialsCannotBeMintedForBuiltinsOrForged(t *testing.T) {
-	t.Parallel()
-	_, err := natsjs.WorkerUser([]string{"permit_report"})
-	require.ErrorContains(t, err, "built-in")
-	user, err := natsjs.WorkerUser([]string{"b_type", "a_type", "b_type"})
-	require.NoError(t, err)
-	require.Equal(t, "jgw.a_type.b_type", user)
-	_, ok := natsjs.WorkerTypes("jgw.b_type.a_type")
-	require.False(t, ok, "only the canonical name is a credential")
-	_, ok = natsjs.WorkerTypes("jgw.permit_report")
-	require.False(t, ok)
-	b := setupTenantAuth(t)
-	_, err = nats.Connect(b.emb.ClientURL(), nats.UserInfo(user, natsjs.WorkerPassword(b.secret, "jgw.a_type")))
-	require.Error(t, err, "another credential's password is refused")
+	require.Equal(t, natsserver.TenantPassword(s, "4"), natsserver.TenantPassword(s, "4"))
+	require.NotEqual(t, natsserver.TenantPassword(s, "4"), natsserver.TenantPassword(s, "5"))
+	require.NotEqual(t, natsserver.TenantPassword(s, "4"), natsserver.TenantPassword([]byte("another secret, another password"), "4"))
 }

@@ -1,4 +1,4 @@
-package natsjs
+package natsserver
 
 import (
 	"crypto/hmac"
