@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ConnectConfig configures a connection to an external NATS deployment.
@@ -54,4 +55,13 @@ func Connect(cfg ConnectConfig) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect nats %s: %w", cfg.URL, err)
 	}
 	return nc, nil
+}
+
+// NewJetStream opens the JetStream API on a connection.
+func NewJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
 }

@@ -2,11 +2,14 @@ package natsjs
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
-	"github.com/nats-io/nats.go"
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,11 +28,32 @@ func (r *Resources) DeleteResult(ctx context.Context, name string) error {
 	return nil
 }
 
-// NewJetStream opens the JetStream API on a connection.
-func NewJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
-	js, err := jetstream.New(nc)
+// ResultInfo returns the size and SHA-256 (hex) of a stored result object,
+// as the object store computed them while it stored the bytes.
+func (r *Resources) ResultInfo(ctx context.Context, name string) (int64, string, error) {
+	info, err := r.Results.GetInfo(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return 0, "", fmt.Errorf("result %s: %w", name, job.ErrNotFound)
+		}
+		return 0, "", fmt.Errorf("result %s: %w", name, mapErr(err))
 	}
-	return js, nil
+	sum, err := digestHex(info.Digest)
+	if err != nil {
+		return 0, "", fmt.Errorf("result %s: %w", name, err)
+	}
+	return int64(info.Size), sum, nil
+}
+
+// digestHex turns the object store's "SHA-256=<base64url>" into hex.
+func digestHex(d string) (string, error) {
+	b64, ok := strings.CutPrefix(d, "SHA-256=")
+	if !ok {
+		return "", fmt.Errorf("digest %q is not SHA-256", d)
+	}
+	raw, err := base64.URLEncoding.DecodeString(b64)
+	if err != nil {
+		return "", fmt.Errorf("digest %q: %w", d, err)
+	}
+	return hex.EncodeToString(raw), nil
 }

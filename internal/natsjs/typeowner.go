@@ -2,12 +2,9 @@ package natsjs
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,34 +72,4 @@ func (s *TypeStore) declare(ctx context.Context, d *job.TypeDecl, owned bool) er
 		return nil
 	}
 	return fmt.Errorf("declare type %s: %w", d.Name, ErrStale)
-}
-
-// ResultInfo returns the size and SHA-256 (hex) of a stored result object,
-// as the object store computed them while it stored the bytes.
-func (r *Resources) ResultInfo(ctx context.Context, name string) (int64, string, error) {
-	info, err := r.Results.GetInfo(ctx, name)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			return 0, "", fmt.Errorf("result %s: %w", name, job.ErrNotFound)
-		}
-		return 0, "", fmt.Errorf("result %s: %w", name, mapErr(err))
-	}
-	sum, err := digestHex(info.Digest)
-	if err != nil {
-		return 0, "", fmt.Errorf("result %s: %w", name, err)
-	}
-	return int64(info.Size), sum, nil
-}
-
-// digestHex turns the object store's "SHA-256=<base64url>" into hex.
-func digestHex(d string) (string, error) {
-	b64, ok := strings.CutPrefix(d, "SHA-256=")
-	if !ok {
-		return "", fmt.Errorf("digest %q is not SHA-256", d)
-	}
-	raw, err := base64.URLEncoding.DecodeString(b64)
-	if err != nil {
-		return "", fmt.Errorf("digest %q: %w", d, err)
-	}
-	return hex.EncodeToString(raw), nil
 }
