@@ -35,7 +35,7 @@ const (
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -224,6 +224,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecBatch) {
 		if err := r.batchSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecTracing) && o.URL == "" {
+		if err := r.tracingSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
