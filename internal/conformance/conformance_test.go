@@ -183,7 +183,11 @@ func scenarioResult(t *testing.T, s *suite, im *impl) {
 	want := expectedResult(blocks, tailLen, seed)
 	require.Greater(t, len(want), 1<<20)
 	began := time.Now()
-	j := c.submit(t, im.name+"_work", map[string]any{"mode": "result", "blocks": blocks, "tail": tailLen, "seed": seed})
+	// A traced job: the handler sees the caller's trace (the assignment's
+	// traceparent; Go's handler ctx, TypeScript's job.traceparent).
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	j := c.submit(t, im.name+"_work", map[string]any{"mode": "result", "blocks": blocks, "tail": tailLen, "seed": seed},
+		"traceparent: 00-"+traceID+"-00f067aa0ba902b7-01")
 	require.Equal(t, "queued", j.State)
 	j = c.terminal(t, j.ID, 60*time.Second)
 	took := time.Since(began)
@@ -198,6 +202,9 @@ func scenarioResult(t *testing.T, s *suite, im *impl) {
 	require.Equal(t, blocks, j.Progress.Done)
 	require.Equal(t, blocks, j.Progress.Total)
 	require.Equal(t, "blocks", j.Progress.Unit)
+	starts := im.worker.find(eventOf("started", j.ID))
+	require.Len(t, starts, 1)
+	require.Equal(t, traceID, starts[0].str("trace_id"), "the handler is in the caller's trace")
 
 	got := c.download(t, j.ID)
 	require.Equal(t, "application/vnd.jobgate.conformance", got.header.Get("Content-Type"))

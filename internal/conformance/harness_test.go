@@ -422,7 +422,7 @@ func (j jobView) terminal() bool {
 
 // submit admits a job of typ, waiting (as a deployment's new user would)
 // until the gateway knows the type its worker just declared.
-func (c *client) submit(t *testing.T, typ string, params any) jobView {
+func (c *client) submit(t *testing.T, typ string, params any, headers ...string) jobView {
 	t.Helper()
 	p, err := json.Marshal(params)
 	require.NoError(t, err)
@@ -430,7 +430,7 @@ func (c *client) submit(t *testing.T, typ string, params any) jobView {
 	key := fmt.Sprintf("conf-%s-%d", typ, time.Now().UnixNano())
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r := c.do(t, http.MethodPost, "/v1/jobs", body, "Idempotency-Key: "+key)
+		r := c.do(t, http.MethodPost, "/v1/jobs", body, append([]string{"Idempotency-Key: " + key}, headers...)...)
 		if r.status == http.StatusAccepted {
 			var j jobView
 			require.NoError(t, json.Unmarshal(r.body, &j))

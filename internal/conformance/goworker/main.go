@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"os"
 	"os/signal"
@@ -116,7 +117,11 @@ func run() error {
 	}
 	work := func(ctx context.Context, j *worker.Job[params]) error {
 		p := j.Params
-		say("started", map[string]any{"id": j.ID, "type": j.Type, "attempt": j.Attempt, "mode": p.Mode})
+		traceID := ""
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			traceID = sc.TraceID().String()
+		}
+		say("started", map[string]any{"id": j.ID, "type": j.Type, "attempt": j.Attempt, "mode": p.Mode, "trace_id": traceID})
 		switch p.Mode {
 		case "result":
 			for i := range p.Blocks {

@@ -106,6 +106,8 @@ class AttemptRun implements Attempt {
       attempts: asg.attempts,
       createdAt: new Date(asg.created_at),
       params: asg.params,
+      traceparent: asg.traceparent,
+      tracestate: asg.tracestate,
       signal: this.ctl.signal,
       progress: (done, total, unit) => self.setProgress(done, total, unit),
       get output() {

@@ -120,6 +120,8 @@ export interface Assignment {
   timeout_ms: number;
   beat_ms: number;
   max_result_bytes: number;
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface Reply {

@@ -88,6 +88,13 @@ export interface Job<P> {
   readonly createdAt: Date;
   /** The params, validated against the type's schema, its defaults applied. */
   readonly params: P;
+  /**
+   * The W3C trace context (traceparent, tracestate) of the attempt's span, when the job is
+   * traced: make the handler's spans its children (with @opentelemetry/api, extract it through
+   * the W3C propagator) and the job's trace runs through them. Absent when the job is not traced.
+   */
+  readonly traceparent?: string;
+  readonly tracestate?: string;
   /** The same signal as the context's. */
   readonly signal: AbortSignal;
   /** Reports how far the attempt is; never blocks (sent with beats). */

@@ -62,7 +62,7 @@ const w = new Workers({
 
 async function work(job: Job<Params>, ctx: WorkContext): Promise<void> {
   const p = job.params;
-  say("started", { id: job.id, type: job.type, attempt: job.attempt, mode: p.mode });
+  say("started", { id: job.id, type: job.type, attempt: job.attempt, mode: p.mode, trace_id: job.traceparent?.split("-")[1] ?? "" });
   switch (p.mode) {
     case "result": {
       const out = job.output;
