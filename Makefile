@@ -21,6 +21,7 @@ run: build
 test:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-interop.sh
+	@scripts/ensure-otelcol.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 

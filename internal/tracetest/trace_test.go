@@ -1,0 +1,538 @@
+package tracetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobgate/jobgate/internal/auth"
+)
+
+// service is the OTEL_SERVICE_NAME jobgate is run with; every exported
+// span's resource must carry it.
+const service = "jobgate-tracetest"
+
+// webhookSecret is a Standard Webhooks secret: "whsec_" + base64 of the key.
+const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// OTLP span kinds as the JSON encoding numbers them.
+const (
+	kindServer   = 2
+	kindClient   = 3
+	kindProducer = 4
+	kindConsumer = 5
+)
+
+// collectorConfig: OTLP over HTTP in, one OTLP JSON line per export out.
+// service.telemetry is left out: tools/otelcol's telemetry takes no
+// settings.
+const collectorConfig = `receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %q
+exporters:
+  file:
+    path: %q
+    flush_interval: 100ms
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [file]
+`
+
+// serveConfig: one webhook for tenant 4, on loopback, for the job's
+// success only, so the trace has exactly one delivery.
+const serveConfig = `http_addr: %q
+data_dir: %q
+auth_secret: %q
+notifier:
+  allow_private_webhooks: true
+  webhook_retries: [100ms, 100ms]
+  webhooks:
+    "4":
+      - url: %q
+        secret: %q
+        states: [succeeded]
+`
+
+// One job's trace as it leaves the processes: `jobgate serve` exports over
+// OTLP (configured by OTEL_* alone) to a real Collector, and the spans read
+// back from the Collector's file are one trace, the caller's, nested as
+// the contract says: the admission continues the caller's span; the
+// relay's publish, the attempt and the webhook delivery are the
+// admission's children; the worker's handler span and the result upload
+// are the attempt's. The webhook receiver continues the delivery's span.
+// serve is stopped with SIGTERM before anything is read: its spans reach
+// the Collector because stopping flushes them.
+func TestAJobsTraceReachesARealCollector(t *testing.T) {
+	root := repoRoot(t)
+	collector := filepath.Join(root, "bin", "tools", "otelcol")
+	if _, err := os.Stat(collector); err != nil {
+		missing(t, "the test's OpenTelemetry Collector is not built (%s)", collector)
+	}
+	dir := t.TempDir()
+	jobgate := filepath.Join(dir, "jobgate")
+	require.NoError(t, goBuild(root, jobgate, "./cmd/jobgate"))
+
+	otlpAddr, spansFile := freeAddr(t), filepath.Join(dir, "spans.jsonl")
+	colConfig := writeFile(t, dir, "otelcol.yaml", fmt.Sprintf(collectorConfig, otlpAddr, spansFile))
+	col := start(t, "otelcol", collector, []string{"--config", colConfig}, childEnv())
+	col.waitFor(t, "the collector to be ready", time.Minute, func() error {
+		if !strings.Contains(col.out.String(), "Everything is ready") {
+			return errors.New("it has not logged that it is ready")
+		}
+		return nil
+	})
+
+	hooks := &hookReceiver{got: make(chan delivery, 8)}
+	hookSrv := httptest.NewServer(hooks)
+	t.Cleanup(hookSrv.Close)
+
+	secret, httpAddr := "tracetest-secret", freeAddr(t)
+	serveConf := writeFile(t, dir, "jobgate.yaml", fmt.Sprintf(serveConfig,
+		httpAddr, filepath.Join(dir, "data"), secret, hookSrv.URL+"/hooks/jobgate", webhookSecret))
+	serve := start(t, "jobgate serve", jobgate, []string{"serve", "--config", serveConf}, childEnv(
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpAddr,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_SERVICE_NAME="+service,
+		"OTEL_TRACES_SAMPLER=parentbased_always_on",
+	))
+	base := "http://" + httpAddr
+	serve.waitFor(t, "/readyz to answer 200", 90*time.Second, func() error {
+		if status, _ := get(base + "/readyz"); status != http.StatusOK {
+			return fmt.Errorf("/readyz answers %d", status)
+		}
+		return nil
+	})
+
+	traceID, callerSpan := randomHex(t, 16), randomHex(t, 8)
+	tok, err := auth.Mint([]byte(secret), auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
+	require.NoError(t, err)
+	id := submit(t, base, tok, "00-"+traceID+"-"+callerSpan+"-01",
+		`{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":2}}`)
+
+	var hook delivery
+	select {
+	case hook = <-hooks.got:
+	case <-time.After(90 * time.Second):
+		t.Fatal("no webhook delivery within 90s of the admission")
+	}
+	require.Contains(t, hook.body, id, "the delivery is the job's")
+	// The delivery's span ends once the notifier has the receiver's answer;
+	// the counter says it has, so the stop below cannot cut the span short.
+	serve.waitFor(t, "the delivery to be counted", 30*time.Second, func() error {
+		const line = `jobgate_deliveries_total{channel="webhook",outcome="delivered"} 1`
+		if _, metrics := get(base + "/metrics"); !strings.Contains(metrics, line) {
+			return fmt.Errorf("/metrics has no %s", line)
+		}
+		return nil
+	})
+	serve.stop(t, time.Minute)
+
+	want := []string{"POST /v1/jobs", "relay publish", "attempt permit_report", "run permit_report", "result upload", "webhook POST"}
+	col.waitFor(t, "every span to reach the collector's file", 30*time.Second, func() error {
+		got := map[string]bool{}
+		for _, s := range readSpans(spansFile, true) {
+			got[s.name] = true
+		}
+		var lack []string
+		for _, n := range want {
+			if !got[n] {
+				lack = append(lack, n)
+			}
+		}
+		if lack != nil {
+			return fmt.Errorf("no span %q yet (only %v)", lack, slices.Sorted(maps.Keys(got)))
+		}
+		return nil
+	})
+	col.stop(t, 30*time.Second)
+
+	spans := readSpans(spansFile, false)
+	require.NotNil(t, spans, "the collector's file %s is not OTLP JSON lines", spansFile)
+	traces := map[string]int{}
+	for _, s := range spans {
+		traces[s.traceID]++
+		require.Equal(t, service, s.service, "span %q: service.name is OTEL_SERVICE_NAME", s.name)
+	}
+	require.Equal(t, map[string]int{traceID: len(spans)}, traces, "every exported span is in the caller's trace")
+	named := func(name string) []span {
+		var out []span
+		for _, s := range spans {
+			if s.name == name {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	one := func(name string) span {
+		t.Helper()
+		got := named(name)
+		require.Len(t, got, 1, "one %q span", name)
+		return got[0]
+	}
+
+	adm := one("POST /v1/jobs")
+	require.Equal(t, callerSpan, adm.parent, "the admission continues the caller's span")
+	require.Equal(t, kindServer, adm.kind)
+	require.Equal(t, id, adm.attrs["jobgate.job.id"])
+	require.Equal(t, "new", adm.attrs["jobgate.idempotency.outcome"])
+
+	relays := named("relay publish")
+	require.NotEmpty(t, relays, "the relay's publish of the work")
+	for _, r := range relays {
+		require.Equal(t, adm.id, r.parent, "the relay's publish is the admission's child")
+		require.Equal(t, kindProducer, r.kind)
+		require.Equal(t, id, r.attrs["jobgate.job.id"])
+	}
+
+	att := one("attempt permit_report")
+	require.Equal(t, adm.id, att.parent, "the attempt is the admission's child")
+	require.Equal(t, kindConsumer, att.kind)
+	require.Equal(t, "succeeded", att.attrs["jobgate.attempt.outcome"])
+
+	run := one("run permit_report")
+	require.Equal(t, att.id, run.parent, "the worker's handler span is the attempt's child")
+	require.Equal(t, "github.com/jobgate/jobgate/pkg/worker", run.scope, "the handler's span is pkg/worker's")
+
+	up := one("result upload")
+	require.Equal(t, att.id, up.parent, "the result upload is the attempt's child")
+	require.Equal(t, "stored", up.attrs["jobgate.result.outcome"])
+
+	wh := one("webhook POST")
+	require.Equal(t, adm.id, wh.parent, "the webhook delivery is the admission's child")
+	require.Equal(t, kindClient, wh.kind)
+	require.Equal(t, "delivered", wh.attrs["jobgate.delivery.outcome"])
+	require.Equal(t, id, wh.attrs["jobgate.job.id"])
+
+	require.Equal(t, "00-"+traceID+"-"+wh.id+"-01", hook.traceparent,
+		"the receiver got the caller's trace, continued from the delivery's span")
+}
+
+// submit admits one job under the caller's traceparent and returns its id.
+func submit(t *testing.T, base, tok, traceparent, body string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Idempotency-Key", "tracetest-1")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", traceparent)
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", data)
+	var r struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(data, &r))
+	require.NotEmpty(t, r.ID, "%s", data)
+	return r.ID
+}
+
+// httpClient bounds every request, so a wedged server fails a poll
+// instead of hanging it.
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// get returns the status and body of a GET, 0 when the server is not
+// answering (yet).
+func get(url string) (int, string) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// delivery is one webhook request as the receiver got it.
+type delivery struct {
+	traceparent string
+	body        string
+}
+
+// hookReceiver hands every delivery to the test and answers 204.
+type hookReceiver struct {
+	got chan delivery
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	select {
+	case h.got <- delivery{traceparent: r.Header.Get("traceparent"), body: string(body)}:
+	default: // more deliveries than the test reads: the assertions count spans
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// span is what the test reads of one exported span.
+type span struct {
+	traceID, id, parent string
+	name, scope         string
+	kind                int
+	attrs               map[string]string
+	service             string
+}
+
+// otlpFile is one line of the file exporter's output: an OTLP/JSON
+// export request (ids in hex, 64-bit integers as strings).
+type otlpFile struct {
+	ResourceSpans []struct {
+		Resource struct {
+			Attributes []otlpAttr `json:"attributes"`
+		} `json:"resource"`
+		ScopeSpans []struct {
+			Scope struct {
+				Name string `json:"name"`
+			} `json:"scope"`
+			Spans []struct {
+				TraceID      string     `json:"traceId"`
+				SpanID       string     `json:"spanId"`
+				ParentSpanID string     `json:"parentSpanId"`
+				Name         string     `json:"name"`
+				Kind         int        `json:"kind"`
+				Attributes   []otlpAttr `json:"attributes"`
+			} `json:"spans"`
+		} `json:"scopeSpans"`
+	} `json:"resourceSpans"`
+}
+
+type otlpAttr struct {
+	Key   string `json:"key"`
+	Value struct {
+		StringValue *string      `json:"stringValue"`
+		IntValue    *json.Number `json:"intValue"`
+		BoolValue   *bool        `json:"boolValue"`
+	} `json:"value"`
+}
+
+func attrMap(attrs []otlpAttr) map[string]string {
+	m := make(map[string]string, len(attrs))
+	for _, a := range attrs {
+		switch v := a.Value; {
+		case v.StringValue != nil:
+			m[a.Key] = *v.StringValue
+		case v.IntValue != nil:
+			m[a.Key] = v.IntValue.String()
+		case v.BoolValue != nil:
+			m[a.Key] = fmt.Sprint(*v.BoolValue)
+		}
+	}
+	return m
+}
+
+// readSpans parses the collector's file. While the collector runs its
+// last line may be half written: partial skips a line that does not
+// parse. Otherwise such a line makes the answer nil.
+func readSpans(path string, partial bool) []span {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	spans := []span{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var f otlpFile
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			if partial {
+				continue
+			}
+			return nil
+		}
+		for _, rs := range f.ResourceSpans {
+			svc := attrMap(rs.Resource.Attributes)["service.name"]
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					spans = append(spans, span{traceID: s.TraceID, id: s.SpanID, parent: s.ParentSpanID,
+						name: s.Name, scope: ss.Scope.Name, kind: s.Kind, attrs: attrMap(s.Attributes), service: svc})
+				}
+			}
+		}
+	}
+	if sc.Err() != nil && !partial {
+		return nil
+	}
+	return spans
+}
+
+// proc is a child process whose output is kept for the failure message.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error // Wait's answer, set before done is closed
+}
+
+func start(t *testing.T, name, path string, args, env []string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(path, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, p.out, p.out
+	require.NoError(t, p.cmd.Start(), "start %s", name)
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// waitFor polls cond until it answers nil; the process exiting first, or
+// the deadline passing, fails the test with cond's last answer.
+func (p *proc) waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for err := cond(); err != nil; err = cond() {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited (%v) while the test waited for %s: %v", p.name, p.err, what, err)
+		case <-deadline.C:
+			t.Fatalf("waited %s for %s: %v", timeout, what, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// stop sends SIGTERM and requires a clean exit within timeout.
+func (p *proc) stop(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM), "SIGTERM to %s", p.name)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s of SIGTERM", p.name, timeout)
+	}
+	require.NoError(t, p.err, "%s's exit after SIGTERM", p.name)
+}
+
+// missing skips the test when the collector is not built here, and fails
+// it under CI=true, where the suite must really run.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true and "+format+"; `make test` builds it (scripts/ensure-otelcol.sh)", args...)
+	}
+	t.Skipf(format+"; `make test` builds it (scripts/ensure-otelcol.sh), or run that script", args...)
+}
+
+// repoRoot is the module's root directory (this package is internal/tracetest).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err, "the repository root")
+	return dir
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// childEnv is the environment of a child process: this one's without any
+// JOBGATE_ or OTEL_ setting (a developer's shell must not change what is
+// tested), plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOBGATE_") && !strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// goBuild builds a package of the module. The deadline keeps a wedged
+// toolchain from hanging the suite until its own timeout.
+func goBuild(root, out, pkg string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = childEnv()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// syncBuffer is a bytes.Buffer safe for a child's writes and the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
