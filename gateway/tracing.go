@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,7 +20,9 @@ func startAdmissionSpan(c *fiber.Ctx) (context.Context, trace.Span) {
 	parent := tracing.Extract(c.UserContext(), c.Get(tracing.HeaderParent), c.Get(tracing.HeaderState))
 	route := c.Route().Path
 	sctx, span := tracing.Tracer().Start(parent, c.Method()+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", c.Method()), attribute.String("http.route", route)))
+		// Fiber's Method points into the request buffer, which the next
+		// request reuses before the span is exported: a copy.
+		trace.WithAttributes(attribute.String("http.request.method", strings.Clone(c.Method())), attribute.String("http.route", route)))
 	return sctx, span
 }
 

@@ -200,6 +200,7 @@ func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	require.Equal(t, kindServer, adm.kind)
 	require.Equal(t, id, adm.attrs["jobgate.job.id"])
 	require.Equal(t, "new", adm.attrs["jobgate.idempotency.outcome"])
+	require.Equal(t, "POST", adm.attrs["http.request.method"], "the method as sent, not the bytes of a later request")
 
 	relays := named("relay publish")
 	require.NotEmpty(t, relays, "the relay's publish of the work")
