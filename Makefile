@@ -17,7 +17,9 @@ run: build
 ## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it,
 ## except under CI=true),
 ## third-party clients for the interop suite (Node.js packages pinned in
-## internal/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it)
+## internal/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it),
+## a minimal OpenTelemetry Collector for the tracing test (tools/otelcol, built once into
+## bin/tools; JOBGATE_SKIP_OTELCOL=1 skips it, except under CI=true)
 test:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-interop.sh
