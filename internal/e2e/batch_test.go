@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sync"
@@ -11,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"
 )
@@ -165,4 +169,57 @@ func TestPageBatchRetryKeepsItsKey(t *testing.T) {
 	require.Len(t, sys.listJobs(t, tok), 3, "one batch of three on the server, not two")
 	require.Equal(t, "", evalJS[string](t, p, `localStorage.getItem('jobgate.pending.4/reviewer-13') || ''`), "the answered request is no longer pending")
 	require.Len(t, evalJS[[]string](t, p, batchRows), 3)
+}
+
+// TestPageStartsAHundredJobsWithOneRequestAndOneMail is issue 25's "done
+// when", as a user does it in a browser: a hundred revisions asked for at
+// once are one POST /v1/batches, watched over one requester stream to the
+// end, and the requester gets one mail for the batch, listing every job,
+// and none per job.
+func TestPageStartsAHundredJobsWithOneRequestAndOneMail(t *testing.T) {
+	const n = 100
+	sys := startSystemWith(t, false, func(s *config.Config) {
+		s.Notifier.Mail.Addresses = map[string]string{"4/reviewer-13": "reviewer-13@example.com"}
+	}, func(c *renderer.Config) { c.Concurrency = 4 })
+	p := openBrowser(t)
+	net := recordNetwork(t, p, sys.url)
+	tok := sys.token(t, "4", "reviewer-13")
+	signInWithToken(t, p, sys.url, tok)
+
+	requestRevisions(t, p, "47", "1", fmt.Sprint(n), "1")
+	require.Equal(t, fmt.Sprintf("Request %d reports", n), evalJS[string](t, p, `document.getElementById('request').textContent`))
+	doubleClick(t, p, "request")
+	waitJSWithin(t, p, 3*time.Minute, `document.getElementById('batch').dataset.done === 'true' &&
+		[...document.querySelectorAll('#batch-jobs li')].length === `+fmt.Sprint(n)+` &&
+		[...document.querySelectorAll('#batch-jobs li')].every(li => li.dataset.state === 'succeeded')`,
+		"the hundred jobs reach succeeded on the page")
+	require.Len(t, net.matching(batchSubmits), 1, "one click, one request for the hundred\n%s", net)
+	require.Empty(t, net.matching(submits), "no job was requested alone")
+	require.Len(t, net.matching(requesterStreams), 1, "one connection watched them all")
+	require.Empty(t, net.matching(func(r sentRequest) bool { return jobStream.MatchString(r.path) }), "no per-job or per-batch stream")
+	require.Len(t, sys.listJobs(t, tok), n, "one job per revision")
+
+	// One mail for the batch, listing every job; none per job.
+	outbox := filepath.Join(sys.dataDir, "outbox")
+	var mails []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mails, _ = filepath.Glob(filepath.Join(outbox, "*.eml"))
+		if len(mails) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Len(t, mails, 1, "one mail for the batch")
+	body, err := os.ReadFile(mails[0])
+	require.NoError(t, err)
+	for _, j := range sys.listJobs(t, tok) {
+		require.Contains(t, string(body), j.ID, "the mail lists every job")
+	}
+	// A per-job mail would come as its job ends; every job ended before
+	// the batch's mail was written, so none is still on its way.
+	require.Never(t, func() bool {
+		m, _ := filepath.Glob(filepath.Join(outbox, "*.eml"))
+		return len(m) > 1
+	}, 2*time.Second, 100*time.Millisecond, "no mail per job")
 }

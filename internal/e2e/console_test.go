@@ -88,11 +88,17 @@ func (s *system) submitWhenDeclared(t *testing.T, tok, key, body string) string 
 	return id
 }
 
-// waitJS polls a boolean expression in the page until it holds.
+// waitJS polls a boolean expression in the page until it holds (30 s).
 func waitJS(t *testing.T, p *page, expr, what string) {
 	t.Helper()
+	waitJSWithin(t, p, 30*time.Second, expr, what)
+}
+
+// waitJSWithin is waitJS with its own deadline.
+func waitJSWithin(t *testing.T, p *page, within time.Duration, expr, what string) {
+	t.Helper()
 	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within)))
 	if err != nil {
 		dump, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		t.Fatalf("%s: %v\npage text:\n%s\nrequests:\n%s", what, err, dump, p.net.String())

@@ -34,6 +34,8 @@ type system struct {
 	secret []byte
 	gate   *renderGate
 	logs   *logBuffer
+	// dataDir is the system's data dir (its mail outbox is outbox/ in it).
+	dataDir string
 }
 
 // renderGate holds every render at its start until the test opens it, so a
@@ -91,10 +93,20 @@ func (l *logBuffer) String() string {
 // renderer's settings.
 func startSystem(t *testing.T, heldRenders bool, tune ...func(*renderer.Config)) *system {
 	t.Helper()
+	return startSystemWith(t, heldRenders, nil, tune...)
+}
+
+// startSystemWith is startSystem with edit applied to the settings.
+func startSystemWith(t *testing.T, heldRenders bool, edit func(*config.Config), tune ...func(*renderer.Config)) *system {
+	t.Helper()
 	chromiumPath(t) // every system here is driven by a browser: skip before starting anything
 	sys := &system{secret: []byte("e2e-secret"), gate: newRenderGate(!heldRenders), logs: &logBuffer{}}
 	settings := config.Default()
 	settings.DataDir, settings.HTTPAddr, settings.AuthSecret, settings.Dev = t.TempDir(), "127.0.0.1:0", string(sys.secret), true
+	if edit != nil {
+		edit(&settings)
+	}
+	sys.dataDir = settings.DataDir
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var err error
