@@ -121,6 +121,9 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 		lists                         = map[string][]Entry{}
 		hooks, mails, fetches, faults []Entry
 		ended, eventsRead             bool
+		batchSubmits                  = map[scopedKey][]Entry{}
+		finalBatches                  = map[string]Entry{}
+		batchesRead                   bool
 	)
 	for _, e := range entries {
 		switch e.Kind {
@@ -138,6 +141,8 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 				ended = true
 			case "events-read":
 				eventsRead = true
+			case "batches-read":
+				batchesRead = true
 			case "snapshot-error":
 				c.anomaly("final-state-unreadable", "%s", e.Err)
 			}
@@ -146,6 +151,13 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 			submits[k] = append(submits[k], e)
 		case "gave-up":
 			c.anomaly("submission-unanswered", "%s key %s (%s): no definitive answer within the bound; %s", e.Requester, e.Key, e.Probe, e.Note)
+		case "batch-submit":
+			k := scopedKey{e.Requester, e.Key}
+			batchSubmits[k] = append(batchSubmits[k], e)
+		case "batch-gave-up":
+			c.anomaly("submission-unanswered", "%s batch key %s (%s): no definitive answer within the bound; %s", e.Requester, e.Key, e.Probe, e.Note)
+		case "final-batch":
+			finalBatches[e.Batch] = e
 		case "obs":
 			obs[e.Job] = append(obs[e.Job], e)
 		case "cancel":
@@ -177,8 +189,10 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 		c.anomaly("incomplete-history", "the run did not reach its end (no final state)")
 	}
 	acked := c.checkKeys(submits)
-	c.checkJobs(acked, finals, faultsStopped)
-	c.checkOrder(obs, submits, cancels, finals)
+	batches := c.checkBatchKeys(batchSubmits)
+	ackedIDs := c.ackedJobs(acked, batches)
+	c.checkJobs(ackedIDs, finals, faultsStopped)
+	c.checkOrder(obs, submits, batchSubmits, cancels, finals)
 	c.checkCancels(cancels, finals)
 	c.checkResults(finals, objects, fetches)
 	if eventsRead {
@@ -187,9 +201,12 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	} else {
 		c.note("the events stream was not read: event checks skipped")
 	}
+	c.checkBatchItems(batches, finals, finalBatches, batchesRead)
 	c.checkNotices(finals, hooks, mails, events)
-	c.checkCounts(acked, finals, lists)
+	c.checkBatchNotices(batches, finals, hooks, mails)
+	c.checkCounts(ackedIDs, finals, lists)
 	c.summarize(faultsStart, faultsStopped, settled, faults, submits, obs, finals, hooks, mails, events, objects)
+	c.summarizeBatches(batchSubmits, batches, hooks, mails)
 	return c.rep
 }
 
@@ -260,19 +277,17 @@ func (c *checker) checkKeys(submits map[scopedKey][]Entry) map[scopedKey]string 
 	return acked
 }
 
-// checkJobs: every acknowledged job is stored, every stored job was
-// acknowledged, one job per key hash, all terminal within the bound.
-func (c *checker) checkJobs(acked map[scopedKey]string, finals map[string]Entry, faultsStopped time.Time) {
-	ackedIDs := map[string]scopedKey{}
-	for k, id := range acked {
-		ackedIDs[id] = k
-	}
+// checkJobs: every acknowledged job (a batch's items included) is stored,
+// every stored job was acknowledged, one job (or one batch) per key hash,
+// all terminal within the bound.
+func (c *checker) checkJobs(ackedIDs map[string]scopedKey, finals map[string]Entry, faultsStopped time.Time) {
 	for id, k := range ackedIDs {
 		if _, ok := finals[id]; !ok {
 			c.anomaly("acked-job-lost", "job %s (%s key %s) was acknowledged but is not in the bucket", id, k.requester, k.key)
 		}
 	}
-	byHash := map[string][]string{}
+	// A batch's items share its key's hash: the batch is the one owner.
+	byHash := map[string]map[string]bool{}
 	lostWorkers := 0
 	for id, f := range finals {
 		if f.State == "failed" {
@@ -290,7 +305,14 @@ func (c *checker) checkJobs(acked map[scopedKey]string, finals map[string]Entry,
 		}
 		if f.KeyHash != "" {
 			h := f.Requester + "/" + f.KeyHash
-			byHash[h] = append(byHash[h], id)
+			if byHash[h] == nil {
+				byHash[h] = map[string]bool{}
+			}
+			owner := id
+			if f.Batch != "" {
+				owner = f.Batch
+			}
+			byHash[h][owner] = true
 		}
 		if !terminal(f.State) {
 			c.anomaly("not-terminal", "job %s is %s (attempt %d) %s after the faults stopped", id, f.State, f.Attempt, c.bound)
@@ -303,7 +325,7 @@ func (c *checker) checkJobs(acked map[scopedKey]string, finals map[string]Entry,
 	}
 	for h, ids := range byHash {
 		if len(ids) > 1 {
-			c.anomaly("key-hash-two-jobs", "key hash %s has %d jobs: %v", h, len(ids), ids)
+			c.anomaly("key-hash-two-jobs", "key hash %s has %d jobs (or batches): %v", h, len(ids), sortedKeys(ids))
 		}
 	}
 }
@@ -326,12 +348,22 @@ func (p point) String() string {
 // ended never shows less; a terminal state never changes; within one SSE
 // connection ids strictly increase; the final record is at least what
 // anyone saw.
-func (c *checker) checkOrder(obs map[string][]Entry, submits map[scopedKey][]Entry, cancels map[string][]Entry, finals map[string]Entry) {
+func (c *checker) checkOrder(obs map[string][]Entry, submits, batchSubmits map[scopedKey][]Entry, cancels map[string][]Entry, finals map[string]Entry) {
 	points := map[string][]point{}
 	for _, es := range submits {
 		for _, e := range es {
 			if e.Status/100 == 2 && e.Job != "" && e.Probe != "conflict" {
 				points[e.Job] = append(points[e.Job], point{e.Start, e.End, e.State, e.Attempt, e.Rev, "submit answer via " + e.Gateway})
+			}
+		}
+	}
+	// A batch's answer gives each item's state (no attempt, no revision).
+	for _, es := range batchSubmits {
+		for _, e := range es {
+			if e.Status/100 == 2 && e.Probe != "conflict" {
+				for _, it := range e.Items {
+					points[it.ID] = append(points[it.ID], point{e.Start, e.End, it.State, 0, 0, "batch answer via " + e.Gateway})
+				}
 			}
 		}
 	}
@@ -589,6 +621,9 @@ func (c *checker) checkPublished(obs map[string][]Entry, events map[string][]Ent
 // they tell of, one id per change (the same
 // data under one id, one id per data), and every terminal change was
 // delivered; at most one mail per job and state, naming the final state.
+// A batch's own notices, and the items of a batch notified as one, which
+// get none of their own, are checkBatchNotices' (signatures and one
+// payload per id hold for every delivery alike).
 func (c *checker) checkNotices(finals map[string]Entry, hooks, mails []Entry, events map[string][]Entry) {
 	eventIDs := map[string]bool{}
 	for _, es := range events {
@@ -601,7 +636,14 @@ func (c *checker) checkNotices(finals map[string]Entry, hooks, mails []Entry, ev
 	deliveredTerm := map[string]bool{}
 	for _, e := range hooks {
 		if !e.SigOK {
-			c.anomaly("webhook-bad-signature", "delivery %s of job %s", e.WebhookID, e.Job)
+			c.anomaly("webhook-bad-signature", "delivery %s of job %s", e.WebhookID, e.Job+e.Batch)
+		}
+		if prev, ok := byID[e.WebhookID]; ok && prev.Digest != e.Digest {
+			c.anomaly("webhook-id-reused", "id %s carried two different payloads (%s/%d and %s/%d)", e.WebhookID, prev.State, prev.Attempt, e.State, e.Attempt)
+		}
+		byID[e.WebhookID] = e
+		if isBatchNotice(e) {
+			continue
 		}
 		if e.Job == "" || !strings.HasPrefix(e.WebhookID, e.Job+".") {
 			c.anomaly("webhook-id-format", "delivery id %q for job %q", e.WebhookID, e.Job)
@@ -609,10 +651,6 @@ func (c *checker) checkNotices(finals map[string]Entry, hooks, mails []Entry, ev
 		if len(eventIDs) > 0 && !eventIDs[e.WebhookID] {
 			c.anomaly("webhook-unknown-change", "delivery id %s of job %s is no published event's id", e.WebhookID, e.Job)
 		}
-		if prev, ok := byID[e.WebhookID]; ok && prev.Digest != e.Digest {
-			c.anomaly("webhook-id-reused", "id %s carried two different payloads (%s/%d and %s/%d)", e.WebhookID, prev.State, prev.Attempt, e.State, e.Attempt)
-		}
-		byID[e.WebhookID] = e
 		k := e.Job + "/" + e.Digest
 		if idsByData[k] == nil {
 			idsByData[k] = map[string]bool{}
@@ -631,12 +669,15 @@ func (c *checker) checkNotices(finals map[string]Entry, hooks, mails []Entry, ev
 		}
 	}
 	for id, f := range finals {
-		if terminal(f.State) && !deliveredTerm[id+"/"+f.State] {
+		if terminal(f.State) && f.Notify != "batch" && !deliveredTerm[id+"/"+f.State] {
 			c.anomaly("webhook-terminal-missing", "job %s ended %s; no delivery of that change was accepted", id, f.State)
 		}
 	}
 	perMsg := map[string]int{}
 	for _, m := range mails {
+		if m.Batch != "" {
+			continue
+		}
 		perMsg[m.MessageID]++
 		if f, ok := finals[m.Job]; !ok {
 			c.anomaly("mail-unknown-job", "mail %s names no job in the bucket", m.MessageID)
@@ -651,7 +692,7 @@ func (c *checker) checkNotices(finals map[string]Entry, hooks, mails []Entry, ev
 	}
 	missing := 0
 	for id, f := range finals {
-		if terminal(f.State) && perMsg[id+"."+f.State+"@jobgate"] == 0 {
+		if terminal(f.State) && f.Notify != "batch" && perMsg[id+"."+f.State+"@jobgate"] == 0 {
 			missing++
 		}
 	}
@@ -660,12 +701,13 @@ func (c *checker) checkNotices(finals map[string]Entry, hooks, mails []Entry, ev
 	}
 }
 
-// checkCounts: the jobs the clients were told about, the bucket and each
-// requester's GET /v1/jobs agree, state by state.
-func (c *checker) checkCounts(acked map[scopedKey]string, finals map[string]Entry, lists map[string][]Entry) {
+// checkCounts: the jobs the clients were told about (a batch's items
+// included), the bucket and each requester's GET /v1/jobs agree, state by
+// state.
+func (c *checker) checkCounts(ackedIDs map[string]scopedKey, finals map[string]Entry, lists map[string][]Entry) {
 	for _, rq := range requesters {
 		clientJobs := map[string]bool{}
-		for k, id := range acked {
+		for id, k := range ackedIDs {
 			if k.requester == rq {
 				clientJobs[id] = true
 			}

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -188,4 +190,168 @@ func TestCheckFindsAnomalies(t *testing.T) {
 			require.Contains(t, rep.String(), "replay with seed 7")
 		})
 	}
+}
+
+// healthyBatches is healthy() with two batches of alice: bat_1 (notify
+// batch, the default) of two jobs, one succeeded and one canceled, first
+// answered 503 and then 202, replayed 200 and refused 409 for other items,
+// notified by one batch.completed (503, then 204) and one mail; and bat_2
+// (notify each) of one job, notified as a single job is.
+func healthyBatches() []Entry {
+	es := healthy()
+	end := es[len(es)-1]
+	es = es[:len(es)-1]
+	created := at0(2.2)
+	hookID := "bat_1.completed." + strconv.FormatInt(created.UnixMilli(), 10)
+	queued := []Item{{ID: "job_b1", State: "queued"}, {ID: "job_b2", State: "queued"}}
+	ended := []Item{{ID: "job_b1", State: "succeeded"}, {ID: "job_b2", State: "canceled"}}
+	counts := map[string]int{"succeeded": 1, "failed": 0, "canceled": 1}
+	es = append(es,
+		Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-1", Probe: "new", Gateway: "g1", Start: at0(2), End: at0(2.1), Status: 503, Size: 2, Notify: "batch"},
+		Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-1", Probe: "new", Gateway: "g2", Start: at0(2.2), End: at0(2.3), Status: 202, Size: 2, Notify: "batch",
+			Batch: "bat_1", Created: created, Items: queued},
+		Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-1", Probe: "replay", Gateway: "g1", Start: at0(6), End: at0(6.1), Status: 200, Replayed: true, Size: 2, Notify: "batch",
+			Batch: "bat_1", Created: created, Items: ended},
+		Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-1", Probe: "conflict", Gateway: "g2", Start: at0(7), End: at0(7.1), Status: 409, Size: 3, Notify: "batch"},
+		Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-2", Probe: "new", Gateway: "g1", Start: at0(2.4), End: at0(2.5), Status: 202, Size: 1, Notify: "each",
+			Batch: "bat_2", Created: at0(2.4), Items: []Item{{ID: "job_e1", State: "queued"}}},
+		Entry{T: at0(5.5), Kind: "webhook", Type: "batch.completed", WebhookID: hookID, Batch: "bat_1", Size: 2, Counts: counts, Items: ended, Status: 503, SigOK: true, Digest: "db"},
+		Entry{T: at0(6.5), Kind: "webhook", Type: "batch.completed", WebhookID: hookID, Batch: "bat_1", Size: 2, Counts: counts, Items: ended, Status: 204, SigOK: true, Digest: "db"},
+		Entry{Kind: "webhook", Type: "job.succeeded", WebhookID: "job_e1.succeeded.1", Job: "job_e1", State: "succeeded", Attempt: 1, Status: 204, SigOK: true, Digest: "de"},
+		Entry{Kind: "final-job", Job: "job_b1", Requester: "alice", State: "succeeded", Attempt: 1, Rev: 4, KeyHash: "h2", Object: "job_b1", Size: 5, Digest: "d5", Finished: at0(5),
+			Batch: "bat_1", Notify: "batch"},
+		Entry{Kind: "final-job", Job: "job_b2", Requester: "alice", State: "canceled", Rev: 3, KeyHash: "h2", Finished: at0(3), Batch: "bat_1", Notify: "batch"},
+		Entry{Kind: "final-job", Job: "job_e1", Requester: "alice", State: "succeeded", Attempt: 1, Rev: 4, KeyHash: "h3", Object: "job_e1", Size: 6, Digest: "d6", Finished: at0(4),
+			Batch: "bat_2", Notify: "each"},
+		Entry{Kind: "final-object", Name: "job_b1", Size: 5, Digest: "d5"},
+		Entry{Kind: "final-object", Name: "job_e1", Size: 6, Digest: "d6"},
+		Entry{Kind: "final-event", Job: "job_b1", MsgID: "job_b1.queued.0", State: "queued", Seq: 11},
+		Entry{Kind: "final-event", Job: "job_b1", MsgID: "job_b1.running.1", State: "running", Attempt: 1, Seq: 12},
+		Entry{Kind: "final-event", Job: "job_b1", MsgID: "job_b1.succeeded.1", State: "succeeded", Attempt: 1, Seq: 13},
+		Entry{Kind: "final-event", Job: "job_b2", MsgID: "job_b2.queued.0", State: "queued", Seq: 14},
+		Entry{Kind: "final-event", Job: "job_b2", MsgID: "job_b2.canceled.0", State: "canceled", Seq: 15},
+		Entry{Kind: "final-event", Job: "job_e1", MsgID: "job_e1.queued.0", State: "queued", Seq: 16},
+		Entry{Kind: "final-event", Job: "job_e1", MsgID: "job_e1.succeeded.1", State: "succeeded", Attempt: 1, Seq: 17},
+		Entry{Kind: "final-list", Requester: "alice", Job: "job_b1", State: "succeeded", Attempt: 1},
+		Entry{Kind: "final-list", Requester: "alice", Job: "job_b2", State: "canceled"},
+		Entry{Kind: "final-list", Requester: "alice", Job: "job_e1", State: "succeeded", Attempt: 1},
+		Entry{Kind: "final-batch", Batch: "bat_1", Requester: "alice", Status: 200, Notify: "batch", BatchDone: true, Created: created, Items: ended,
+			Counts: map[string]int{"queued": 0, "running": 0, "succeeded": 1, "failed": 0, "canceled": 1}},
+		Entry{Kind: "final-batch", Batch: "bat_2", Requester: "alice", Status: 200, Notify: "each", BatchDone: true, Created: at0(2.4),
+			Items: []Item{{ID: "job_e1", State: "succeeded"}}, Counts: map[string]int{"succeeded": 1}},
+		Entry{Kind: "phase", Phase: "batches-read"},
+		Entry{Kind: "mail", MessageID: "bat_1.completed@jobgate", Batch: "bat_1", State: "completed", Items: ended},
+		Entry{Kind: "mail", MessageID: "job_e1.succeeded@jobgate", Job: "job_e1", State: "succeeded"},
+		end)
+	return es
+}
+
+func TestCheckHealthyBatchHistory(t *testing.T) {
+	rep := Check(healthyBatches(), time.Minute, true)
+	require.Empty(t, rep.Anomalies, rep.String())
+	require.Empty(t, rep.Notes, rep.String())
+	require.Contains(t, rep.String(), "batches: 2 keys, 5 HTTP requests (200 1, 202 2, 409 1, 503 1) (conflict answered 1, replay answered 1); 2 acknowledged with 3 jobs")
+}
+
+// Each broken promise about batches, planted in a healthy history with
+// batches, is reported under its kind.
+func TestCheckFindsBatchAnomalies(t *testing.T) {
+	created := at0(2.2)
+	hookID := "bat_1.completed." + strconv.FormatInt(created.UnixMilli(), 10)
+	ended := []Item{{ID: "job_b1", State: "succeeded"}, {ID: "job_b2", State: "canceled"}}
+	counts := map[string]int{"succeeded": 1, "canceled": 1}
+	// change edits the entries of kind (of batch bid, if set).
+	change := func(kind, bid string, f func(*Entry)) func([]Entry) []Entry {
+		return func(es []Entry) []Entry {
+			for i := range es {
+				if es[i].Kind == kind && (bid == "" || es[i].Batch == bid) {
+					f(&es[i])
+				}
+			}
+			return es
+		}
+	}
+	add := func(e ...Entry) func([]Entry) []Entry {
+		return func(es []Entry) []Entry { return append(es, e...) }
+	}
+	replay := func(f func(*Entry)) Entry {
+		e := Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-1", Probe: "replay", Gateway: "g2", Start: at0(8), End: at0(8.1), Status: 200, Replayed: true,
+			Size: 2, Notify: "batch", Batch: "bat_1", Created: created, Items: ended}
+		f(&e)
+		return e
+	}
+	for _, tc := range []struct {
+		kind string
+		mut  func([]Entry) []Entry
+	}{
+		// One key, one batch, one list of jobs.
+		{"batch-key-two-batches", add(replay(func(e *Entry) { e.Batch = "bat_9" }))},
+		{"batch-jobs-differ", add(replay(func(e *Entry) { e.Items = []Item{ended[1], ended[0]} }))},
+		{"batch-jobs-differ", add(replay(func(e *Entry) { e.Created = at0(3) }))},
+		{"batch-created-twice", add(replay(func(e *Entry) { e.Status, e.Replayed = 202, false }))},
+		{"batch-replay-header", add(replay(func(e *Entry) { e.Replayed = false }))},
+		{"batch-answer-items", add(replay(func(e *Entry) { e.Items = ended[:1] }))},
+		{"batch-submit-refused", add(replay(func(e *Entry) { e.Status, e.Batch, e.Items = 409, "", nil }))},
+		{"batch-key-reuse-not-refused", add(replay(func(e *Entry) { e.Probe = "conflict" }))},
+		{"batch-without-id", add(replay(func(e *Entry) { e.Items, e.Err = nil, "2xx without a batch and its jobs" }))},
+		{"batch-two-keys", add(replay(func(e *Entry) { e.Key, e.Probe, e.Replayed = "b-1-9", "new", false }))},
+		{"job-two-keys", add(Entry{Kind: "batch-submit", Requester: "alice", Key: "b-1-7", Probe: "new", Start: at0(2), End: at0(2.1), Status: 202, Size: 1,
+			Notify: "each", Batch: "bat_7", Created: at0(2), Items: []Item{{ID: "job_1", State: "queued"}}})},
+		{"submission-unanswered", add(Entry{Kind: "batch-gave-up", Requester: "alice", Key: "b-1-3", Probe: "new"})},
+		// Every item one job of its batch, no other job.
+		{"batch-item-mismatch", change("final-job", "bat_1", func(e *Entry) { e.Notify = "each" })},
+		{"acked-job-lost", func(es []Entry) []Entry {
+			return slices.DeleteFunc(es, func(e Entry) bool { return e.Kind == "final-job" && e.Job == "job_b2" })
+		}},
+		{"not-terminal", change("final-job", "bat_1", func(e *Entry) { e.State = "running" })},
+		{"unacknowledged-job", add(Entry{Kind: "final-job", Job: "job_b3", Requester: "alice", State: "canceled", KeyHash: "h2", Batch: "bat_1", Notify: "batch"})},
+		{"key-hash-two-jobs", add(Entry{Kind: "final-job", Job: "job_x", Requester: "alice", State: "canceled", KeyHash: "h2", Batch: "bat_8", Notify: "batch"})},
+		{"count-mismatch", func(es []Entry) []Entry {
+			return slices.DeleteFunc(es, func(e Entry) bool { return e.Kind == "final-list" && e.Job == "job_b1" })
+		}},
+		{"batch-final-mismatch", change("final-batch", "bat_1", func(e *Entry) { e.Counts = map[string]int{"succeeded": 2} })},
+		{"batch-final-mismatch", change("final-batch", "bat_1", func(e *Entry) { e.BatchDone = false })},
+		{"batch-not-found", change("final-batch", "bat_1", func(e *Entry) { e.Status, e.Items, e.Counts = 404, nil, nil })},
+		{"batch-read-failed", func(es []Entry) []Entry {
+			return slices.DeleteFunc(es, func(e Entry) bool { return e.Kind == "final-batch" && e.Batch == "bat_2" })
+		}},
+		// One notice for a batch notified as one, none per item.
+		{"batch-item-notified", add(Entry{Kind: "webhook", Type: "job.succeeded", WebhookID: "job_b1.succeeded.1", Job: "job_b1", State: "succeeded", Attempt: 1,
+			Status: 204, SigOK: true, Digest: "d8"})},
+		{"batch-item-notified", add(Entry{Kind: "mail", MessageID: "job_b2.canceled@jobgate", Job: "job_b2", State: "canceled"})},
+		{"batch-notice-missing", change("webhook", "bat_1", func(e *Entry) { e.Status = 503 })},
+		{"batch-notice-missing", func(es []Entry) []Entry {
+			return slices.DeleteFunc(es, func(e Entry) bool { return e.Kind == "webhook" && e.Batch == "bat_1" })
+		}},
+		{"batch-notice-twice", add(Entry{Kind: "webhook", Type: "batch.completed", WebhookID: "bat_1.completed.1", Batch: "bat_1", Size: 2, Counts: counts, Items: ended,
+			Status: 204, SigOK: true, Digest: "db2"})},
+		{"batch-notice-id", change("webhook", "bat_1", func(e *Entry) { e.WebhookID = "bat_1.completed.1" })},
+		{"batch-notice-data", change("webhook", "bat_1", func(e *Entry) { e.Counts = map[string]int{"succeeded": 2} })},
+		{"batch-notice-data", change("webhook", "bat_1", func(e *Entry) { e.Items = []Item{ended[1], ended[0]} })},
+		{"batch-notice-early", change("webhook", "bat_1", func(e *Entry) { e.T = at0(4) })},
+		{"batch-notice-unwanted", add(Entry{Kind: "webhook", Type: "batch.completed", WebhookID: "bat_2.completed." + strconv.FormatInt(at0(2.4).UnixMilli(), 10),
+			Batch: "bat_2", Size: 1, Counts: map[string]int{"succeeded": 1}, Items: []Item{{ID: "job_e1", State: "succeeded"}}, Status: 204, SigOK: true, Digest: "dc"})},
+		{"batch-mail-twice", add(Entry{Kind: "mail", MessageID: "bat_1.completed@jobgate", Batch: "bat_1", State: "completed", Items: ended})},
+		{"batch-mail-data", change("mail", "bat_1", func(e *Entry) { e.Items = ended[:1] })},
+		{"webhook-bad-signature", change("webhook", "bat_1", func(e *Entry) { e.SigOK = false })},
+		{"webhook-id-reused", add(Entry{Kind: "webhook", Type: "batch.completed", WebhookID: hookID, Batch: "bat_1", Size: 2, Counts: counts, Items: ended,
+			Status: 204, SigOK: true, Digest: "other"})},
+		// A batch notified each: its items as single jobs.
+		{"webhook-terminal-missing", func(es []Entry) []Entry {
+			return slices.DeleteFunc(es, func(e Entry) bool { return e.Kind == "webhook" && e.Job == "job_e1" })
+		}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			rep := Check(tc.mut(healthyBatches()), time.Minute, true)
+			require.Contains(t, rep.AnomalyKinds(), tc.kind, rep.String())
+		})
+	}
+}
+
+// A history from before batches (no batch kinds, no batch fields) checks
+// as it did.
+func TestCheckHistoryWithoutBatches(t *testing.T) {
+	rep := Check(healthy(), time.Minute, true)
+	require.Empty(t, rep.Anomalies, rep.String())
+	require.NotContains(t, rep.String(), "batches:")
 }

@@ -122,6 +122,24 @@ type acked struct {
 	key  string
 	body []byte
 	job  string
+	// A batch's key (POST /v1/batches): its items' bodies and its notice
+	// choice, from which a conflicting body is made.
+	batch  bool
+	items  [][]byte
+	notify string
+}
+
+// batchResource is the part of the batch resource the clients and the
+// snapshot look at.
+type batchResource struct {
+	ID         string         `json:"id"`
+	CreatedAt  time.Time      `json:"created_at"`
+	Done       bool           `json:"done"`
+	Total      int            `json:"total"`
+	Notify     string         `json:"notify"`
+	Counts     map[string]int `json:"counts"`
+	Jobs       []Item         `json:"jobs"`
+	NextCursor string         `json:"next_cursor"`
 }
 
 // clientStats counts what the clients did, for the summary.
@@ -143,8 +161,9 @@ type client struct {
 	followers *sync.WaitGroup
 	opts      *Options
 	acked     []acked
-	n         int
+	n, nb     int
 	jobs      func(requester, id string)
+	batches   func(requester, id, notify string, jobs []string)
 }
 
 func (c *client) gateway() string { return c.api.gateways[c.rng.IntN(len(c.api.gateways))] }
@@ -156,10 +175,21 @@ func (c *client) run(submitting, settle context.Context) {
 		switch p := c.rng.IntN(100); {
 		case p < c.opts.ReplayPct && len(c.acked) > 0:
 			a := c.acked[c.rng.IntN(len(c.acked))]
-			c.submit(settle, "replay", a.key, a.body)
+			if a.batch {
+				c.submitBatch(settle, "replay", a.key, a.body, len(a.items), a.notify)
+			} else {
+				c.submit(settle, "replay", a.key, a.body)
+			}
 		case p < c.opts.ReplayPct+c.opts.ConflictPct && len(c.acked) > 0:
 			a := c.acked[c.rng.IntN(len(c.acked))]
-			c.submit(settle, "conflict", a.key, c.body())
+			if a.batch {
+				items, notify := c.conflicting(a)
+				c.submitBatch(settle, "conflict", a.key, batchBody(items, notify), len(items), orBatch(notify))
+			} else {
+				c.submit(settle, "conflict", a.key, c.body())
+			}
+		case c.rng.IntN(100) < c.opts.BatchPct:
+			c.newBatch(settle)
 		default:
 			c.n++
 			key := fmt.Sprintf("k-%d-%d", c.id, c.n)
@@ -181,6 +211,118 @@ func (c *client) body() []byte {
 	}
 	return fmt.Appendf(nil, `{"type":"permit_report","params":{"case_id":%d,"revision":%d,"pages":%d}}`,
 		1+c.rng.IntN(1_000_000), 1+c.rng.IntN(50), pages)
+}
+
+// newBatch submits a batch of 2-5 jobs (the singles' bodies) under a fresh
+// key, notified as one or each on its own. Batch keys are "b-" keys: the
+// gateway hashes a batch's key as a job's, so a shared name would make
+// the checker's one-job-per-key-hash check see two owners of one hash.
+// One random item is then canceled or followed as a single job may be.
+func (c *client) newBatch(settle context.Context) {
+	c.nb++
+	key := fmt.Sprintf("b-%d-%d", c.id, c.nb)
+	items := make([][]byte, 2+c.rng.IntN(4))
+	for i := range items {
+		items[i] = c.body()
+	}
+	// The default (no "notify") is "batch"; a third of those say so.
+	notify := ""
+	switch c.rng.IntN(4) {
+	case 1:
+		notify = "batch"
+	case 2, 3:
+		notify = "each"
+	}
+	body := batchBody(items, notify)
+	r := c.submitBatch(settle, "new", key, body, len(items), orBatch(notify))
+	if r == nil {
+		return
+	}
+	ids := itemIDs(r.Jobs)
+	c.acked = append(c.acked, acked{key: key, body: body, batch: true, items: items, notify: notify})
+	c.batches(c.requester, r.ID, orBatch(notify), ids)
+	c.afterAdmit(settle, ids[c.rng.IntN(len(ids))])
+}
+
+// conflicting returns another request under a's batch key: the same items
+// with the other notice choice (part of the request, so 409 too), or
+// other items.
+func (c *client) conflicting(a acked) ([][]byte, string) {
+	if c.rng.IntN(2) == 0 {
+		if orBatch(a.notify) == "batch" {
+			return a.items, "each"
+		}
+		return a.items, "batch"
+	}
+	items := make([][]byte, 2+c.rng.IntN(4))
+	for i := range items {
+		items[i] = c.body()
+	}
+	return items, a.notify
+}
+
+func batchBody(items [][]byte, notify string) []byte {
+	b := []byte(`{"jobs":[`)
+	b = append(b, bytes.Join(items, []byte(","))...)
+	b = append(b, ']')
+	if notify != "" {
+		b = fmt.Appendf(b, `,"notify":%q`, notify)
+	}
+	return append(b, '}')
+}
+
+// orBatch is a notice choice as it takes effect: none is "batch".
+func orBatch(notify string) string {
+	if notify == "" {
+		return "batch"
+	}
+	return notify
+}
+
+// submitBatch posts a batch until a definitive answer, retried as submit
+// retries (same key, same body, any gateway), and returns the batch of a
+// 2xx that names one.
+func (c *client) submitBatch(ctx context.Context, probe, key string, body []byte, size int, notify string) *batchResource {
+	for n := 0; ; n++ {
+		gw := c.gateway()
+		e := Entry{Kind: "batch-submit", Client: c.id, Requester: c.requester, Key: key, Probe: probe, Gateway: gw, Start: time.Now(),
+			Size: int64(size), Notify: notify}
+		c.stats.attempts.Add(1)
+		resp, data, err := c.api.do(ctx, c.api.short, http.MethodPost, gw+"/v1/batches", c.requester, body, map[string]string{"Idempotency-Key": key})
+		e.End = time.Now()
+		if resp != nil {
+			e.Status = resp.StatusCode
+			e.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+		}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		var r *batchResource
+		if err == nil && resp.StatusCode/100 == 2 {
+			r = new(batchResource)
+			if jerr := json.Unmarshal(data, r); jerr != nil || r.ID == "" || len(r.Jobs) == 0 {
+				e.Err = fmt.Sprintf("2xx without a batch and its jobs: %v", jerr)
+			}
+			e.Batch, e.Created, e.Items = r.ID, r.CreatedAt, r.Jobs
+		}
+		c.h.Add(e)
+		if !retryable(e.Status, err) {
+			if e.Status/100 != 2 {
+				return nil
+			}
+			c.stats.answered2xx.Add(1)
+			if e.Err != "" {
+				return nil
+			}
+			return r
+		}
+		c.stats.retries.Add(1)
+		if !sleepCtx(ctx, pause(c.rng, n, resp)) {
+			c.stats.gaveUp.Add(1)
+			c.h.Add(Entry{Kind: "batch-gave-up", Client: c.id, Requester: c.requester, Key: key, Probe: probe, Note: fmt.Sprintf("after %d attempts", n+1)})
+			return nil
+		}
+	}
 }
 
 // submit posts until a definitive answer and returns the job id of a 2xx.

@@ -2,8 +2,8 @@
 // as its own OS process of the real binary (2 gateways, 2 renderers, 2
 // dispatchers, whose brokers race for claims, and 2 notifiers, which race
 // on every event) on a real three-node nats-server cluster with
-// R3 resources, drives it with clients that submit with idempotency keys
-// and retry through either gateway, and lets a seeded nemesis SIGKILL or
+// R3 resources, drives it with clients that submit jobs and batches of jobs
+// with idempotency keys and retry through either gateway, and lets a seeded nemesis SIGKILL or
 // SIGSTOP/SIGCONT any process, one NATS node at a time so a quorum stays.
 // Everything the clients, the nemesis and the webhook and mail sinks see is
 // written to a history file (JSON lines), followed by the final state read

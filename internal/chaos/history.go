@@ -31,6 +31,24 @@ import (
 //   - final-event: a message of JOBGATE_EVENTS: Job, MsgID, State, Attempt,
 //     Rev, Seq
 //   - fetch: a result downloaded through a gateway: Job, Status, Digest
+//
+// Batches (POST /v1/batches) add kinds and fields; an entry of an older
+// kind only gains fields, so older histories still read the same:
+//
+//   - batch-submit: one HTTP attempt of POST /v1/batches: the fields of
+//     submit, plus Size (items in the request), Notify (batch or each, as
+//     asked), and from a 2xx Batch, Created and Items (its jobs in item
+//     order, with the states the answer gave)
+//   - batch-gave-up: a batch submission that never got a definitive answer
+//   - webhook gains Type (the payload's type); a batch.completed delivery
+//     names its batch in Batch (Job empty), with Size (its total), Counts
+//     and Items of its data
+//   - mail gains Batch and Items for a batch's one mail (Message-ID
+//     <batch>.completed@jobgate; Job empty, State completed), parsed from
+//     its body
+//   - final-job gains Batch and Notify (batch or each) for a batch's item
+//   - final-batch: GET /v1/batches/{id} at the end: Batch, Requester,
+//     Status, Notify, BatchDone, Counts, Items
 type Entry struct {
 	T    time.Time `json:"t"`
 	Kind string    `json:"kind"`
@@ -73,6 +91,30 @@ type Entry struct {
 	KeyHash  string    `json:"key_hash,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Finished time.Time `json:"finished,omitzero"`
+
+	Type      string         `json:"type,omitempty"`
+	Batch     string         `json:"batch,omitempty"`
+	Notify    string         `json:"notify,omitempty"`
+	Created   time.Time      `json:"created,omitzero"`
+	Items     []Item         `json:"items,omitempty"`
+	Counts    map[string]int `json:"counts,omitempty"`
+	BatchDone bool           `json:"batch_done,omitempty"`
+}
+
+// Item is one job of a batch, in item order, with its state where the
+// recorded answer, notice or read gave one.
+type Item struct {
+	ID    string `json:"id"`
+	State string `json:"state,omitempty"`
+}
+
+// itemIDs returns the job ids of items, in order.
+func itemIDs(items []Item) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.ID
+	}
+	return out
 }
 
 // History appends entries to a JSON-lines file, safe for concurrent use.

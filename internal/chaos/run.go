@@ -34,6 +34,7 @@ type Options struct {
 	LongPausePct int           // percent of pauses that last 16-40s (zombie processes); -1: none
 	ReplayPct    int           // share of submissions that replay an acknowledged key
 	ConflictPct  int           // share that reuses a key with another body (409 expected)
+	BatchPct     int           // share of the other submissions that are batches of 2-5 jobs; -1: none
 	CancelPct    int           // share of admitted jobs canceled soon after
 	FollowPct    int           // share of admitted jobs followed (half by polls, half SSE)
 	MaxFollowers int
@@ -71,6 +72,7 @@ func (o *Options) Defaults() {
 	defi(&o.LongPausePct, 20)
 	defi(&o.ReplayPct, 8)
 	defi(&o.ConflictPct, 3)
+	defi(&o.BatchPct, 25)
 	defi(&o.CancelPct, 4)
 	defi(&o.FollowPct, 40)
 	defi(&o.MaxFollowers, 12)
@@ -157,6 +159,7 @@ type run struct {
 
 	mu       sync.Mutex
 	jobs     map[string]string // job id → requester
+	batches  map[string]*admittedBatch
 	stopping bool
 	restarts sync.WaitGroup
 }
@@ -164,6 +167,7 @@ type run struct {
 func (r *run) run(ctx context.Context) error {
 	o := r.o
 	r.jobs = map[string]string{}
+	r.batches = map[string]*admittedBatch{}
 	r.h.Add(Entry{Kind: "phase", Phase: "start", Seed: o.Seed, Note: fmt.Sprintf("duration %s, bound %s, clients %d, work dir %s", o.Duration, o.Bound, o.Clients, o.WorkDir)})
 	bins := o.Binaries
 	if bins == nil {
@@ -253,7 +257,7 @@ func (r *run) run(ctx context.Context) error {
 	for i := range o.Clients {
 		c := &client{
 			id: i + 1, requester: requesters[i%len(requesters)], api: a, h: r.h, stats: &r.cs, opts: o,
-			rng: newRand(o.Seed, uint64(i+1)), follow: slots, followers: &followers, jobs: r.admitted,
+			rng: newRand(o.Seed, uint64(i+1)), follow: slots, followers: &followers, jobs: r.admitted, batches: r.admittedBatch,
 		}
 		clients.Go(func() { c.run(submitting, clientCtx) })
 	}
@@ -306,6 +310,23 @@ func (r *run) admitted(requester, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.jobs[id] = requester
+}
+
+// admittedBatch is an acknowledged batch: its jobs count as admitted, and
+// with notify "batch" the run has settled only once its one notice was
+// delivered (its items get none of their own).
+type admittedBatch struct {
+	requester, notify string
+	jobs              []string
+}
+
+func (r *run) admittedBatch(requester, id, notify string, jobs []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches[id] = &admittedBatch{requester: requester, notify: notify, jobs: jobs}
+	for _, j := range jobs {
+		r.jobs[j] = requester
+	}
 }
 
 func (r *run) jobCount() int {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"math/rand/v2"
+	"mime/quotedprintable"
 	"net"
 	"net/http"
 	"net/mail"
@@ -48,7 +49,22 @@ func startWebhookSink(h *History, key []byte, seed uint64, failPct int) (*webhoo
 
 func (s *webhookSink) close() { _ = s.srv.Close() }
 
-// delivered reports whether a change of job to state was delivered.
+// The type of a batch's one notice, and the state that stands for it in
+// the sink's and the mail's records (the notifier's own name for it).
+const (
+	batchNoticeType = "batch.completed"
+	batchCompleted  = "completed"
+)
+
+func (s *webhookSink) accepted(id, state string) {
+	if s.ok[id] == nil {
+		s.ok[id] = map[string]bool{}
+	}
+	s.ok[id][state] = true
+}
+
+// delivered reports whether a change of job to state was delivered (of a
+// batch to batchCompleted: its notice).
 func (s *webhookSink) delivered(job, state string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,13 +87,27 @@ func (s *webhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if json.Unmarshal(body, &p) == nil {
 		sum := sha256.Sum256(p.Data)
 		e.Digest = hex.EncodeToString(sum[:])
-		var res struct {
-			ID      string `json:"id"`
-			State   string `json:"state"`
-			Attempt int    `json:"attempt"`
-		}
-		if json.Unmarshal(p.Data, &res) == nil {
-			e.Job, e.State, e.Attempt = res.ID, res.State, res.Attempt
+		e.Type = p.Type
+		if p.Type == batchNoticeType {
+			// A batch's one notice: its data names the batch, not a job.
+			var n struct {
+				ID     string         `json:"id"`
+				Total  int            `json:"total"`
+				Counts map[string]int `json:"counts"`
+				Jobs   []Item         `json:"jobs"`
+			}
+			if json.Unmarshal(p.Data, &n) == nil {
+				e.Batch, e.Size, e.Counts, e.Items = n.ID, int64(n.Total), n.Counts, n.Jobs
+			}
+		} else {
+			var res struct {
+				ID      string `json:"id"`
+				State   string `json:"state"`
+				Attempt int    `json:"attempt"`
+			}
+			if json.Unmarshal(p.Data, &res) == nil {
+				e.Job, e.State, e.Attempt = res.ID, res.State, res.Attempt
+			}
 		}
 	}
 	s.mu.Lock()
@@ -87,10 +117,9 @@ func (s *webhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fail {
 		e.Status = http.StatusServiceUnavailable
 	} else if e.Job != "" {
-		if s.ok[e.Job] == nil {
-			s.ok[e.Job] = map[string]bool{}
-		}
-		s.ok[e.Job][e.State] = true
+		s.accepted(e.Job, e.State)
+	} else if e.Batch != "" {
+		s.accepted(e.Batch, batchCompleted)
 	}
 	s.mu.Unlock()
 	s.h.Add(e)
@@ -124,7 +153,8 @@ func (s *webhookSink) verify(id, ts string, body []byte, header string) bool {
 }
 
 // mailEntries turns what the SMTP sink accepted into history entries. The
-// notifier's Message-ID is <job>.<state>@jobgate.
+// notifier's Message-ID is <job>.<state>@jobgate, for a batch's one mail
+// <batch>.completed@jobgate, whose body lists every job with its state.
 func mailEntries(sink *jobtest.SMTPSink) []Entry {
 	var out []Entry
 	for _, m := range sink.Received() {
@@ -136,8 +166,33 @@ func mailEntries(sink *jobtest.SMTPSink) []Entry {
 			if i := strings.LastIndexByte(local, '.'); i > 0 {
 				e.Job, e.State = local[:i], local[i+1:]
 			}
+			if strings.HasPrefix(e.Job, "bat_") && e.State == batchCompleted {
+				e.Batch, e.Job = e.Job, ""
+				e.Items = mailItems(msg)
+			}
 		}
 		out = append(out, e)
+	}
+	return out
+}
+
+// mailItems reads the jobs a batch's mail lists: one line per job, its id
+// first and its state second (notifier.buildBatchMail), in a body that
+// may be quoted-printable.
+func mailItems(msg *mail.Message) []Item {
+	var body io.Reader = msg.Body
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		body = quotedprintable.NewReader(msg.Body)
+	}
+	text, err := io.ReadAll(body)
+	if err != nil {
+		return nil
+	}
+	var out []Item
+	for line := range strings.Lines(string(text)) {
+		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[0], "job_") {
+			out = append(out, Item{ID: f[0], State: f[1]})
+		}
 	}
 	return out
 }

@@ -40,7 +40,9 @@ type record struct {
 		Size   int64  `json:"size"`
 		SHA256 string `json:"sha256"`
 	} `json:"output"`
-	rev uint64
+	Batch       string `json:"batch"`
+	BatchNotify string `json:"batch_notify"` // "" is the default, "batch"
+	rev         uint64
 }
 
 // readRecords reads every job record of the bucket, each at its latest
@@ -78,7 +80,8 @@ func readRecords(ctx context.Context, js jetstream.JetStream) (map[string]*recor
 }
 
 // waitSettled waits until every acknowledged job is terminal and its
-// terminal change was delivered to the webhook sink, or ctx ends. It
+// terminal change was delivered to the webhook sink (for an item of a
+// batch notified as one: its batch's batch.completed), or ctx ends. It
 // returns how many jobs there are and how many are not settled.
 func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
 	js, _ := jetstream.New(nc)
@@ -87,7 +90,21 @@ func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
 	for id := range r.jobs {
 		ids = append(ids, id)
 	}
+	notice := map[string]string{} // job → the batch whose notice tells of it
+	for bid, b := range r.batches {
+		if b.notify == "batch" {
+			for _, id := range b.jobs {
+				notice[id] = bid
+			}
+		}
+	}
 	r.mu.Unlock()
+	delivered := func(id, state string) bool {
+		if bid, ok := notice[id]; ok {
+			return r.hook.delivered(bid, batchCompleted)
+		}
+		return r.hook.delivered(id, state)
+	}
 	pending := len(ids)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -97,7 +114,7 @@ func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
 			pending = 0
 			for _, id := range ids {
 				rec := recs[id]
-				if rec == nil || !terminal(rec.State) || !r.hook.delivered(id, rec.State) {
+				if rec == nil || !terminal(rec.State) || !delivered(id, rec.State) {
 					pending++
 				}
 			}
@@ -150,6 +167,9 @@ func (r *run) snapshot(ctx context.Context, nc *nats.Conn, a *api) {
 		if rec.Output != nil {
 			e.Object, e.Size, e.Digest = rec.Output.Object, rec.Output.Size, rec.Output.SHA256
 		}
+		if rec.Batch != "" {
+			e.Batch, e.Notify = rec.Batch, orBatch(rec.BatchNotify)
+		}
 		r.h.Add(e)
 	}
 	retry("objects", func(c context.Context) error {
@@ -170,6 +190,7 @@ func (r *run) snapshot(ctx context.Context, nc *nats.Conn, a *api) {
 	for _, rq := range requesters {
 		retry("list "+rq, func(c context.Context) error { return r.list(c, a, rq) })
 	}
+	retry("batches", func(c context.Context) error { return r.readBatches(c, a) })
 	// Download up to 10 results through the gateways: the end-to-end path.
 	n := 0
 	for _, id := range ids {
@@ -237,6 +258,64 @@ func (r *run) readEvents(ctx context.Context, js jetstream.JetStream) error {
 		r.h.Add(e)
 	}
 	r.h.Add(Entry{Kind: "phase", Phase: "events-read", Note: fmt.Sprintf("%d events", len(out))})
+	return nil
+}
+
+// readBatches reads every acknowledged batch through the gateways (GET
+// /v1/batches/{id}, all its jobs in one page), so the checker can hold
+// the counts the gateway counts against the records. A 404 is recorded:
+// the checker judges it.
+func (r *run) readBatches(ctx context.Context, a *api) error {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.batches))
+	for id := range r.batches {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	sort.Strings(ids)
+	out := make([]Entry, 0, len(ids))
+	for i, id := range ids {
+		r.mu.Lock()
+		rq := r.batches[id].requester
+		r.mu.Unlock()
+		var (
+			resp *http.Response
+			data []byte
+			err  error
+			u    string
+		)
+		// A 429 or 5xx is tried again (through the other gateway) a few
+		// times before the whole read fails; the deadline is ctx's.
+		for try := 0; ; try++ {
+			u = a.gateways[(i+try)%len(a.gateways)] + "/v1/batches/" + id + "?limit=1000"
+			resp, data, err = a.do(ctx, a.long, http.MethodGet, u, rq, nil, nil)
+			if err == nil && !retryable(resp.StatusCode, nil) {
+				break
+			}
+			if try == 5 || !sleepCtx(ctx, time.Duration(200<<try)*time.Millisecond) {
+				if err == nil {
+					err = fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, data)
+				}
+				return err
+			}
+		}
+		e := Entry{Kind: "final-batch", Batch: id, Requester: rq, Status: resp.StatusCode}
+		if resp.StatusCode == http.StatusOK {
+			var b batchResource
+			if err := json.Unmarshal(data, &b); err != nil {
+				return fmt.Errorf("GET %s: %w", u, err)
+			}
+			if b.NextCursor != "" {
+				return fmt.Errorf("GET %s: %d jobs and a next page", u, len(b.Jobs))
+			}
+			e.Notify, e.BatchDone, e.Counts, e.Items, e.Created = b.Notify, b.Done, b.Counts, b.Jobs, b.CreatedAt
+		}
+		out = append(out, e)
+	}
+	for _, e := range out {
+		r.h.Add(e)
+	}
+	r.h.Add(Entry{Kind: "phase", Phase: "batches-read", Note: fmt.Sprintf("%d batches", len(out))})
 	return nil
 }
 

@@ -29,6 +29,7 @@ func main() {
 	flag.DurationVar(&o.FaultHold, "fault-hold", 3*time.Second, "mean time a process stays killed or paused")
 	flag.IntVar(&o.Lanes, "lanes", 2, "fault lanes running at once (only the first touches NATS nodes)")
 	flag.IntVar(&o.LongPausePct, "long-pauses", 20, "percent of pauses that last 16-40s, past lease and ack-wait limits (-1: none)")
+	flag.IntVar(&o.BatchPct, "batches", 25, "percent of new submissions that are batches of 2-5 jobs, notified as one or each (-1: none)")
 	flag.BoolVar(&o.SyncAlways, "sync-always", false, "NATS nodes fsync every write (sync_interval: always)")
 	flag.BoolVar(&o.Race, "race", false, "build jobgate with the race detector")
 	flag.StringVar(&o.WorkDir, "work-dir", "", "where binaries, logs, stores and the history go (default: a new temp dir)")
