@@ -89,37 +89,16 @@ notifier:
 // the Collector because stopping flushes them.
 func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	root := repoRoot(t)
-	collector := filepath.Join(root, "bin", "tools", "otelcol")
-	if _, err := os.Stat(collector); err != nil {
-		missing(t, "the test's OpenTelemetry Collector is not built (%s)", collector)
-	}
+	col := startCollector(t, root)
 	dir := t.TempDir()
 	jobgate := filepath.Join(dir, "jobgate")
 	require.NoError(t, goBuild(root, jobgate, "./cmd/jobgate"))
-
-	otlpAddr, spansFile := freeAddr(t), filepath.Join(dir, "spans.jsonl")
-	colConfig := writeFile(t, dir, "otelcol.yaml", fmt.Sprintf(collectorConfig, otlpAddr, spansFile))
-	col := start(t, "otelcol", collector, []string{"--config", colConfig}, childEnv())
-	col.waitFor(t, "the collector to be ready", time.Minute, func() error {
-		if !strings.Contains(col.out.String(), "Everything is ready") {
-			return errors.New("it has not logged that it is ready")
-		}
-		return nil
-	})
-
-	hooks := &hookReceiver{got: make(chan delivery, 8)}
-	hookSrv := httptest.NewServer(hooks)
-	t.Cleanup(hookSrv.Close)
+	hooks := startHookReceiver(t)
 
 	secret, httpAddr := "tracetest-secret", freeAddr(t)
 	serveConf := writeFile(t, dir, "jobgate.yaml", fmt.Sprintf(serveConfig,
-		httpAddr, filepath.Join(dir, "data"), secret, hookSrv.URL+"/hooks/jobgate", webhookSecret))
-	serve := start(t, "jobgate serve", jobgate, []string{"serve", "--config", serveConf}, childEnv(
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpAddr,
-		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_SERVICE_NAME="+service,
-		"OTEL_TRACES_SAMPLER=parentbased_always_on",
-	))
+		httpAddr, filepath.Join(dir, "data"), secret, hooks.url, webhookSecret))
+	serve := start(t, "jobgate serve", jobgate, []string{"serve", "--config", serveConf}, col.env(service))
 	base := "http://" + httpAddr
 	serve.waitFor(t, "/readyz to answer 200", 90*time.Second, func() error {
 		if status, _ := get(base + "/readyz"); status != http.StatusOK {
@@ -129,18 +108,8 @@ func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	})
 
 	traceID, callerSpan := randomHex(t, 16), randomHex(t, 8)
-	tok, err := auth.Mint([]byte(secret), auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
-	require.NoError(t, err)
-	id := submit(t, base, tok, "00-"+traceID+"-"+callerSpan+"-01",
-		`{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":2}}`)
-
-	var hook delivery
-	select {
-	case hook = <-hooks.got:
-	case <-time.After(90 * time.Second):
-		t.Fatal("no webhook delivery within 90s of the admission")
-	}
-	require.Contains(t, hook.body, id, "the delivery is the job's")
+	id := submit(t, base, mint(t, secret), "00-"+traceID+"-"+callerSpan+"-01", permitReport)
+	hook := hooks.wait(t, id)
 	// The delivery's span ends once the notifier has the receiver's answer;
 	// the counter says it has, so the stop below cannot cut the span short.
 	serve.waitFor(t, "the delivery to be counted", 30*time.Second, func() error {
@@ -152,33 +121,48 @@ func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	})
 	serve.stop(t, time.Minute)
 
-	want := []string{"POST /v1/jobs", "relay publish", "attempt permit_report", "run permit_report", "result upload", "webhook POST"}
-	col.waitFor(t, "every span to reach the collector's file", 30*time.Second, func() error {
-		got := map[string]bool{}
-		for _, s := range readSpans(spansFile, true) {
-			got[s.name] = true
-		}
-		var lack []string
-		for _, n := range want {
-			if !got[n] {
-				lack = append(lack, n)
-			}
-		}
-		if lack != nil {
-			return fmt.Errorf("no span %q yet (only %v)", lack, slices.Sorted(maps.Keys(got)))
-		}
-		return nil
-	})
-	col.stop(t, 30*time.Second)
+	services := map[string]string{}
+	for _, name := range jobSpans {
+		services[name] = service
+	}
+	checkJobTrace(t, col.collect(t), jobTrace{traceID: traceID, callerSpan: callerSpan, jobID: id, hook: hook}, services)
+}
 
-	spans := readSpans(spansFile, false)
-	require.NotNil(t, spans, "the collector's file %s is not OTLP JSON lines", spansFile)
+// permitReport is the job both tests submit: the built-in type, two pages.
+const permitReport = `{"type":"permit_report","params":{"case_id":47,"revision":29,"pages":2}}`
+
+// jobSpans are the spans of one job that succeeds and is delivered by one
+// webhook: the admission, the relay's publish, the attempt, the worker's
+// handler, the result upload and the webhook delivery.
+var jobSpans = []string{"POST /v1/jobs", "relay publish", "attempt permit_report", "run permit_report", "result upload", "webhook POST"}
+
+// jobTrace is what a test knows of the trace its job should have made.
+type jobTrace struct {
+	traceID, callerSpan string // the caller's traceparent
+	jobID               string
+	hook                delivery // the webhook receiver's
+}
+
+// checkJobTrace asserts the exported spans are one trace, the caller's,
+// nested as the contract says, whichever process exported each:
+// services names the service.name each of jobSpans must be exported
+// under, and every other span must carry one of those names too.
+func checkJobTrace(t *testing.T, spans []span, jt jobTrace, services map[string]string) {
+	t.Helper()
+	known := map[string]bool{}
+	for _, svc := range services {
+		known[svc] = true
+	}
 	traces := map[string]int{}
 	for _, s := range spans {
 		traces[s.traceID]++
-		require.Equal(t, service, s.service, "span %q: service.name is OTEL_SERVICE_NAME", s.name)
+		if want, ok := services[s.name]; ok {
+			require.Equal(t, want, s.service, "span %q: service.name is its process's OTEL_SERVICE_NAME", s.name)
+		} else {
+			require.True(t, known[s.service], "span %q: service.name %q is none of the processes' (%v)", s.name, s.service, services)
+		}
 	}
-	require.Equal(t, map[string]int{traceID: len(spans)}, traces, "every exported span is in the caller's trace")
+	require.Equal(t, map[string]int{jt.traceID: len(spans)}, traces, "every exported span is in the caller's trace")
 	named := func(name string) []span {
 		var out []span
 		for _, s := range spans {
@@ -196,9 +180,9 @@ func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	}
 
 	adm := one("POST /v1/jobs")
-	require.Equal(t, callerSpan, adm.parent, "the admission continues the caller's span")
+	require.Equal(t, jt.callerSpan, adm.parent, "the admission continues the caller's span")
 	require.Equal(t, kindServer, adm.kind)
-	require.Equal(t, id, adm.attrs["jobgate.job.id"])
+	require.Equal(t, jt.jobID, adm.attrs["jobgate.job.id"])
 	require.Equal(t, "new", adm.attrs["jobgate.idempotency.outcome"])
 	require.Equal(t, "POST", adm.attrs["http.request.method"], "the method as sent, not the bytes of a later request")
 
@@ -207,7 +191,7 @@ func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	for _, r := range relays {
 		require.Equal(t, adm.id, r.parent, "the relay's publish is the admission's child")
 		require.Equal(t, kindProducer, r.kind)
-		require.Equal(t, id, r.attrs["jobgate.job.id"])
+		require.Equal(t, jt.jobID, r.attrs["jobgate.job.id"])
 	}
 
 	att := one("attempt permit_report")
@@ -227,10 +211,86 @@ func TestAJobsTraceReachesARealCollector(t *testing.T) {
 	require.Equal(t, adm.id, wh.parent, "the webhook delivery is the admission's child")
 	require.Equal(t, kindClient, wh.kind)
 	require.Equal(t, "delivered", wh.attrs["jobgate.delivery.outcome"])
-	require.Equal(t, id, wh.attrs["jobgate.job.id"])
+	require.Equal(t, jt.jobID, wh.attrs["jobgate.job.id"])
 
-	require.Equal(t, "00-"+traceID+"-"+wh.id+"-01", hook.traceparent,
+	require.Equal(t, "00-"+jt.traceID+"-"+wh.id+"-01", jt.hook.traceparent,
 		"the receiver got the caller's trace, continued from the delivery's span")
+}
+
+// collector is a running OpenTelemetry Collector (tools/otelcol) taking
+// OTLP over HTTP and writing what it gets to a file.
+type collector struct {
+	*proc
+	addr  string // its OTLP/HTTP listener
+	spans string // the file exporter's output
+}
+
+// startCollector starts bin/tools/otelcol; a missing one skips the test
+// (fails it under CI=true).
+func startCollector(t *testing.T, root string) *collector {
+	t.Helper()
+	bin := filepath.Join(root, "bin", "tools", "otelcol")
+	if _, err := os.Stat(bin); err != nil {
+		missing(t, "the test's OpenTelemetry Collector is not built (%s)", bin)
+	}
+	dir := t.TempDir()
+	c := &collector{addr: freeAddr(t), spans: filepath.Join(dir, "spans.jsonl")}
+	conf := writeFile(t, dir, "otelcol.yaml", fmt.Sprintf(collectorConfig, c.addr, c.spans))
+	c.proc = start(t, "otelcol", bin, []string{"--config", conf}, childEnv())
+	c.waitFor(t, "the collector to be ready", time.Minute, func() error {
+		if !strings.Contains(c.out.String(), "Everything is ready") {
+			return errors.New("it has not logged that it is ready")
+		}
+		return nil
+	})
+	return c
+}
+
+// env is the environment of a jobgate process exporting its spans to c
+// as service: the standard OTEL_* variables only, as an operator sets them.
+func (c *collector) env(service string, extra ...string) []string {
+	return childEnv(append([]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + c.addr,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_SERVICE_NAME=" + service,
+		"OTEL_TRACES_SAMPLER=parentbased_always_on",
+	}, extra...)...)
+}
+
+// collect waits until every one of jobSpans is in the collector's file,
+// stops the collector (so the file is complete) and returns what it holds.
+// Call it once the exporting processes are stopped: their spans are
+// flushed then.
+func (c *collector) collect(t *testing.T) []span {
+	t.Helper()
+	c.waitFor(t, "every span to reach the collector's file", 30*time.Second, func() error {
+		got := map[string]bool{}
+		for _, s := range readSpans(c.spans, true) {
+			got[s.name] = true
+		}
+		var lack []string
+		for _, n := range jobSpans {
+			if !got[n] {
+				lack = append(lack, n)
+			}
+		}
+		if lack != nil {
+			return fmt.Errorf("no span %q yet (only %v)", lack, slices.Sorted(maps.Keys(got)))
+		}
+		return nil
+	})
+	c.stop(t, 30*time.Second)
+	spans := readSpans(c.spans, false)
+	require.NotNil(t, spans, "the collector's file %s is not OTLP JSON lines", c.spans)
+	return spans
+}
+
+// mint is a token of tenant 4, the tenant the webhook is configured for.
+func mint(t *testing.T, secret string) string {
+	t.Helper()
+	tok, err := auth.Mint([]byte(secret), auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
+	require.NoError(t, err)
+	return tok
 }
 
 // submit admits one job under the caller's traceparent and returns its id.
@@ -263,7 +323,16 @@ var httpClient = &http.Client{Timeout: 10 * time.Second}
 // get returns the status and body of a GET, 0 when the server is not
 // answering (yet).
 func get(url string) (int, string) {
-	resp, err := httpClient.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return do(req)
+}
+
+// do is get's request and answer.
+func do(req *http.Request) (int, string) {
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, ""
 	}
@@ -280,7 +349,30 @@ type delivery struct {
 
 // hookReceiver hands every delivery to the test and answers 204.
 type hookReceiver struct {
+	url string // where the webhook is configured to go
 	got chan delivery
+}
+
+func startHookReceiver(t *testing.T) *hookReceiver {
+	t.Helper()
+	h := &hookReceiver{got: make(chan delivery, 8)}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	h.url = srv.URL + "/hooks/jobgate"
+	return h
+}
+
+// wait returns the first delivery, which must be job id's.
+func (h *hookReceiver) wait(t *testing.T, id string) delivery {
+	t.Helper()
+	select {
+	case d := <-h.got:
+		require.Contains(t, d.body, id, "the delivery is the job's")
+		return d
+	case <-time.After(90 * time.Second):
+		t.Fatal("no webhook delivery within 90s of the admission")
+		return delivery{}
+	}
 }
 
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
