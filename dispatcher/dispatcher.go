@@ -56,7 +56,13 @@ type Dispatcher struct {
 	running  *tracker
 	broker   *broker.Broker
 	relayLog *natsjs.ChangeLog // for the relay backlog gauge
-	startTry time.Duration     // natsjs.StartTry; shorter in tests
+	// announced: the changes this process's broker announced (announced.go).
+	announced *announced
+	// held: the terminal changes waiting out their event grace in memory
+	// (relay.go); Stop lets them go unacknowledged, to be delivered again.
+	heldMu   sync.Mutex
+	held     map[*natsjs.LoggedChange]*time.Timer
+	startTry time.Duration // natsjs.StartTry; shorter in tests
 
 	life startstop.Lifecycle
 	// force is the context of the store and publish operations of the
@@ -80,7 +86,8 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: natsjs.StartTry}
+	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: natsjs.StartTry,
+		announced: newAnnounced(), held: map[*natsjs.LoggedChange]*time.Timer{}}
 	if res.JS != nil && res.Secrets != nil {
 		bc := cfg.Broker
 		if bc.MaxAttempts == 0 {
@@ -91,6 +98,9 @@ func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, erro
 		}
 		if bc.OnAttempt == nil && cfg.Metrics != nil {
 			bc.OnAttempt = cfg.Metrics.Attempt
+		}
+		if bc.OnEvent == nil {
+			bc.OnEvent = d.announced.note
 		}
 		b, err := broker.New(bc, res, res.JS.Conn(), log)
 		if err != nil {
@@ -185,6 +195,7 @@ func (d *Dispatcher) stop(ctx context.Context) error {
 			s()
 		}
 		d.wg.Wait()
+		d.releaseHeld()
 	}()
 	err := startstop.Wait(ctx, done, d.forceCancel)
 	d.forceCancel()

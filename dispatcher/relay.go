@@ -100,20 +100,72 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 		}
 		d.cfg.Metrics.Relayed("work")
 	case rec.State.Terminal():
+		if d.announced.has(rec.Key(), rec.Revision) {
+			break // this process's broker stored its event
+		}
 		if age := d.cfg.Now().Sub(c.Stored()); age < eventGrace {
-			_ = c.Nak(eventGrace - age)
+			// Held here rather than delivered again: its writer is most
+			// likely this process's broker, about to announce it.
+			d.holdTerminal(c, rec, eventGrace-age)
 			return
 		}
-		stored, err := d.events.Publish(octx, rec)
-		if err != nil {
-			d.log.Warn("relay: event not published, will retry", "job_id", rec.ID, "err", err)
-			_ = c.Nak(relayRetry)
-			return
-		}
-		if stored {
-			d.log.Info("relay: published the event its writer left out", "job_id", rec.ID, "state", rec.State)
-			d.cfg.Metrics.Relayed("event")
-		}
+		d.checkTerminal(octx, c, rec)
+		return
 	}
 	_ = c.Ack()
+}
+
+// checkTerminal publishes the event of a terminal change whose writer left
+// it out (it is stored only while the job's newest event is older), and
+// acknowledges the change.
+func (d *Dispatcher) checkTerminal(ctx context.Context, c *natsjs.LoggedChange, rec *job.Record) {
+	if d.announced.has(rec.Key(), rec.Revision) {
+		_ = c.Ack()
+		return
+	}
+	stored, err := d.events.Publish(ctx, rec)
+	if err != nil {
+		d.log.WarnContext(ctx, "relay: event not published, will retry", "job_id", rec.ID, "err", err)
+		_ = c.Nak(relayRetry)
+		return
+	}
+	if stored {
+		d.log.InfoContext(ctx, "relay: published the event its writer left out", "job_id", rec.ID, "state", rec.State)
+		d.cfg.Metrics.Relayed("event")
+	}
+	_ = c.Ack()
+}
+
+// holdTerminal checks a terminal change once its event grace is over,
+// holding it unacknowledged meanwhile (within the consumer's ack wait and
+// its max ack pending: at most one grace per change).
+func (d *Dispatcher) holdTerminal(c *natsjs.LoggedChange, rec *job.Record, wait time.Duration) {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	if d.force.Err() != nil {
+		return // stopping: delivered again, to another dispatcher or the next
+	}
+	d.held[c] = time.AfterFunc(wait, func() {
+		d.heldMu.Lock()
+		_, ok := d.held[c]
+		delete(d.held, c)
+		d.heldMu.Unlock()
+		if !ok {
+			return
+		}
+		ctx, cancel := opCtx(d.force)
+		defer cancel()
+		d.checkTerminal(ctx, c, rec)
+	})
+}
+
+// releaseHeld stops the grace timers: their changes, unacknowledged, are
+// delivered again after the consumer's ack wait.
+func (d *Dispatcher) releaseHeld() {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	for c, t := range d.held {
+		t.Stop()
+		delete(d.held, c)
+	}
 }

@@ -293,6 +293,9 @@ func (b *Broker) eventAfter(rec *job.Record, after uint64) uint64 {
 		b.log.DebugContext(jobCtx(ctx, rec), "event left to the relay", "job_id", rec.ID, "err", err)
 		return 0
 	}
+	if b.cfg.OnEvent != nil {
+		b.cfg.OnEvent(rec.Key(), rec.Revision)
+	}
 	return seq
 }
 

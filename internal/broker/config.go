@@ -56,6 +56,10 @@ type Config struct {
 	// claim taken over or a last attempt's vanished worker) and how long it
 	// ran, claim to verdict, from its history entry (negative: unknown).
 	OnAttempt func(typ, outcome string, took time.Duration)
+	// OnEvent, if set, is called once the event of a change this broker
+	// wrote is stored (by it, or found stored), with the record's key and
+	// revision: the relay of the same dispatcher then needs no check of it.
+	OnEvent func(key string, revision uint64)
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
