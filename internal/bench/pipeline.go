@@ -270,7 +270,7 @@ func (p *PipeResult) note(extra string) string {
 // plus sums two counter differences (nil is zero).
 func (p *PipeStats) plus(o *PipeStats) *PipeStats {
 	if p == nil {
-		p = &PipeStats{Streams: map[string]uint64{}}
+		p = &PipeStats{Streams: map[string]uint64{}, ByConn: map[string]uint64{}}
 	}
 	if o == nil {
 		return p
@@ -281,6 +281,12 @@ func (p *PipeStats) plus(o *PipeStats) *PipeStats {
 	p.API += o.API
 	for k, v := range o.Streams {
 		p.Streams[k] += v
+	}
+	for k, v := range o.ByConn {
+		if p.ByConn == nil {
+			p.ByConn = map[string]uint64{}
+		}
+		p.ByConn[k] += v
 	}
 	return p
 }
@@ -300,6 +306,15 @@ func (p *PipeStats) perJob(n int64) string {
 	for _, k := range names {
 		stored = append(stored, k+" "+f(p.Streams[k]))
 	}
-	return fmt.Sprintf("connection out %s msgs, in %s msgs, JetStream API requests %s; stored: %s",
-		f(p.ConnOut), f(p.ConnIn), f(p.API), strings.Join(slices.Clip(stored), ", "))
+	conns := make([]string, 0, len(p.ByConn))
+	for k := range p.ByConn {
+		conns = append(conns, k)
+	}
+	sort.Slice(conns, func(i, j int) bool { return p.ByConn[conns[i]] > p.ByConn[conns[j]] })
+	var by []string
+	for _, k := range conns {
+		by = append(by, k+" "+f(p.ByConn[k]))
+	}
+	return fmt.Sprintf("connection out %s msgs, in %s msgs (by connection, both ways: %s), JetStream API requests %s; stored: %s",
+		f(p.ConnOut), f(p.ConnIn), strings.Join(by, ", "), f(p.API), strings.Join(slices.Clip(stored), ", "))
 }

@@ -176,10 +176,13 @@ type PipeStats struct {
 	API       uint64 `json:"api"`       // JetStream API requests of the account (pulls, consumer and stream calls)
 	// Streams holds each stream's last sequence: messages stored.
 	Streams map[string]uint64 `json:"streams"`
+	// ByConn holds ConnOut + ConnIn per connection name: where the
+	// messages of a job go.
+	ByConn map[string]uint64 `json:"by_conn,omitempty"`
 }
 
 func pipeStats(ctx context.Context, env TargetEnv) (*PipeStats, error) {
-	ps := &PipeStats{Streams: map[string]uint64{}}
+	ps := &PipeStats{Streams: map[string]uint64{}, ByConn: map[string]uint64{}}
 	if env.Noop != nil {
 		ps.Succeeded = env.Noop.succeeded.Load()
 	}
@@ -188,6 +191,7 @@ func pipeStats(ctx context.Context, env TargetEnv) (*PipeStats, error) {
 			st := nc.Stats()
 			ps.ConnOut += st.OutMsgs
 			ps.ConnIn += st.InMsgs
+			ps.ByConn[nc.Opts.Name] += st.OutMsgs + st.InMsgs
 		}
 	}
 	if env.Res == nil {
@@ -208,10 +212,15 @@ func pipeStats(ctx context.Context, env TargetEnv) (*PipeStats, error) {
 // minus returns p − o.
 func (p *PipeStats) minus(o *PipeStats) *PipeStats {
 	d := &PipeStats{Succeeded: p.Succeeded - o.Succeeded, ConnOut: p.ConnOut - o.ConnOut, ConnIn: p.ConnIn - o.ConnIn,
-		API: p.API - o.API, Streams: map[string]uint64{}}
+		API: p.API - o.API, Streams: map[string]uint64{}, ByConn: map[string]uint64{}}
 	for k, v := range p.Streams {
 		if n := v - o.Streams[k]; n > 0 {
 			d.Streams[k] = n
+		}
+	}
+	for k, v := range p.ByConn {
+		if n := v - o.ByConn[k]; n > 0 {
+			d.ByConn[k] = n
 		}
 	}
 	return d
