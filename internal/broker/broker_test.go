@@ -98,6 +98,33 @@ func TestTheClaimsEventFollowsTheEventTheWorkNames(t *testing.T) {
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID)))
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), info.State.Msgs, "the admission's event, then the claim's")
+
+	// A takeover's claim does not trust the work's event (stale by then):
+	// a publish against it, refused by JetStream, would still reach the
+	// job's plain subscribers, one change announced twice.
+	seen := map[string]int{}
+	var mu sync.Mutex
+	sub, err := watch.NC.Subscribe(natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID), func(m *nats.Msg) {
+		mu.Lock()
+		seen[m.Header.Get(jetstream.MsgIDHeader)]++
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, watch.NC.Flush())
+	taken := tb.next(t, credA, "named", "worker-b") // worker-a went silent
+	require.Equal(t, 2, taken.Attempt)
+	require.Eventually(t, func() bool {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID)))
+		return err == nil && info.State.Msgs == 3
+	}, 10*time.Second, 10*time.Millisecond, "the takeover's event stored")
+	require.NoError(t, watch.NC.Flush())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 1, "one event published: %v", seen)
+	for id, n := range seen {
+		require.Equal(t, 1, n, "event %s reached subscribers %d times", id, n)
+	}
 }
 
 // A claim stored with its answer lost (the store's leader stopped between

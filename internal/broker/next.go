@@ -204,7 +204,16 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	}
 	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
 	rec := c.rec
-	s.hold(msg, rec, b.eventAfter(rec, msg.Event))
+	// The work names the admission's event: the claim's follows it
+	// without a lookup, but only the first claim's. After a retry or a
+	// takeover that event is stale, and a publish against it, refused by
+	// JetStream, would still reach plain NATS subscribers of the job's
+	// subject: one change announced twice.
+	var after uint64
+	if c.first {
+		after = msg.Event
+	}
+	s.hold(msg, rec, b.eventAfter(rec, after))
 	// The attempt's span context: its worker's handler is its child; the
 	// span itself is recorded at the verdict (traceAttempt).
 	asc := tracing.AttemptContext(rec.Trace, rec.TraceState, rec.Key(), rec.Attempt)
@@ -247,6 +256,9 @@ type claimResult struct {
 	why     string
 	delay   time.Duration
 	rec     *job.Record
+	// first: the job had never been claimed, so the newest event it has is
+	// its admission's, the one its work message names.
+	first bool
 }
 
 // claim decides what a delivery means for its job and, when the job is free
@@ -303,7 +315,7 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 			// A stale claim taken over: its attempt ended worker_lost.
 			b.observe(d.Name, job.OutcomeWorkerLost, next, cur.Attempt)
 		}
-		return claimResult{verdict: verdictRun, rec: next}
+		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
 }
