@@ -96,7 +96,7 @@ func streamMsgs(t *testing.T, res *natsjs.Resources, stream string) int {
 // batch (200), and every item is exactly one job, announced once and run.
 func TestBatchAdmittedOnceThroughCrashes(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	const n = 20
 	var sb strings.Builder
 	sb.WriteString(`{"jobs":[`)

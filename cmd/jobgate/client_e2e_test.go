@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -48,19 +48,10 @@ type cliBundle struct {
 	env                      map[string]string
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 func setupServe(t *testing.T, extra ...string) *cliBundle {
 	t.Helper()
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
 	done := make(chan error, 1)

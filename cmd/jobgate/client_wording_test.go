@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"net"
 	"regexp"
 	"strings"
@@ -97,11 +98,11 @@ func TestCLIRetryForIsHonoured(t *testing.T) {
 // when the embedded server listens for them.
 func TestServeBannerShowsNATSListen(t *testing.T) {
 	t.Parallel()
-	nats := freeAddr(t)
-	stop, out := runServe(t, t.TempDir(), freeAddr(t), "--nats-listen", nats)
+	nats := jobtest.FreeAddr(t)
+	stop, out := runServe(t, t.TempDir(), jobtest.FreeAddr(t), "--nats-listen", nats)
 	defer stop()
 	require.Contains(t, out.String(), "NATS:      nats://"+nats)
-	stop2, out2 := runServe(t, t.TempDir(), freeAddr(t))
+	stop2, out2 := runServe(t, t.TempDir(), jobtest.FreeAddr(t))
 	defer stop2()
 	require.NotContains(t, out2.String(), "NATS:")
 }

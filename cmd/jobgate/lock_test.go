@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io/fs"
 	"net"
 	"net/http"
@@ -88,14 +89,14 @@ func waitReady(t *testing.T, addr string, out *syncBuffer) {
 func TestSecondServeOnOneDataDirExitsNamingTheLock(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	first := startJobgate(t, "serve", "--data-dir", dir, "--http-addr", addr)
 	waitReady(t, addr, first.out)
 	tok := mintToken(t, dir, "4", "reviewer-47")
 	status, job1 := postJob(t, addr, tok, "one-key", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":2}}`)
 	require.Equal(t, http.StatusAccepted, status)
 
-	addr2 := freeAddr(t)
+	addr2 := jobtest.FreeAddr(t)
 	second := startJobgate(t, "serve", "--data-dir", dir, "--http-addr", addr2)
 	second.exitsAtOnce(t)
 	require.Contains(t, second.out.String(), filepath.Join(dir, "LOCK"), "the error names the lock")
@@ -126,7 +127,7 @@ func TestLockedDataDirIsLeftUntouched(t *testing.T) {
 	before := tree(t, dir)
 
 	for _, cmd := range []string{"serve", "gateway", "dispatcher"} {
-		c := startJobgate(t, cmd, "--data-dir", dir, "--http-addr", freeAddr(t))
+		c := startJobgate(t, cmd, "--data-dir", dir, "--http-addr", jobtest.FreeAddr(t))
 		c.exitsAtOnce(t)
 		require.Contains(t, c.out.String(), lock, cmd)
 		require.Equal(t, before, tree(t, dir), "%s changed the data dir", cmd)
@@ -151,7 +152,7 @@ func TestTakenPortsAreNamedAtOnce(t *testing.T) {
 	})
 	t.Run("nats-listen", func(t *testing.T) {
 		t.Parallel()
-		c := startJobgate(t, "serve", "--data-dir", t.TempDir(), "--http-addr", freeAddr(t), "--nats-listen", addr)
+		c := startJobgate(t, "serve", "--data-dir", t.TempDir(), "--http-addr", jobtest.FreeAddr(t), "--nats-listen", addr)
 		c.exitsAtOnce(t)
 		require.Contains(t, c.out.String(), addr)
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"net/http"
 	"os"
@@ -88,7 +89,7 @@ func postJob(t *testing.T, addr, token, key, body string) (int, map[string]any) 
 
 func TestServeKeepsKeysAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	stop, out := runServe(t, dir, addr)
 	require.Contains(t, out.String(), dir, "the banner says where the data lives")
 
@@ -129,7 +130,7 @@ func TestUsageErrors(t *testing.T) {
 func TestServeExportsMetricsOfEveryComponent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	runServe(t, dir, addr)
 	tok := mintToken(t, dir, "4", "reviewer-47")
 	status, j := postJob(t, addr, tok, "m-1", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":2}}`)
@@ -183,7 +184,7 @@ func TestServeWithWorkLeftToRelay(t *testing.T) {
 	dir := t.TempDir()
 	cfg := dir + "/jobgate.yaml"
 	require.NoError(t, os.WriteFile(cfg, []byte("gateway:\n  leave_work_to_relay: true\n"), 0o600))
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	runServe(t, dir, addr, "--config", cfg)
 	tok := mintToken(t, dir, "4", "reviewer-47")
 	status, j := postJob(t, addr, tok, "relay-1", `{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":3}}`)

@@ -27,7 +27,7 @@ import (
 // timeout), and exits 0; the job ends succeeded either way.
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "JOBGATE_SERVE_HELPER_ARGS=serve --data-dir "+dir+" --http-addr "+addr)
 	out := &syncBuffer{}
@@ -103,7 +103,7 @@ func TestHelperServeProcess(t *testing.T) {
 // which nothing else publishes).
 func TestSIGTERMStopsTheGatewayBeforeTheDispatcher(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := jobtest.FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "JOBGATE_SERVE_HELPER_ARGS=serve --data-dir "+dir+" --http-addr "+addr)
 	out := &syncBuffer{}

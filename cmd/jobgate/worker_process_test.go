@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/wire"
 	"io"
 	"net/http"
@@ -107,7 +108,7 @@ func TestWorkerProcessKilledMidJobIsFinishedByAnother(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	t.Parallel()
-	dir, addr, natsAddr := t.TempDir(), freeAddr(t), freeAddr(t)
+	dir, addr, natsAddr := t.TempDir(), jobtest.FreeAddr(t), jobtest.FreeAddr(t)
 	serve := startJobgate(t, "serve", "--data-dir", dir, "--http-addr", addr, "--nats-listen", natsAddr)
 	base := "http://" + addr
 	require.Eventually(t, func() bool {

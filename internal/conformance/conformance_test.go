@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestConformance(t *testing.T) {
 		t.Skip("builds and spawns jobgate and worker processes")
 	}
 	began := time.Now()
-	root := repoRoot(t)
+	root := jobtest.RepoRoot(t)
 	tmp := t.TempDir()
 	tsDir, tsSkip := typescript(t, root)
 
@@ -63,8 +64,8 @@ func TestConformance(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	wg.Add(3)
-	go func() { defer wg.Done(); errs[0] = goBuild(root, bin, "./cmd/jobgate") }()
-	go func() { defer wg.Done(); errs[1] = goBuild(root, gobin, "./internal/conformance/goworker") }()
+	go func() { defer wg.Done(); errs[0] = jobtest.GoBuild(root, bin, "./cmd/jobgate") }()
+	go func() { defer wg.Done(); errs[1] = jobtest.GoBuild(root, gobin, "./internal/conformance/goworker") }()
 	go func() {
 		defer wg.Done()
 		if tsSkip == "" {
@@ -85,7 +86,7 @@ func TestConformance(t *testing.T) {
 	s := &suite{d: d, root: root, gates: filepath.Join(tmp, "gates"), spec: filepath.Join(root, "internal", "conformance", "testdata", "types.json")}
 	require.NoError(t, os.MkdirAll(s.gates, 0o755))
 	workerEnv := func(name, prefix string, cred credential, kinds []string) []string {
-		return childEnv("JOBGATE_NATS_URL="+d.natsURL, "JOBGATE_WORKER_USER="+cred.User, "JOBGATE_WORKER_PASSWORD="+cred.Password,
+		return jobtest.ChildEnv("JOBGATE_NATS_URL="+d.natsURL, "JOBGATE_WORKER_USER="+cred.User, "JOBGATE_WORKER_PASSWORD="+cred.Password,
 			"CONF_SPEC="+s.spec, "CONF_KINDS="+strings.Join(kinds, ","), "CONF_PREFIX="+prefix, "CONF_GATES="+s.gates,
 			"CONF_NAME="+name, "CONF_HEARTBEAT_MS=500", "CONF_DRAIN_MS=1000")
 	}

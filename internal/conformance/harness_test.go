@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,49 +20,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-// repoRoot is the module's root directory (this package is internal/conformance).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(dir, "go.mod"))
-	require.NoError(t, err, "the repository root")
-	return dir
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// childEnv is the environment of a child process: this one's without any
-// JOBGATE_ setting (a developer's shell must not change the deployment),
-// plus extra.
-func childEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JOBGATE_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-// goBuild builds a package of the module into dir.
-func goBuild(root, out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = childEnv()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return nil
-}
 
 // typescript says whether the TypeScript half can run: node 18.17 or later
 // and the pinned packages installed in sdk/typescript. Missing, it fails
@@ -108,7 +65,7 @@ func typescript(t *testing.T, root string) (dir, why string) {
 func buildTypeScript(dir string) error {
 	cmd := exec.Command("node", filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".")
 	cmd.Dir = dir
-	cmd.Env = childEnv()
+	cmd.Env = jobtest.ChildEnv()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("tsc: %v\n%s", err, b)
 	}
@@ -278,9 +235,9 @@ type deployment struct {
 func startDeployment(t *testing.T, bin string) *deployment {
 	t.Helper()
 	d := &deployment{bin: bin, dataDir: filepath.Join(t.TempDir(), "data")}
-	addr, natsAddr := freeAddr(t), freeAddr(t)
+	addr, natsAddr := jobtest.FreeAddr(t), jobtest.FreeAddr(t)
 	d.base, d.natsURL = "http://"+addr, "nats://"+natsAddr
-	d.serve = start(t, "jobgate serve", filepath.Dir(bin), childEnv(), bin,
+	d.serve = start(t, "jobgate serve", filepath.Dir(bin), jobtest.ChildEnv(), bin,
 		"serve", "--data-dir", d.dataDir, "--http-addr", addr, "--nats-listen", natsAddr)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -302,7 +259,7 @@ func startDeployment(t *testing.T, bin string) *deployment {
 func (d *deployment) jobgate(t *testing.T, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(d.bin, append(args[:1:1], append([]string{"--data-dir", d.dataDir}, args[1:]...)...)...)
-	cmd.Env = childEnv()
+	cmd.Env = jobtest.ChildEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

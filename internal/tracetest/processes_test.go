@@ -2,6 +2,7 @@ package tracetest
 
 import (
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -71,22 +72,22 @@ const (
 // handler span from the renderer, the webhook POST from the notifier.
 // Each process is stopped with SIGTERM, which flushes its spans.
 func TestAJobsTraceCrossesProcesses(t *testing.T) {
-	root := repoRoot(t)
+	root := jobtest.RepoRoot(t)
 	col := startCollector(t, root)
 	dir := t.TempDir()
 	jobgate, natsServer := filepath.Join(dir, "jobgate"), filepath.Join(dir, "nats-server")
 	var jobgateErr, natsErr error
 	var builds sync.WaitGroup
-	builds.Go(func() { jobgateErr = goBuild(root, jobgate, "./cmd/jobgate") })
-	builds.Go(func() { natsErr = goBuild(root, natsServer, natsModule) })
+	builds.Go(func() { jobgateErr = jobtest.GoBuild(root, jobgate, "./cmd/jobgate") })
+	builds.Go(func() { natsErr = jobtest.GoBuild(root, natsServer, natsModule) })
 	builds.Wait()
 	require.NoError(t, jobgateErr)
 	require.NoError(t, natsErr)
 	hooks := startHookReceiver(t)
 
-	natsAddr, monitor := freeAddr(t), freeAddr(t)
+	natsAddr, monitor := jobtest.FreeAddr(t), jobtest.FreeAddr(t)
 	natsConf := writeFile(t, dir, "nats.conf", fmt.Sprintf(natsConfig, natsAddr, monitor, filepath.Join(dir, "nats")))
-	nats := start(t, "nats-server", natsServer, []string{"-c", natsConf}, childEnv())
+	nats := start(t, "nats-server", natsServer, []string{"-c", natsConf}, jobtest.ChildEnv())
 	nats.waitFor(t, "nats-server's /healthz to answer 200", time.Minute, func() error {
 		if status, _ := get("http://" + monitor + "/healthz"); status != http.StatusOK {
 			return fmt.Errorf("/healthz answers %d", status)
@@ -94,7 +95,7 @@ func TestAJobsTraceCrossesProcesses(t *testing.T) {
 		return nil
 	})
 
-	secret, httpAddr := "tracetest-secret", freeAddr(t)
+	secret, httpAddr := "tracetest-secret", jobtest.FreeAddr(t)
 	conf := writeFile(t, dir, "jobgate.yaml", fmt.Sprintf(componentConfig, httpAddr, secret, hooks.url, webhookSecret))
 	component := func(name, service string, flags ...string) *proc {
 		args := append([]string{name, "--config", conf, "--nats", "nats://" + natsAddr,

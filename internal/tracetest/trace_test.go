@@ -3,15 +3,14 @@ package tracetest
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -88,14 +87,14 @@ notifier:
 // serve is stopped with SIGTERM before anything is read: its spans reach
 // the Collector because stopping flushes them.
 func TestAJobsTraceReachesARealCollector(t *testing.T) {
-	root := repoRoot(t)
+	root := jobtest.RepoRoot(t)
 	col := startCollector(t, root)
 	dir := t.TempDir()
 	jobgate := filepath.Join(dir, "jobgate")
-	require.NoError(t, goBuild(root, jobgate, "./cmd/jobgate"))
+	require.NoError(t, jobtest.GoBuild(root, jobgate, "./cmd/jobgate"))
 	hooks := startHookReceiver(t)
 
-	secret, httpAddr := "tracetest-secret", freeAddr(t)
+	secret, httpAddr := "tracetest-secret", jobtest.FreeAddr(t)
 	serveConf := writeFile(t, dir, "jobgate.yaml", fmt.Sprintf(serveConfig,
 		httpAddr, filepath.Join(dir, "data"), secret, hooks.url, webhookSecret))
 	serve := start(t, "jobgate serve", jobgate, []string{"serve", "--config", serveConf}, col.env(service))
@@ -234,9 +233,9 @@ func startCollector(t *testing.T, root string) *collector {
 		missing(t, "the test's OpenTelemetry Collector is not built (%s)", bin)
 	}
 	dir := t.TempDir()
-	c := &collector{addr: freeAddr(t), spans: filepath.Join(dir, "spans.jsonl")}
+	c := &collector{addr: jobtest.FreeAddr(t), spans: filepath.Join(dir, "spans.jsonl")}
 	conf := writeFile(t, dir, "otelcol.yaml", fmt.Sprintf(collectorConfig, c.addr, c.spans))
-	c.proc = start(t, "otelcol", bin, []string{"--config", conf}, childEnv())
+	c.proc = start(t, "otelcol", bin, []string{"--config", conf}, jobtest.ChildEnv())
 	c.waitFor(t, "the collector to be ready", time.Minute, func() error {
 		if !strings.Contains(c.out.String(), "Everything is ready") {
 			return errors.New("it has not logged that it is ready")
@@ -249,7 +248,7 @@ func startCollector(t *testing.T, root string) *collector {
 // env is the environment of a jobgate process exporting its spans to c
 // as service: the standard OTEL_* variables only, as an operator sets them.
 func (c *collector) env(service string, extra ...string) []string {
-	return childEnv(append([]string{
+	return jobtest.ChildEnv(append([]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + c.addr,
 		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_SERVICE_NAME=" + service,
@@ -549,52 +548,6 @@ func missing(t *testing.T, format string, args ...any) {
 		t.Fatalf("CI=true and "+format+"; `make test` builds it (scripts/ensure-otelcol.sh)", args...)
 	}
 	t.Skipf(format+"; `make test` builds it (scripts/ensure-otelcol.sh), or run that script", args...)
-}
-
-// repoRoot is the module's root directory (this package is internal/tracetest).
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(dir, "go.mod"))
-	require.NoError(t, err, "the repository root")
-	return dir
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// childEnv is the environment of a child process: this one's without any
-// JOBGATE_ or OTEL_ setting (a developer's shell must not change what is
-// tested), plus extra.
-func childEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JOBGATE_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-// goBuild builds a package of the module. The deadline keeps a wedged
-// toolchain from hanging the suite until its own timeout.
-func goBuild(root, out, pkg string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = childEnv()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {
