@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/worker"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,15 +22,7 @@ import (
 func TestTheRelayTakesTheBrokersWordForTheEventsItStored(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, func(c *Config) { c.RenderTimeout = time.Hour })
-	var reads atomic.Int64
-	watch := b.env.Connect(t, "watch")
-	for _, subj := range []string{"$JS.API.DIRECT.GET." + natsjs.StreamEvents + ".>", "$JS.API.DIRECT.GET." + natsjs.StreamEvents,
-		"$JS.API.STREAM.MSG.GET." + natsjs.StreamEvents} {
-		sub, err := watch.NC.Subscribe(subj, func(*nats.Msg) { reads.Add(1) })
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
-	}
-	require.NoError(t, watch.NC.Flush())
+	reads := b.env.CountEventReads(t)
 
 	conn := b.env.Connect(t, "worker")
 	w, err := worker.New(worker.Config{Conn: conn.NC, Name: "w", Credential: wire.JobgateCredential, PullWait: time.Second, NewcomerSlots: -1})

@@ -59,7 +59,8 @@ func (b *testBundle) openRequesterEvents(t *testing.T, tok, lastID string) (*htt
 	return resp, ch
 }
 
-func nextEvent(t *testing.T, ch <-chan requesterEvent) requesterEvent {
+// nextEvent is the stream's next event, within 15 s.
+func nextEvent[E any](t *testing.T, ch <-chan E) E {
 	t.Helper()
 	select {
 	case e, ok := <-ch:
@@ -68,7 +69,8 @@ func nextEvent(t *testing.T, ch <-chan requesterEvent) requesterEvent {
 	case <-time.After(15 * time.Second):
 		t.Fatal("no event")
 	}
-	return requesterEvent{}
+	var none E
+	return none
 }
 
 // GET /v1/events carries every change of the caller's own jobs, and none

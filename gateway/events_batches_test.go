@@ -50,18 +50,6 @@ func (b *testBundle) openAllEvents(t *testing.T, tok string) <-chan streamEvent 
 	return ch
 }
 
-func nextStreamEvent(t *testing.T, ch <-chan streamEvent) streamEvent {
-	t.Helper()
-	select {
-	case e, ok := <-ch:
-		require.True(t, ok, "the stream ended")
-		return e
-	case <-time.After(15 * time.Second):
-		t.Fatal("no event")
-	}
-	return streamEvent{}
-}
-
 // GET /v1/events follows each change of an item that moves its batch on
 // with the batch's own event (the batch resource, under the item event's
 // id): counts step by step, done once; a job of no batch brings none.
@@ -74,16 +62,16 @@ func TestRequesterEventsCarryTheBatchesChanges(t *testing.T) {
 	single := b.submit(t, tok, "single", permit).job(t)
 
 	require.Equal(t, http.StatusAccepted, b.do(t, http.MethodDelete, "/v1/jobs/"+single.ID, tok, "").status)
-	e := nextStreamEvent(t, events)
+	e := nextEvent(t, events)
 	require.Equal(t, "job", e.name)
 	require.Contains(t, e.data, single.ID)
 
 	for i, j := range bat.Jobs {
 		require.Equal(t, http.StatusAccepted, b.do(t, http.MethodDelete, "/v1/jobs/"+j.ID, tok, "").status)
-		item := nextStreamEvent(t, events)
+		item := nextEvent(t, events)
 		require.Equal(t, "job", item.name)
 		require.Contains(t, item.data, j.ID)
-		be := nextStreamEvent(t, events)
+		be := nextEvent(t, events)
 		require.Equal(t, "batch", be.name, "the item's change moved its batch on")
 		require.Equal(t, item.id, be.id)
 		var res batchResource

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,15 +72,8 @@ func TestTheClaimsEventFollowsTheEventTheWorkNames(t *testing.T) {
 		require.True(t, first)
 		require.NoError(t, tb.conn.Res.Work.PublishAfterEvent(ctx, rec, 0, seq))
 	})
-	var reads atomic.Int64
+	reads := tb.env.CountEventReads(t)
 	watch := tb.env.Connect(t, "watch")
-	for _, subj := range []string{"$JS.API.DIRECT.GET." + natsjs.StreamEvents + ".>", "$JS.API.DIRECT.GET." + natsjs.StreamEvents,
-		"$JS.API.STREAM.MSG.GET." + natsjs.StreamEvents} {
-		sub, err := watch.NC.Subscribe(subj, func(*nats.Msg) { reads.Add(1) })
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
-	}
-	require.NoError(t, watch.NC.Flush())
 
 	a := tb.next(t, credA, "named", "worker-a")
 	require.Equal(t, rec.Key(), a.Key)
