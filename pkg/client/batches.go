@@ -212,29 +212,14 @@ func (w *batchWaiter) deliver(b *api.Batch) {
 // stream follows the batch's events; true once one said done (or the
 // server answered 204: done, and its last event was ours).
 func (w *batchWaiter) stream(ctx context.Context) (bool, error) {
-	hdr := http.Header{"Accept": {"text/event-stream"}}
-	if w.eventID != "" {
-		hdr.Set("Last-Event-ID", w.eventID)
+	resp, err := w.c.openStream(ctx, batchPath(w.id)+"/events", w.eventID)
+	if errors.Is(err, errStreamOver) {
+		return true, nil
 	}
-	resp, _, err := w.c.send(ctx, &request{method: http.MethodGet, path: batchPath(w.id) + "/events", header: hdr, stream: true})
 	if err != nil {
 		return false, err
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNoContent:
-		resp.Body.Close()
-		return true, nil
-	case http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusNotImplemented:
-		resp.Body.Close()
-		return false, errNoSSE
-	default:
-		return false, w.c.unexpected(resp)
-	}
 	defer resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		return false, errNoSSE
-	}
 	idle := time.AfterFunc(sseIdle, func() { resp.Body.Close() })
 	defer idle.Stop()
 	done, got := false, false

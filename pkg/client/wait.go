@@ -121,31 +121,16 @@ func (w *waiter) run(ctx context.Context) (*api.Resource, error) {
 // or the stream ends or breaks (error; nil error if it ended cleanly after
 // delivering at least one event).
 func (w *waiter) stream(ctx context.Context) (*api.Resource, error) {
-	hdr := http.Header{"Accept": {"text/event-stream"}}
-	if w.eventID != "" {
-		hdr.Set("Last-Event-ID", w.eventID)
+	resp, err := w.c.openStream(ctx, jobPath(w.id)+"/events", w.eventID)
+	if errors.Is(err, errStreamOver) {
+		// The job is terminal and its terminal event was already sent (our
+		// Last-Event-ID): nothing more will stream; one read gets the end.
+		return nil, errNoSSE
 	}
-	resp, _, err := w.c.send(ctx, &request{method: http.MethodGet, path: jobPath(w.id) + "/events", header: hdr, stream: true})
 	if err != nil {
 		return nil, err
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNoContent:
-		// The job is terminal and its terminal event was already sent (our
-		// Last-Event-ID): nothing more will stream; one read gets the end.
-		resp.Body.Close()
-		return nil, errNoSSE
-	case http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusNotImplemented:
-		resp.Body.Close()
-		return nil, errNoSSE
-	default:
-		return nil, w.c.unexpected(resp)
-	}
 	defer resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		return nil, errNoSSE
-	}
 	// A silent stream (no event, no keep-alive) is a dead connection.
 	idle := time.AfterFunc(sseIdle, func() { resp.Body.Close() })
 	defer idle.Stop()
@@ -188,6 +173,40 @@ func (w *waiter) stream(ctx context.Context) (*api.Resource, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return nil, err
+}
+
+// errStreamOver: the server answered an event stream's request 204: the
+// job or batch has ended, and the caller's Last-Event-ID was its last event.
+var errStreamOver = errors.New("event stream over")
+
+// openStream opens the event stream at path, resuming after lastID: a 200
+// text/event-stream response, errStreamOver, errNoSSE when the server has
+// no event stream there, or the server's refusal.
+func (c *Client) openStream(ctx context.Context, path, lastID string) (*http.Response, error) {
+	hdr := http.Header{"Accept": {"text/event-stream"}}
+	if lastID != "" {
+		hdr.Set("Last-Event-ID", lastID)
+	}
+	resp, _, err := c.send(ctx, &request{method: http.MethodGet, path: path, header: hdr, stream: true})
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNoContent:
+		resp.Body.Close()
+		return nil, errStreamOver
+	case http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusNotImplemented:
+		resp.Body.Close()
+		return nil, errNoSSE
+	default:
+		return nil, c.unexpected(resp)
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body.Close()
+		return nil, errNoSSE
+	}
+	return resp, nil
 }
 
 // errTerminal carries the terminal version out of the event loop.
