@@ -168,6 +168,17 @@ type request struct {
 	msg  *nats.Msg
 	cred string
 	typ  string
+	// arrived is when the broker got the request: its asker gives up on
+	// the answer some time after (replyBy).
+	arrived time.Time
+}
+
+// since is when r arrived, or now for a request made in process (tests).
+func (r *request) since(now time.Time) time.Time {
+	if r.arrived.IsZero() {
+		return now
+	}
+	return r.arrived
 }
 
 func (r *request) decode(v any) *wire.Reply {
@@ -212,7 +223,7 @@ func (b *Broker) serve(op string, h func(context.Context, *request) *wire.Reply)
 		go func() {
 			defer b.wg.Done()
 			defer func() { <-b.inFlight }()
-			respond(m, h(b.ctx, &request{msg: m, cred: cred, typ: typ}))
+			respond(m, h(b.ctx, &request{msg: m, cred: cred, typ: typ, arrived: b.cfg.Now()}))
 		}()
 	}
 }

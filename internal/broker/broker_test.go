@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +119,79 @@ func TestTheClaimsEventFollowsTheEventTheWorkNames(t *testing.T) {
 	for id, n := range seen {
 		require.Equal(t, 1, n, "event %s reached subscribers %d times", id, n)
 	}
+}
+
+// A work message holds the record as it was published: the first claim of
+// a job reads no record, and a record changed since (here its time budget)
+// is claimed as it is now, not as the message has it.
+func TestAClaimStartsFromTheRecordItsWorkHolds(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	require.Nil(t, tb.declare(t, credA, "held_rec", "text/plain").Error)
+	var reads atomic.Int64
+	watch := tb.env.Connect(t, "watch")
+	for _, subj := range []string{"$JS.API.DIRECT.GET.KV_" + natsjs.BucketJobs + ".>", "$JS.API.DIRECT.GET.KV_" + natsjs.BucketJobs,
+		"$JS.API.STREAM.MSG.GET.KV_" + natsjs.BucketJobs} {
+		sub, err := watch.NC.Subscribe(subj, func(*nats.Msg) { reads.Add(1) })
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	require.NoError(t, watch.NC.Flush())
+
+	fresh := tb.admit(t, "held_rec", "fresh")
+	a := tb.next(t, credA, "held_rec", "worker-a")
+	require.Equal(t, fresh.Key(), a.Key)
+	require.Zero(t, reads.Load(), "the claim read no record")
+	require.Equal(t, job.StateRunning, tb.record(t, fresh.Key()).State)
+
+	changed := tb.admit(t, "held_rec", "changed")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := tb.conn.Res.Jobs.Mutate(ctx, changed.Key(), func(r *job.Record) error { r.TimeoutSeconds = 77; return nil })
+	require.NoError(t, err)
+	b := tb.next(t, credA, "held_rec", "worker-b")
+	require.Equal(t, changed.Key(), b.Key)
+	require.Equal(t, int64(77_000), b.TimeoutMS, "the record as it is now")
+	stored := tb.record(t, changed.Key())
+	require.Equal(t, 77, stored.TimeoutSeconds, "the change kept")
+	require.Equal(t, "worker-b", stored.Worker)
+}
+
+// A claim made after its worker gave up on the answer (the store was slow:
+// here the clock jumps 20 s between the claim's read and its write) is not
+// answered; the next worker that asks gets the job as the same attempt,
+// instead of the claim going stale and the job losing an attempt.
+func TestAClaimMadeTooLateForItsWorkerGoesToTheNextAsTheSameAttempt(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	var offset atomic.Int64
+	cfg := testConfig()
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	conn := env.Connect(t, "broker")
+	b, err := New(cfg, conn.Res, conn.NC, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	var slow sync.Once
+	b.beforeClaimWrite = func(string) { slow.Do(func() { offset.Add(int64(20 * time.Second)) }) }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.Start(ctx))
+	t.Cleanup(b.Stop)
+
+	require.Nil(t, tb.declare(t, credA, "late", "text/plain").Error)
+	rec := tb.admit(t, "late", "late-1")
+	r := tb.ask(t, credA, "late", wire.OpNext, wire.NextRequest{Worker: "worker-a", WaitMS: 1000})
+	require.Nil(t, r.Error)
+	require.Nil(t, r.Job, "no answer to a worker that gave up")
+	lost := tb.record(t, rec.Key())
+	require.Equal(t, "worker-a", lost.Worker, "the claim was stored")
+
+	a := tb.next(t, credA, "late", "worker-b")
+	require.Equal(t, rec.Key(), a.Key)
+	require.Equal(t, 1, a.Attempt, "the same attempt")
+	stored := tb.record(t, rec.Key())
+	require.Equal(t, 1, stored.AttemptsUsed())
+	require.Equal(t, "worker-b", stored.Worker)
 }
 
 // A claim stored with its answer lost (the store's leader stopped between
@@ -476,7 +551,7 @@ func TestADoneSentTwiceKeepsItsResult(t *testing.T) {
 		require.NoError(t, err)
 		if msg != nil {
 			d, _ := b1.decl(context.Background(), credA, "twice")
-			a = b1.handle(context.Background(), s, d, msg, "w")
+			a = b1.handle(context.Background(), s, d, msg, "w", true)
 		}
 	}
 	held := wire.Held{Key: a.Key, Token: a.Token}

@@ -242,6 +242,10 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 	return b.chain(ctx, r, h.decl, req.Next)
 }
 
+// chainPatience bounds how late after its verdict's arrival a chained job
+// is still answered (see take).
+const chainPatience = 4 * time.Second
+
 // chain answers a verdict that asks for the worker's next job as well
 // (DoneRequest.Next) with a job ready now, if any. The verdict stands
 // whatever the pick meets: a refusal of the pick answers ok with no job.
@@ -249,7 +253,9 @@ func (b *Broker) chain(ctx context.Context, r *request, d *job.TypeDecl, next *w
 	if next == nil || next.Newcomer || checkNext(next) != nil {
 		return ok
 	}
-	if reply := b.take(ctx, r, d, next, 0); reply.Job != nil {
+	// A worker's verdict waits its own time for the answer (pkg/worker's
+	// 10 s); the job it carries must reach the worker well within it.
+	if reply := b.take(ctx, r, d, next, 0, r.since(b.cfg.Now()).Add(chainPatience)); reply.Job != nil {
 		return reply
 	}
 	return ok

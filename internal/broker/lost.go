@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // A claim's write can be stored with its answer lost (the record store's
@@ -74,6 +75,18 @@ func (b *Broker) ownLost(cur *job.Record) bool {
 	}
 	delete(b.lost, cur.Key())
 	return false
+}
+
+// unanswered is a claim made too late for its asker (take): remembered as
+// lost, its job looked at again shortly rather than after StaleAfter.
+func (b *Broker) unanswered(s *sched, msg *natsjs.LaneMsg, now time.Time) {
+	rec, _ := s.known(msg.Key)
+	if rec == nil {
+		return
+	}
+	b.lose(rec)
+	s.later(msg, now.Add(outageDelay(1)))
+	b.log.Warn("claim made after its worker gave up on the answer: handed to the next worker", "job_id", rec.ID, "attempt", rec.Attempt)
 }
 
 // found forgets key's lost claim: it was handed out, or is gone.

@@ -39,8 +39,19 @@ func (b *Broker) next(ctx context.Context, r *request) *wire.Reply {
 	// The reply must reach the worker before its request times out: keep
 	// a second of the wait back.
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, wire.MaxWait)
-	return b.take(ctx, r, d, &req, max(wait-time.Second, 100*time.Millisecond))
+	// The worker gives up on its next request wait_ms + 5 s after sending
+	// it (docs/protocol.md): a claim made later would be answered to no one.
+	replyBy := r.since(b.cfg.Now()).Add(time.Duration(req.WaitMS)*time.Millisecond + nextPatience - replyMargin)
+	return b.take(ctx, r, d, &req, max(wait-time.Second, 100*time.Millisecond), replyBy)
 }
+
+// How long past its wait a worker waits for the answer to a next request
+// (the protocol's rule), and how much of that the broker keeps back for the
+// answer's way to the worker.
+const (
+	nextPatience = 5 * time.Second
+	replyMargin  = 500 * time.Millisecond
+)
 
 // checkNext bounds a next request's fields.
 func checkNext(req *wire.NextRequest) *wire.Reply {
@@ -56,7 +67,13 @@ const quickPasses = 16
 // take claims for req's worker the next job of d whose turn it is, waiting
 // up to wait for one (0: only a job ready now), and answers it; ok with no
 // job when none came.
-func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wire.NextRequest, wait time.Duration) *wire.Reply {
+//
+// A claim made after replyBy is not answered: its asker has given up, and
+// the claim would stand with no worker until it went stale, costing the
+// job an attempt. It is remembered as lost instead (lost.go), and the job
+// looked at again shortly, so the next worker that asks gets it as the
+// same attempt.
+func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wire.NextRequest, wait time.Duration, replyBy time.Time) *wire.Reply {
 	release, fits := b.wait(r.cred)
 	if !fits {
 		return refuse(wire.CodeThrottled, "too many next requests of this credential held at once")
@@ -122,7 +139,7 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 			again = true // the lane was empty: look at the others
 			continue
 		}
-		a := b.handle(ctx, s, d, msg, req.Worker)
+		a := b.handle(ctx, s, d, msg, req.Worker, seq == 0)
 		if seq == 0 {
 			s.settled(msg)
 		}
@@ -130,6 +147,10 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 			s.unreserve(t.name)
 			again = true
 			continue
+		}
+		if now := b.cfg.Now(); now.After(replyBy) {
+			b.unanswered(s, msg, now)
+			return ok
 		}
 		return &wire.Reply{Job: a}
 	}
@@ -172,8 +193,10 @@ func (b *Broker) sched(ctx context.Context, typ string) (*sched, error) {
 }
 
 // handle settles one work message: a claim (its assignment), or what the
-// message means otherwise (nil): looked at again later, or removed.
-func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *natsjs.LaneMsg, worker string) *wire.Assignment {
+// message means otherwise (nil): looked at again later, or removed. fresh:
+// the message was read from its lane's cursor, not looked at again, so the
+// record it holds is worth trying without a read.
+func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *natsjs.LaneMsg, worker string, fresh bool) *wire.Assignment {
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
 	if msg.Key == "" {
@@ -181,7 +204,11 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 		b.remove(octx, s, msg)
 		return nil
 	}
-	c := b.claim(octx, d, msg.Key, 1, worker)
+	var known *job.Record
+	if fresh && msg.Rec != nil && msg.Rec.Key() == msg.Key && msg.Rec.Attempt == 0 && msg.Rec.State == job.StateQueued {
+		known = msg.Rec
+	}
+	c := b.claimFrom(octx, d, msg.Key, known, 1, worker)
 	now := b.cfg.Now()
 	switch c.verdict {
 	case verdictAck:
@@ -266,8 +293,20 @@ type claimResult struct {
 // holding a delivery of the same job, exactly one wins. A delivery that ends
 // without a claim costs the job no attempt: attempts are counted by claims.
 func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, delivered uint64, worker string) claimResult {
+	return b.claimFrom(ctx, d, key, nil, delivered, worker)
+}
+
+// claimFrom is claim starting from known, the record as its work message
+// holds it, instead of a read: right for a job never claimed yet, the
+// common case; a record changed since fails the compare-and-set, and the
+// claim reads it then.
+func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, known *job.Record, delivered uint64, worker string) claimResult {
 	for range 10 {
-		cur, err := b.res.Jobs.Get(ctx, key)
+		cur, err, read := known, error(nil), known == nil
+		if read {
+			cur, err = b.res.Jobs.Get(ctx, key)
+		}
+		known = nil
 		if errors.Is(err, job.ErrNotFound) {
 			return claimResult{verdict: verdictAck, why: "job record gone"}
 		}
@@ -277,7 +316,7 @@ func (b *Broker) claim(ctx context.Context, d *job.TypeDecl, key string, deliver
 			return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 		}
 		now := b.cfg.Now().UTC()
-		if b.ownLost(cur) {
+		if read && b.ownLost(cur) { // the message's record is older than any claim
 			return b.reassign(ctx, cur, delivered, worker, now)
 		}
 		maxAttempts := cur.AttemptsOr(d.Attempts)

@@ -31,11 +31,25 @@ func PublishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, gen
 }
 
 // workEventHeader carries the stream sequence of the job's newest event as
-// its publisher knew it (WorkQueue.PublishAfterEvent).
-const workEventHeader = "Jobgate-Event-Seq"
+// its publisher knew it (WorkQueue.PublishAfterEvent); workRevisionHeader
+// the revision of the record the message's data holds.
+const (
+	workEventHeader    = "Jobgate-Event-Seq"
+	workRevisionHeader = "Jobgate-Record-Revision"
+)
 
+// publishWork publishes r's work message. Its data is the record as
+// stored at r.Revision, so that the broker claiming the job needs no read
+// of it (a record changed since costs the claim's compare-and-set a retry
+// after a read, as before); a record of no revision is named by its key.
 func publishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int, event uint64) error {
 	msg := &nats.Msg{Subject: WorkSubject(r.Type, r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
+	if r.Revision > 0 {
+		if data, err := r.Marshal(); err == nil {
+			msg.Data = data
+			msg.Header.Set(workRevisionHeader, strconv.FormatUint(r.Revision, 10))
+		}
+	}
 	msg.Header.Set(jetstream.MsgIDHeader, WorkMsgID(r.ID, generation))
 	if event > 0 {
 		msg.Header.Set(workEventHeader, strconv.FormatUint(event, 10))

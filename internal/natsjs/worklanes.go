@@ -33,6 +33,9 @@ type LaneMsg struct {
 	// Event is the stream sequence of the job's newest event as the
 	// message's publisher knew it; 0: unknown.
 	Event uint64
+	// Rec is the job's record as it was when the message was published
+	// (nil: the message names only the key).
+	Rec *job.Record
 }
 
 // Lanes returns the lanes of typ's work.
@@ -112,10 +115,19 @@ func (l *WorkLanes) get(ctx context.Context, seq uint64, filter string) (*LaneMs
 	if v := m.Header.Get(workEventHeader); v != "" {
 		msg.Event, _ = strconv.ParseUint(v, 10, 64)
 	}
-	if t, q, id, ok := ScopeOf(string(m.Data)); ok {
+	rev, err := strconv.ParseUint(m.Header.Get(workRevisionHeader), 10, 64)
+	holdsRecord := err == nil && rev > 0
+	if t, q, id, ok := ScopeOf(string(m.Data)); ok && !holdsRecord {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
 	} else if t, q, id, ok := ScopeOf(m.Subject); ok {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
+		// The record, if it is the subject's job's (the subject is what
+		// the stream's permissions and the lanes go by).
+		if holdsRecord {
+			if rec, err := job.UnmarshalRecord(m.Data, rev); err == nil && rec.Tenant == t && rec.Requester == q && rec.ID == id {
+				msg.Rec = rec
+			}
+		}
 	}
 	return msg, nil
 }

@@ -69,7 +69,12 @@ func TestAJobsSpansNestFromTheCallerToTheHandler(t *testing.T) {
 		}
 		return nil
 	}
-	require.Eventually(t, func() bool { return byName("user step") != nil && byName("attempt echo_traced") != nil }, 20*time.Second, 50*time.Millisecond)
+	// The worker's span of the handler ends once its verdict's answer is
+	// back, which may be after the broker recorded the attempt.
+	require.Eventually(t, func() bool {
+		return byName("user step") != nil && byName("attempt echo_traced") != nil && byName("run echo_traced") != nil &&
+			byName("result upload") != nil
+	}, 20*time.Second, 50*time.Millisecond)
 	adm := byName("POST /v1/jobs")
 	require.NotNil(t, adm)
 	require.Equal(t, csc.SpanID(), adm.Parent().SpanID())
