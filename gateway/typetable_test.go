@@ -103,7 +103,8 @@ func TestSchemaBombDeclarationIsRefused(t *testing.T) {
 
 	start := time.Now()
 	r = b.submit(t, tok, "bomb-1", `{"type":"bomb","params":{"x":1}}`)
-	require.Less(t, time.Since(start), 2*time.Second)
+	// Far under the 34 s it took before the bound; loose for a loaded machine.
+	require.Less(t, time.Since(start), 10*time.Second)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
 	require.Equal(t, "/problems/validation", r.json(t)["type"])
 	r = b.submit(t, tok, "bomb-1", permit)
@@ -124,7 +125,7 @@ func TestCostlyParamsAnswer422(t *testing.T) {
 
 	start := time.Now()
 	r := b.submit(t, tok, "costly-1", `{"type":"enum_list","params":{"xs":[`+repeatList("1999", 6000)+`]}}`)
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), 10*time.Second) // 30 s before the bound
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, "%.300s", r.body)
 	p := r.json(t)
 	require.Equal(t, "/problems/validation", p["type"])

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -69,11 +68,13 @@ func TestCompileRefusesTheSchemaBombs(t *testing.T) {
 	t.Parallel()
 	bomb := allOfBomb(24)
 	require.InDelta(t, 1600, len(bomb), 200)
-	start := time.Now()
+	// Refused by a bound, not by running out the clock: no wall-clock
+	// assertion (a loaded CI machine is slow, an exponential compile is
+	// hours, which the package's timeout catches).
 	_, err := Compile([]byte(bomb))
 	var se *Error
 	require.ErrorAs(t, err, &se)
-	require.Less(t, time.Since(start), time.Second)
+	require.Contains(t, se.Reason, "chain of more than")
 	// Smaller ones too, down to where one value costs more than
 	// MaxNodesPerPosition visits (about 2^11 at depth 9); from depth 16 the
 	// chain of $refs is also longer than MaxInPlaceDepth.
@@ -83,10 +84,8 @@ func TestCompileRefusesTheSchemaBombs(t *testing.T) {
 	}
 	// Below, they compile and validate quickly.
 	s := mustCompile(t, allOfBomb(8))
-	start = time.Now()
 	_, fe := s.Apply(decode(t, `{"x":1}`))
 	require.Empty(t, fe)
-	require.Less(t, time.Since(start), 100*time.Millisecond)
 
 	for _, numbers := range []bool{false, true} {
 		raw, _ := enumBomb(32<<10-64, numbers)
@@ -98,11 +97,12 @@ func TestCompileRefusesTheSchemaBombs(t *testing.T) {
 	// A third, found on the way: defaults under properties that lead to
 	// two subschemas at once, level after level, made Compile find 2^n
 	// sets of subschemas to plan the defaults of (4 s for 1.5 KB at n=16).
-	start = time.Now()
-	_, err = Compile([]byte(defaultsBomb(16)))
-	require.ErrorAs(t, err, &se)
-	require.Equal(t, "default", se.Keyword)
-	require.Less(t, time.Since(start), time.Second)
+	for _, n := range []int{16, 24} { // 2^8 times the work at 24 without the bound
+		_, err = Compile([]byte(defaultsBomb(n)))
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, "default", se.Keyword)
+		require.Contains(t, se.Reason, "more than 1024 combinations")
+	}
 	_, err = Compile([]byte(defaultsBomb(8)))
 	require.NoError(t, err)
 
@@ -204,9 +204,7 @@ func TestApplyRefusesCostlyParams(t *testing.T) {
 	items := func(n int) any {
 		return decode(t, `{"xs":[`+strings.TrimSuffix(strings.Repeat("1999,", n), ",")+`]}`)
 	}
-	start := time.Now()
-	_, fe := s.Apply(items(6000))
-	require.Less(t, time.Since(start), time.Second)
+	_, fe := s.Apply(items(6000)) // refused by its cost, before the validator runs
 	require.Equal(t, []api.FieldError{{Field: "/params", Rule: "cost", Message: fe[0].Message}}, fe)
 	require.Contains(t, fe[0].Message, "more than 40000")
 	out, fe := s.Apply(items(4))
