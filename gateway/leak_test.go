@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,23 +30,7 @@ func (s *brokenRecords) List(context.Context, string, string) ([]*job.Record, er
 	return nil, s.err
 }
 
-// lockedBuffer is a log several requests write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = jobtest.SyncBuffer
 
 // What a JetStream outage looks like by the time it reaches a handler.
 const jetStreamText = "nats: no responders available for request"

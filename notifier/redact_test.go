@@ -1,12 +1,11 @@
 package notifier
 
 import (
-	"bytes"
 	"context"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,23 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = jobtest.SyncBuffer
 
 func TestRedactURL(t *testing.T) {
 	t.Parallel()

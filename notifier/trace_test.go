@@ -1,12 +1,10 @@
 package notifier
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,23 +56,7 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return out
 }
 
-// syncBuffer is a log sink the notifier's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = jobtest.SyncBuffer
 
 // Each webhook attempt is a client span of the job's trace, a child of its
 // admission, naming the receiver's status and the attempt; the request

@@ -23,23 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// syncBuffer is a buffer several goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = jobtest.SyncBuffer
 
 // cliBundle is `jobgate serve` running in-process on a temp data dir and a
 // free port, plus the environment a client command sees.

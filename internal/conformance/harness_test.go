@@ -72,23 +72,7 @@ func buildTypeScript(dir string) error {
 	return nil
 }
 
-// syncBuffer is a bytes.Buffer safe for a child's writes and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = jobtest.SyncBuffer
 
 // event is one JSON line a worker printed.
 type event map[string]any

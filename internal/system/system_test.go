@@ -1,11 +1,10 @@
 package system_test
 
 import (
-	"bytes"
 	"context"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,22 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = jobtest.SyncBuffer
 
 // probe is a worker of the test's: at its stop it records whether the
 // gateway still answered and whether the broker still did.
