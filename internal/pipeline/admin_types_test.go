@@ -118,9 +118,13 @@ func TestAnOperatorPausesResumesAndDeletesATypeWithALiveWorker(t *testing.T) {
 	st, err = admin.ResumeType(ctx, "pausing")
 	require.NoError(t, err)
 	require.False(t, st.Paused)
-	require.Eventually(t, func() bool { return peek(base+"/v1/jobs/"+id, tok).body["state"] == "succeeded" },
+	var done answer
+	require.Eventually(t, func() bool { done = peek(base+"/v1/jobs/"+id, tok); return done.body["state"] == "succeeded" },
 		20*time.Second, 50*time.Millisecond)
-	require.EqualValues(t, 1, runs.Load())
+	// One run per attempt: this broker takes a claim over after 500 ms
+	// without a beat, which a loaded CI machine can cause (seen once: two
+	// runs); what the pause holds back is any run before the resume.
+	require.EqualValues(t, done.body["attempt"], runs.Load(), "one run per attempt")
 
 	require.NoError(t, admin.DeleteType(ctx, "pausing"))
 	require.Eventually(t, func() bool {
