@@ -31,6 +31,15 @@ type Metrics struct {
 	StorageBudget     *prometheus.GaugeVec     // resource: byte budget (0: none)
 	Attempts          *prometheus.CounterVec   // type, outcome: attempts of every type as the broker and sweeper judged them
 	AttemptDuration   *prometheus.HistogramVec // type, outcome: claim to verdict
+
+	// The tenants' result quota (internal/tenantquota), as a gateway last
+	// read the stored results: the quota, how many tenants are at the
+	// admission mark, the bytes of those past half of it (TopN + "other"),
+	// and the refusals (stage: admission, upload).
+	TenantResultQuota      prometheus.Gauge
+	TenantsAtResultQuota   prometheus.Gauge
+	TenantResultBytes      *prometheus.GaugeVec
+	TenantResultsQuotaFull *prometheus.CounterVec
 }
 
 // AttemptBuckets are the bounds of jobgate_attempt_duration_seconds: from
@@ -48,6 +57,21 @@ func New() *Metrics {
 		StorageBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "jobgate_storage_budget_bytes", Help: "Byte budget of each stream, bucket and object store (0: none); admission stops at 90% of any.",
 		}, []string{"resource"}),
+		TenantResultQuota: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobgate_tenant_result_quota_bytes", Help: "Each tenant's result quota: the bytes of result files one tenant may have stored.",
+		}),
+		TenantsAtResultQuota: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "jobgate_tenants_at_result_quota",
+			Help: "Tenants whose stored results fill 90% or more of their result quota (their admissions answer 507), as a gateway last read them.",
+		}),
+		TenantResultBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobgate_tenant_result_bytes",
+			Help: "Stored result bytes of the tenants past half their result quota, as a gateway last read them: the largest by name, the rest summed as \"other\".",
+		}, []string{"tenant"}),
+		TenantResultsQuotaFull: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_tenant_results_quota_full_total",
+			Help: "Refusals for a tenant's result quota: admissions answered 507 (stage admission), results refused and their jobs failed budget_exceeded (stage upload).",
+		}, []string{"stage"}),
 		Admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobgate_admissions_total", Help: "Submissions by outcome.",
 		}, []string{"outcome"}),
@@ -102,6 +126,7 @@ func New() *Metrics {
 		m.RelayBacklog, m.JobsByState, m.Stalled, m.RenderDuration, m.RenderAttempts,
 		m.TenantQueued, m.TenantOldest, m.StorageBytes, m.StorageBudget,
 		m.Attempts, m.AttemptDuration,
+		m.TenantResultQuota, m.TenantsAtResultQuota, m.TenantResultBytes, m.TenantResultsQuotaFull,
 	)
 	return m
 }

@@ -109,3 +109,56 @@ func (m *Metrics) SetStorage(resource string, bytes, budget int64) {
 		m.StorageBudget.WithLabelValues(resource).Set(float64(budget))
 	}
 }
+
+// SetTenantResults records a reading of each tenant's stored result bytes
+// (use) against the quota: the tenants at full × quota or more counted,
+// and those past half of it by name, the TopN largest, the rest summed
+// under "other", so the series stay bounded however many tenants there
+// are. A tenant back under half disappears.
+func (m *Metrics) SetTenantResults(use map[string]int64, quota int64, full float64) {
+	if m == nil {
+		return
+	}
+	type tenantBytes struct {
+		tenant string
+		bytes  int64
+	}
+	var past []tenantBytes
+	atQuota := 0
+	for t, n := range use {
+		if float64(n) >= full*float64(quota) {
+			atQuota++
+		}
+		if 2*n > quota {
+			past = append(past, tenantBytes{t, n})
+		}
+	}
+	sort.Slice(past, func(i, j int) bool {
+		if past[i].bytes != past[j].bytes {
+			return past[i].bytes > past[j].bytes
+		}
+		return past[i].tenant < past[j].tenant
+	})
+	m.TenantResultQuota.Set(float64(quota))
+	m.TenantsAtResultQuota.Set(float64(atQuota))
+	m.TenantResultBytes.Reset()
+	var other int64
+	for i, p := range past {
+		if i < TopN {
+			m.TenantResultBytes.WithLabelValues(p.tenant).Set(float64(p.bytes))
+			continue
+		}
+		other += p.bytes
+	}
+	if other > 0 {
+		m.TenantResultBytes.WithLabelValues(Other).Set(float64(other))
+	}
+}
+
+// TenantResultsFull counts a refusal for a tenant's result quota at stage
+// (admission, upload).
+func (m *Metrics) TenantResultsFull(stage string) {
+	if m != nil {
+		m.TenantResultsQuotaFull.WithLabelValues(stage).Inc()
+	}
+}

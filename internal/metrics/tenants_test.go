@@ -72,3 +72,28 @@ func TestPendingDeliveriesAreBounded(t *testing.T) {
 	require.Equal(t, float64(0+1+2+3+4), got["channel=webhook destination=other tenant=other "])
 	require.Equal(t, 0.0, got["channel=mail destination=other tenant=other "])
 }
+
+// The tenants' result bytes are named only past half the quota, at most
+// TopN of them; how many are at the admission mark is one number.
+func TestTenantResultsAreBounded(t *testing.T) {
+	t.Parallel()
+	m := New()
+	use := map[string]int64{"small": 100, "half": 500}
+	for i := range TopN + 5 {
+		use[fmt.Sprintf("t%03d", i)] = int64(600 + 10*i) // 600 to 840 of 1000
+	}
+	use["full"] = 950
+	m.SetTenantResults(use, 1000, 0.9)
+	bytes := gather(t, m, "jobgate_tenant_result_bytes")
+	require.Len(t, bytes, TopN+1, "the top %d tenants and other", TopN)
+	require.Equal(t, 950.0, bytes["tenant=full "])
+	require.NotContains(t, bytes, "tenant=small ")
+	require.NotContains(t, bytes, "tenant=half ", "half is not past half")
+	require.Equal(t, float64(600+610+620+630+640+650), bytes["tenant=other "], "the six smallest past half, summed")
+	require.Equal(t, map[string]float64{"": 1}, gather(t, m, "jobgate_tenants_at_result_quota"))
+	require.Equal(t, map[string]float64{"": 1000}, gather(t, m, "jobgate_tenant_result_quota_bytes"))
+
+	m.SetTenantResults(map[string]int64{"small": 100}, 1000, 0.9)
+	require.Empty(t, gather(t, m, "jobgate_tenant_result_bytes"), "a tenant back under half disappears")
+	require.Equal(t, map[string]float64{"": 0}, gather(t, m, "jobgate_tenants_at_result_quota"))
+}

@@ -54,6 +54,63 @@ func (f *ResultFiles) Open(ctx context.Context, name string) (*ResultFile, error
 	return rf, nil
 }
 
+// HeaderTenant is the result object header naming the job's tenant, set
+// when the object is put: a tenant's stored results are the objects that
+// name it (TenantUse).
+const HeaderTenant = "Jobgate-Tenant"
+
+// TenantUse sums the sizes of the stored result objects per tenant (their
+// HeaderTenant; an object without one, stored by an earlier version, counts
+// for no tenant). It reads each object's metadata once (the object store's
+// listing: an ordered consumer on the bucket's meta subjects, the last
+// message of each, never the chunks), so it costs in proportion to the
+// objects stored, some 300 bytes each, and holds one entry per tenant that
+// has results; it ends with ctx, which should have a deadline.
+func (f *ResultFiles) TenantUse(ctx context.Context) (map[string]int64, error) {
+	w, err := f.os.Watch(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("tenants' result use: %w", unavailable(err))
+	}
+	defer stopWatch(w)
+	use := map[string]int64{}
+	for {
+		select {
+		case info, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%w: tenants' result use: the listing ended early", job.ErrUnavailable)
+			case info == nil: // the end of what is stored
+				return use, nil
+			case !info.Deleted && info.Headers != nil:
+				if t := info.Headers.Get(HeaderTenant); t != "" {
+					use[t] += int64(info.Size)
+				}
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("tenants' result use: %w", unavailable(ctx.Err()))
+		}
+	}
+}
+
+// stopWatch ends an object store watch and takes what it still delivers
+// until it closes its channel (its delivery goroutine blocks on a full
+// channel otherwise, and stays), for at most 5 s.
+func stopWatch(w jetstream.ObjectWatcher) {
+	_ = w.Stop()
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-timer.C:
+			return
+		}
+	}
+}
+
 // putResult streams body into os as the object name.
 //
 // The object store publishes the chunks asynchronously and then waits for
