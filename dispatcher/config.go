@@ -45,7 +45,9 @@ type Config struct {
 	// Default 100.
 	RelayBatch int
 	// FollowLanes is how many record changes the relay handles at once
-	// (the changes of one job in order). Default 16.
+	// (the changes of one job in order). Default 64: a queued change
+	// costs two store round trips in sequence, so under load the relay
+	// keeps up with admission only with many changes under way.
 	FollowLanes int
 	// Broker tunes the answers to worker processes: their claims, beats
 	// and the fair scheduling of each type's work (see broker.Config).
@@ -77,7 +79,7 @@ func (c Config) withDefaults() Config {
 		c.RelayBatch = 100
 	}
 	if c.FollowLanes == 0 {
-		c.FollowLanes = 16
+		c.FollowLanes = 64
 	}
 	if c.Now == nil {
 		c.Now = time.Now

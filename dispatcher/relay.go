@@ -61,8 +61,8 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	defer cancel()
 	switch {
 	case rec.State == job.StateQueued:
-		// The relay's publish is a child of the job's admission span; the
-		// work message carries the publish's context to its broker.
+		// The relay's publish is a child of the job's admission span (the
+		// broker's attempt is too: it reads the record's).
 		var span trace.Span
 		octx, span = tracing.Tracer().Start(tracing.Extract(octx, rec.Trace, rec.TraceState), "relay publish",
 			trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(

@@ -238,8 +238,22 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.log.InfoContext(b.traceAttempt(rec, "succeeded", ""), "job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
-	b.ended(r.typ, rec, "succeeded")
-	return b.chain(ctx, r, h.decl, req.Next)
+	settle := b.end(r.typ, rec, "succeeded")
+	if req.Next == nil {
+		settle()
+		return ok
+	}
+	// The worker's next job is picked while this one's event and work
+	// message are settled: the answer waits for both, not one after the
+	// other.
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		settle()
+	}()
+	reply := b.chain(ctx, r, h.decl, req.Next)
+	<-settled
+	return reply
 }
 
 // chainPatience bounds how late after its verdict's arrival a chained job
@@ -416,21 +430,44 @@ func (b *Broker) decodeHeld(ctx context.Context, r *request, req any, held *wire
 // would have come up again. A job waiting for its retry keeps its slot,
 // and its message comes up when the retry is due.
 func (b *Broker) ended(typ string, rec *job.Record, outcome string) {
+	b.end(typ, rec, outcome)()
+}
+
+// end is ended in two steps: what it returns does the store round trips
+// (the change's event and, for a job that ended, the removal of its work
+// message, at once), which a caller may overlap with other work of its
+// own; the hold has ended when end returns, so a pick made meanwhile may
+// have the job's slot.
+func (b *Broker) end(typ string, rec *job.Record, outcome string) func() {
 	b.observe(typ, outcome, rec, rec.Attempt)
-	b.publishChange(rec)
 	s := b.schedOf(typ)
 	if s == nil {
-		return
+		return func() { b.eventAfter(rec, 0) }
 	}
-	switch {
-	case rec.State.Terminal():
-		if h := s.finish(rec.Key()); h != nil {
+	_, after := s.known(rec.Key())
+	if !rec.State.Terminal() {
+		return func() {
+			s.wrote(rec, b.eventAfter(rec, after))
+			if rec.RetryAt != nil && rec.Worker == "" {
+				s.retryAt(rec.Key(), *rec.RetryAt)
+			}
+		}
+	}
+	h := s.finish(rec.Key())
+	return func() {
+		if h == nil {
+			b.eventAfter(rec, after)
+			return
+		}
+		removed := make(chan struct{})
+		go func() {
+			defer close(removed)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
 			defer cancel()
 			b.drop(ctx, s, h, rec.Key())
-		}
-	case rec.RetryAt != nil && rec.Worker == "":
-		s.retryAt(rec.Key(), *rec.RetryAt)
+		}()
+		b.eventAfter(rec, after)
+		<-removed
 	}
 }
 

@@ -37,6 +37,13 @@ const (
 	recheckSoon = 50 * time.Millisecond
 	// idleWake bounds how long a waiting request sleeps without news.
 	idleWake = time.Second
+	// readAhead: a read of a lane's cursor takes up to this many of its
+	// messages at once, so that requests on one busy lane do not each wait
+	// a round trip for their turn; the read-ahead of all a type's lanes
+	// holds at most aheadMax messages and aheadBytes of their data.
+	readAhead  = 16
+	aheadMax   = 1024
+	aheadBytes = 4 << 20
 )
 
 type sched struct {
@@ -56,6 +63,8 @@ type sched struct {
 	listTook time.Duration
 	lastSeq  uint64
 	held     map[string]*holding // by job key, the claims this broker made
+	// ahead counts the messages read ahead in all lanes, and their bytes.
+	ahead, aheadSize int
 }
 
 // holding is a claim this broker made: it counts against its tenant's cap
@@ -93,6 +102,9 @@ type laneQ struct {
 	// a concurrent read that meets one reads past it, so requests racing
 	// on one lane take different jobs instead of racing for one claim.
 	taken map[uint64]bool
+	// ahead holds messages read from the cursor before a request asked
+	// for them, oldest first (all below cursor).
+	ahead []*natsjs.LaneMsg
 	// turn lets one request at a time read from the cursor: requests that
 	// read it together would all get the same message and read again,
 	// each, for every one of them that wins it.
@@ -302,7 +314,7 @@ func laneReady(l *laneQ, now time.Time) bool {
 func (s *sched) forgetIdleLocked(now time.Time) {
 	for name, t := range s.tenants {
 		for r, l := range t.lanes {
-			if !l.work && len(l.deferred) == 0 && (l.recheck.IsZero() || l.recheck.Before(now)) {
+			if !l.work && len(l.deferred) == 0 && len(l.ahead) == 0 && (l.recheck.IsZero() || l.recheck.Before(now)) {
 				delete(t.lanes, r)
 			}
 		}
@@ -326,14 +338,22 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 	}
 	for range 16 {
 		s.mu.Lock()
+		if msg := s.popAheadLocked(l); msg != nil {
+			s.mu.Unlock()
+			return msg, nil
+		}
 		from := l.cursor
+		n, room := readAhead, aheadBytes-s.aheadSize
+		if s.ahead+n > aheadMax || room <= 0 {
+			n, room = 1, 0
+		}
 		s.mu.Unlock()
-		msg, err := s.lanes.Oldest(ctx, t.name, l.requester, from)
+		msgs, err := s.lanes.OldestBatch(ctx, t.name, l.requester, from, n, room)
 		if err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
-		if msg == nil {
+		if len(msgs) == 0 {
 			l.work = false
 			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
 				l.recheck = now.Add(recheckSoon)
@@ -343,16 +363,38 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 			s.mu.Unlock()
 			return nil, nil
 		}
-		l.cursor = max(l.cursor, msg.Seq+1)
-		if l.taken[msg.Seq] {
-			s.mu.Unlock()
-			continue // another request of this broker has it: the next one
+		for _, m := range msgs {
+			if m.Seq >= l.cursor {
+				l.cursor = m.Seq + 1
+				l.ahead = append(l.ahead, m)
+				s.ahead++
+				s.aheadSize += m.Size
+			}
 		}
-		l.taken[msg.Seq] = true
+		msg := s.popAheadLocked(l)
 		s.mu.Unlock()
-		return msg, nil
+		if msg != nil {
+			return msg, nil
+		}
 	}
 	return nil, nil
+}
+
+// popAheadLocked takes the lane's oldest message read ahead that no other
+// request of this broker has, or nil.
+func (s *sched) popAheadLocked(l *laneQ) *natsjs.LaneMsg {
+	for len(l.ahead) > 0 {
+		msg := l.ahead[0]
+		l.ahead[0] = nil
+		l.ahead = l.ahead[1:]
+		s.ahead--
+		s.aheadSize -= msg.Size
+		if !l.taken[msg.Seq] {
+			l.taken[msg.Seq] = true
+			return msg
+		}
+	}
+	return nil
 }
 
 // settled ends a message's read: it is deferred or removed now.

@@ -97,3 +97,25 @@ func TestChangesOfOneJobInOneBatchEndWhereTheJobIs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{other.ID}, ids(p))
 }
+
+// A batch lingers for more changes only while nobody reads: a reader
+// waiting for the index to catch up ends the linger at once, however long
+// it is, so a list sees its own writes without the batching's lag.
+func TestAWaitingReaderEndsTheBatchLinger(t *testing.T) {
+	t.Parallel()
+	src := &chanSource{changes: make(chan natsjs.RecordChange, 16)}
+	x, err := Open(filepath.Join(t.TempDir(), "index.db"), src, Options{Linger: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = x.Close() })
+	now := time.Now().UTC()
+	for i, id := range []string{"job_aaaaaaaaaaaaaaaaaaaaaaaaaa", "job_bbbbbbbbbbbbbbbbbbbbbbbbbb"} {
+		src.send(t, &job.Record{ID: id, Tenant: "4", Requester: "alice", Type: "permit_report",
+			Params: []byte(`{}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now, Revision: uint64(i + 1)})
+		// The second change arrives while the applier lingers over the
+		// first's batch (or after it applied it): either way the reader is
+		// answered within its deadline, not the hour's linger.
+		require.NoError(t, x.CatchUp(context.Background(), 10*time.Second), "change %d", i+1)
+		_, ok := x.Lookup(id)
+		require.True(t, ok, id)
+	}
+}

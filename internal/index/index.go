@@ -121,6 +121,9 @@ type Index struct {
 	now func() time.Time
 
 	applied atomic.Uint64 // the last change log sequence applied
+	linger  time.Duration
+	waiting atomic.Int64  // readers in WaitFor
+	hurry   chan struct{} // a reader began waiting (capacity 1)
 	mu      sync.Mutex
 	moved   chan struct{} // closed and replaced whenever applied grows
 	stop    context.CancelFunc
@@ -132,6 +135,9 @@ type Index struct {
 type Options struct {
 	Now func() time.Time
 	Log *slog.Logger
+	// Linger is how long a batch of changes waits for more while no
+	// reader waits (default batchLinger).
+	Linger time.Duration
 }
 
 // Open opens (or creates, or rebuilds) the index file at path and starts
@@ -143,11 +149,15 @@ func Open(path string, src Source, o Options) (*Index, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Linger <= 0 {
+		o.Linger = batchLinger
+	}
 	db, err := openFile(path, o.Log)
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{db: db, src: src, log: o.Log, now: o.Now, moved: make(chan struct{}), done: make(chan struct{})}
+	x := &Index{db: db, src: src, log: o.Log, now: o.Now, linger: o.Linger, hurry: make(chan struct{}, 1),
+		moved: make(chan struct{}), done: make(chan struct{})}
 	_ = db.View(func(tx *bolt.Tx) error {
 		x.applied.Store(u64(tx.Bucket(bMeta).Get(kSeq)))
 		return nil
@@ -215,6 +225,17 @@ func (x *Index) Applied() uint64 { return x.applied.Load() }
 
 // WaitFor waits until the index holds every change up to sequence seq.
 func (x *Index) WaitFor(ctx context.Context, seq uint64) error {
+	if x.applied.Load() >= seq {
+		return nil
+	}
+	// The applier stops lingering while anyone waits: a batch's linger
+	// saves work only when nobody is reading.
+	x.waiting.Add(1)
+	defer x.waiting.Add(-1)
+	select {
+	case x.hurry <- struct{}{}:
+	default:
+	}
 	for {
 		x.mu.Lock()
 		ch := x.moved
@@ -269,11 +290,15 @@ func (x *Index) run(ctx context.Context) {
 	}
 }
 
-const batchSize = 1000
+const batchSize = 2000
 
 // batchLinger bounds how long a change waits for others to share its
-// transaction.
-const batchLinger = 20 * time.Millisecond
+// transaction while no reader waits for it. Under load a job's admission,
+// claim and finish then mostly fall into one batch, which writes the job
+// once (apply) instead of three times, and the transaction's fsync is
+// shared by a few thousand changes; a reader (WaitFor, CatchUp) ends the
+// wait at once, so lists still see their own writes without the lag.
+const batchLinger = 250 * time.Millisecond
 
 // follow reads the change log from the first change the index lacks and
 // applies it in batches, until ctx ends or the read fails.
@@ -331,16 +356,30 @@ func (x *Index) follow(ctx context.Context) error {
 			batch = append(batch[:0], c)
 			// Changes come one at a time under a steady load: waiting a
 			// moment for more makes one transaction (one fsync) of many
-			// instead of one of each, at the cost of that moment's lag.
-			linger := time.NewTimer(batchLinger)
+			// instead of one of each, at the cost of that moment's lag,
+			// which only a reader would see: one waiting ends it.
+			linger := time.NewTimer(x.linger)
 		fill:
 			for len(batch) < batchSize {
+				if x.waiting.Load() > 0 {
+					select {
+					case c, ok := <-changes:
+						if !ok {
+							break fill
+						}
+						batch = append(batch, c)
+						continue
+					default:
+						break fill
+					}
+				}
 				select {
 				case c, ok := <-changes:
 					if !ok {
 						break fill
 					}
 					batch = append(batch, c)
+				case <-x.hurry:
 				case <-linger.C:
 					break fill
 				case <-ctx.Done():

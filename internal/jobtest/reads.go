@@ -10,14 +10,22 @@ import (
 )
 
 // CountEventReads counts, from now on, the reads of JOBGATE_EVENTS' messages
-// (direct gets and message gets) any connection of e makes: a plain
-// subscription to the JetStream API subjects sees each request.
+// (direct gets and message gets) any connection of e makes.
 func (e *Env) CountEventReads(t testing.TB) *atomic.Int64 {
 	t.Helper()
+	return e.CountReads(t, natsjs.StreamEvents)
+}
+
+// CountReads counts, from now on, the reads of a stream's messages (direct
+// gets, a batch one counting once, and message gets) any connection of e
+// makes: a plain subscription to the JetStream API subjects sees each
+// request.
+func (e *Env) CountReads(t testing.TB, stream string) *atomic.Int64 {
+	t.Helper()
 	var reads atomic.Int64
-	watch := e.Connect(t, "event-reads")
-	for _, subj := range []string{"$JS.API.DIRECT.GET." + natsjs.StreamEvents + ".>", "$JS.API.DIRECT.GET." + natsjs.StreamEvents,
-		"$JS.API.STREAM.MSG.GET." + natsjs.StreamEvents} {
+	watch := e.Connect(t, "reads-"+stream)
+	for _, subj := range []string{"$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.DIRECT.GET." + stream,
+		"$JS.API.STREAM.MSG.GET." + stream} {
 		sub, err := watch.NC.Subscribe(subj, func(*nats.Msg) { reads.Add(1) })
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sub.Unsubscribe() })

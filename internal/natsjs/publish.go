@@ -54,9 +54,8 @@ func publishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, gen
 	if event > 0 {
 		msg.Header.Set(workEventHeader, strconv.FormatUint(event, 10))
 	}
-	// The publisher's span (the admission, the relay's publish, a
-	// sweep), else the job's own: a reader of the work continues it.
-	tracing.SetHeader(ctx, msg.Header, r.Trace, r.TraceState)
+	// No trace context: the broker that claims the job takes its parent
+	// from the record (the admission's span), which the data carries.
 	if err := publishOnce(ctx, js, msg); err != nil {
 		return fmt.Errorf("publish work %s: %w", r.ID, mapErr(err))
 	}

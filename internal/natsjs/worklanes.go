@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,6 +37,8 @@ type LaneMsg struct {
 	// Rec is the job's record as it was when the message was published
 	// (nil: the message names only the key).
 	Rec *job.Record
+	// Size is the message's data in bytes.
+	Size int
 }
 
 // Lanes returns the lanes of typ's work.
@@ -87,6 +90,75 @@ func (l *WorkLanes) Oldest(ctx context.Context, tenant, requester string, from u
 	return l.get(ctx, max(from, 1), RequesterWork(l.typ, tenant, requester))
 }
 
+// OldestBatch returns up to n of the lane's messages at or after sequence
+// from, oldest first, in one direct get: at least one when the lane has
+// any, and past the first no more than maxBytes of message data. None:
+// the lane has no message from there.
+func (l *WorkLanes) OldestBatch(ctx context.Context, tenant, requester string, from uint64, n, maxBytes int) ([]*LaneMsg, error) {
+	if n <= 1 {
+		m, err := l.Oldest(ctx, tenant, requester, from)
+		if m == nil || err != nil {
+			return nil, err
+		}
+		return []*LaneMsg{m}, nil
+	}
+	nc := l.js.Conn()
+	// A channel of the batch's size: SubscribeSync's would be the
+	// connection's default pending limit, half a megabyte a read.
+	replies := make(chan *nats.Msg, n+2)
+	sub, err := nc.ChanSubscribe(nats.NewInbox(), replies)
+	if err != nil {
+		return nil, fmt.Errorf("read work: %w", mapErr(err))
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, _ := json.Marshal(struct {
+		Seq      uint64 `json:"seq"`
+		NextFor  string `json:"next_by_subj"`
+		Batch    int    `json:"batch"`
+		MaxBytes int    `json:"max_bytes,omitempty"`
+	}{max(from, 1), RequesterWork(l.typ, tenant, requester), n, maxBytes})
+	if err := nc.PublishRequest(directGetPrefix+StreamWork, sub.Subject, req); err != nil {
+		return nil, fmt.Errorf("read work: %w", mapErr(err))
+	}
+	var out []*LaneMsg
+	for len(out) <= n {
+		var m *nats.Msg
+		select {
+		case m = <-replies:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read work: %w", mapErr(ctx.Err()))
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+		case "204": // the batch's end
+			return out, nil
+		case "404":
+			return out, nil // nothing from there
+		case "503":
+			return nil, fmt.Errorf("read work: %w", mapErr(nats.ErrNoResponders))
+		default:
+			return nil, fmt.Errorf("read work: direct get answered %s %s", status, m.Header.Get("Description"))
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("read work: a direct get reply without its sequence")
+		}
+		out = append(out, laneMsgOf(seq, m.Header.Get(jetstream.SubjectHeader), m.Header, m.Data))
+		// A batch's messages say how many more match; a server without
+		// batch reads (before 2.11) answers one message that does not.
+		if pending := m.Header.Get(numPendingHeader); pending == "" || pending == "0" {
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+const numPendingHeader = "Nats-Num-Pending"
+
+// directGetPrefix is the subject of a stream's direct gets, but for the
+// stream's name.
+const directGetPrefix = "$JS.API.DIRECT.GET."
+
 // At returns the message at seq, or nil when it is gone.
 func (l *WorkLanes) At(ctx context.Context, seq uint64) (*LaneMsg, error) {
 	return l.get(ctx, seq, "")
@@ -111,25 +183,31 @@ func (l *WorkLanes) get(ctx context.Context, seq uint64, filter string) (*LaneMs
 	if filter == "" && !strings.HasPrefix(m.Subject, TypeWork(l.typ)[:len(TypeWork(l.typ))-1]) {
 		return nil, nil // another type's message at that sequence
 	}
-	msg := &LaneMsg{Seq: m.Sequence}
-	if v := m.Header.Get(workEventHeader); v != "" {
+	return laneMsgOf(m.Sequence, m.Subject, m.Header, m.Data), nil
+}
+
+// laneMsgOf reads a work message: its job's key and lane, and the record
+// and event it carries when it carries them.
+func laneMsgOf(seq uint64, subject string, h nats.Header, data []byte) *LaneMsg {
+	msg := &LaneMsg{Seq: seq, Size: len(data)}
+	if v := h.Get(workEventHeader); v != "" {
 		msg.Event, _ = strconv.ParseUint(v, 10, 64)
 	}
-	rev, err := strconv.ParseUint(m.Header.Get(workRevisionHeader), 10, 64)
+	rev, err := strconv.ParseUint(h.Get(workRevisionHeader), 10, 64)
 	holdsRecord := err == nil && rev > 0
-	if t, q, id, ok := ScopeOf(string(m.Data)); ok && !holdsRecord {
+	if t, q, id, ok := ScopeOf(string(data)); ok && !holdsRecord {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
-	} else if t, q, id, ok := ScopeOf(m.Subject); ok {
+	} else if t, q, id, ok := ScopeOf(subject); ok {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
 		// The record, if it is the subject's job's (the subject is what
 		// the stream's permissions and the lanes go by).
 		if holdsRecord {
-			if rec, err := job.UnmarshalRecord(m.Data, rev); err == nil && rec.Tenant == t && rec.Requester == q && rec.ID == id {
+			if rec, err := job.UnmarshalRecord(data, rev); err == nil && rec.Tenant == t && rec.Requester == q && rec.ID == id {
 				msg.Rec = rec
 			}
 		}
 	}
-	return msg, nil
+	return msg
 }
 
 // Remove deletes a work message that no job needs any more; one already

@@ -1,0 +1,59 @@
+package natsjs_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/stretchr/testify/require"
+)
+
+// A batch read of a lane returns its messages oldest first, only its own
+// (not another requester's), no more than asked, and none from past its
+// last; a byte budget stops it after the first message that reaches it.
+func TestALaneIsReadInBatches(t *testing.T) {
+	t.Parallel()
+	res, err := provision(setupProvision(t), natsjs.DefaultLayout())
+	require.NoError(t, err)
+	ctx := storeCtx(t)
+	var ids []string
+	for i := range 5 {
+		r := newRecord("4", "alice", "job_alice"+strconv.Itoa(i))
+		r.Revision = 1
+		require.NoError(t, res.Work.Publish(ctx, r, 0))
+		ids = append(ids, r.ID)
+		other := newRecord("4", "bob", "job_bob"+strconv.Itoa(i))
+		other.Revision = 1
+		require.NoError(t, res.Work.Publish(ctx, other, 0))
+	}
+	lanes := res.Work.Lanes("permit_report")
+	idsOf := func(msgs []*natsjs.LaneMsg) []string {
+		var out []string
+		for _, m := range msgs {
+			require.NotNil(t, m.Rec, "the message holds its record")
+			require.Equal(t, "alice", m.Requester)
+			require.Positive(t, m.Size)
+			out = append(out, m.Rec.ID)
+		}
+		return out
+	}
+
+	first, err := lanes.OldestBatch(ctx, "4", "alice", 0, 3, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, ids[:3], idsOf(first))
+	rest, err := lanes.OldestBatch(ctx, "4", "alice", first[2].Seq+1, 16, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, ids[3:], idsOf(rest), "up to the lane's last, and no other lane's")
+	none, err := lanes.OldestBatch(ctx, "4", "alice", rest[1].Seq+1, 16, 1<<20)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	one, err := lanes.OldestBatch(ctx, "4", "alice", 0, 16, 1)
+	require.NoError(t, err)
+	require.Equal(t, ids[:1], idsOf(one), "the byte budget ends the batch after its first message")
+	single, err := lanes.OldestBatch(ctx, "4", "alice", 0, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, ids[:1], idsOf(single))
+	empty, err := lanes.OldestBatch(ctx, "4", "carol", 0, 16, 1<<20)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
