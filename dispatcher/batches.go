@@ -11,6 +11,7 @@ import (
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/required"
 	"github.com/jobgate/jobgate/internal/startstop"
 )
 
@@ -20,6 +21,14 @@ type batchStore interface {
 	Get(ctx context.Context, key string) (*job.BatchRecord, error)
 	MarkAdmitted(ctx context.Context, b *job.BatchRecord, now time.Time) error
 	ConsumeChanges(ctx context.Context, batch int) (*natsjs.ChangeLog, error)
+}
+
+// BatchRelayStores are the adapters a batch relay works on, both required
+// (NewBatchRelay names a missing one). internal/system maps the
+// provisioned resources to them.
+type BatchRelayStores struct {
+	Batches batchStore       // batch records and their change log, which the relay follows (natsjs.BatchStore)
+	Items   natsjs.ItemStore // the job records it creates the items in (natsjs.Store)
 }
 
 // BatchRelayConfig tunes a batch relay.
@@ -57,10 +66,11 @@ type BatchRelay struct {
 	wg    sync.WaitGroup
 }
 
-// NewBatchRelay builds a batch relay on the provisioned resources.
-func NewBatchRelay(cfg BatchRelayConfig, res *natsjs.Resources, log *slog.Logger) (*BatchRelay, error) {
-	if res == nil || res.Batches == nil || res.Jobs == nil {
-		return nil, errors.New("batch relay: resources required")
+// NewBatchRelay builds a batch relay on st, both fields of which are
+// required.
+func NewBatchRelay(cfg BatchRelayConfig, st BatchRelayStores, log *slog.Logger) (*BatchRelay, error) {
+	if err := required.Fields(st); err != nil {
+		return nil, fmt.Errorf("batch relay: %w", err)
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = eventGrace
@@ -74,7 +84,7 @@ func NewBatchRelay(cfg BatchRelayConfig, res *natsjs.Resources, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &BatchRelay{cfg: cfg, batches: res.Batches, items: res.Jobs, log: log}, nil
+	return &BatchRelay{cfg: cfg, batches: st.Batches, items: st.Items, log: log}, nil
 }
 
 // Start binds the consumer (tried again within natsjs.StartBound) and

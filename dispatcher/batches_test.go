@@ -32,7 +32,8 @@ func (b *testBundle) unadmittedBatch(t *testing.T, key string, n int) *job.Batch
 
 func (b *testBundle) startBatchRelay(t *testing.T) *BatchRelay {
 	t.Helper()
-	r, err := NewBatchRelay(BatchRelayConfig{Grace: 50 * time.Millisecond}, b.env.Connect(t, "batch-relay").Res, testLogger())
+	relayRes := b.env.Connect(t, "batch-relay").Res
+	r, err := NewBatchRelay(BatchRelayConfig{Grace: 50 * time.Millisecond}, BatchRelayStores{Batches: relayRes.Batches, Items: relayRes.Jobs}, testLogger())
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })

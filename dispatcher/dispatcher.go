@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/required"
 	"github.com/jobgate/jobgate/internal/startstop"
 )
 
@@ -40,6 +40,16 @@ type workQueue interface {
 type eventPublisher interface {
 	Publish(ctx context.Context, r *job.Record) (bool, error)
 	PublishFirst(ctx context.Context, r *job.Record) (uint64, bool, error)
+}
+
+// Stores are the adapters a dispatcher works on, every one required (New
+// names a missing one). internal/system maps the provisioned resources to
+// them.
+type Stores struct {
+	Jobs   records        // job records and their change log, which the relay follows (natsjs.Store)
+	Work   workQueue      // work messages (natsjs.WorkQueue)
+	Events eventPublisher // job events (natsjs.EventStream)
+	Broker broker.Stores  // what the broker it runs, which answers the workers, works on
 }
 
 // Dispatcher runs the relay and the sweeper. Any
@@ -74,40 +84,39 @@ type Dispatcher struct {
 	wg          sync.WaitGroup
 }
 
-// New builds a dispatcher; Start runs it.
-func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Dispatcher, error) {
+// New builds a dispatcher on st, every field of which is required; Start
+// runs it.
+func New(cfg Config, st Stores, log *slog.Logger) (*Dispatcher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	if res == nil || res.Jobs == nil || res.Work == nil || res.Events == nil {
-		return nil, errors.New("dispatcher: resources required")
+	if err := required.Fields(st); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, jobs: res.Jobs, work: res.Work, events: res.Events, log: log, running: newTracker(), startTry: natsjs.StartTry,
+	d := &Dispatcher{cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, log: log, running: newTracker(), startTry: natsjs.StartTry,
 		announced: newAnnounced(), held: map[*natsjs.LoggedChange]*time.Timer{}}
-	if res.JS != nil && res.Secrets != nil {
-		bc := cfg.Broker
-		if bc.MaxAttempts == 0 {
-			bc.MaxAttempts = cfg.MaxAttempts
-		}
-		if bc.Now == nil {
-			bc.Now = cfg.Now
-		}
-		if bc.OnAttempt == nil && cfg.Metrics != nil {
-			bc.OnAttempt = cfg.Metrics.Attempt
-		}
-		if bc.OnEvent == nil {
-			bc.OnEvent = d.announced.note
-		}
-		b, err := broker.New(bc, res, res.JS.Conn(), log)
-		if err != nil {
-			return nil, fmt.Errorf("dispatcher: %w", err)
-		}
-		d.broker = b
+	bc := cfg.Broker
+	if bc.MaxAttempts == 0 {
+		bc.MaxAttempts = cfg.MaxAttempts
 	}
+	if bc.Now == nil {
+		bc.Now = cfg.Now
+	}
+	if bc.OnAttempt == nil && cfg.Metrics != nil {
+		bc.OnAttempt = cfg.Metrics.Attempt
+	}
+	if bc.OnEvent == nil {
+		bc.OnEvent = d.announced.note
+	}
+	b, err := broker.New(bc, st.Broker, log)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	d.broker = b
 	// Every dispatcher's tracker holds every open job: each exports the
 	// same per-type figures (aggregate them with max, not sum).
 	if err := cfg.Metrics.ObserveTypes(d.running.byType, cfg.Now); err != nil {
@@ -153,12 +162,8 @@ func (d *Dispatcher) start(startCtx, runCtx context.Context) error {
 	return nil
 }
 
-// startBroker starts answering the worker processes' requests (nothing
-// without the JetStream handles the broker needs).
+// startBroker starts answering the worker processes' requests.
 func (d *Dispatcher) startBroker(sctx, _ context.Context) (func(), error) {
-	if d.broker == nil {
-		return func() {}, nil
-	}
 	if err := d.broker.Start(sctx); err != nil {
 		return nil, err
 	}

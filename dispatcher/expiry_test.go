@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -46,7 +47,7 @@ func TestRelayTakesExpiryMarkersQuietly(t *testing.T) {
 	env := jobtest.Start(t)
 	conn := env.Connect(t, "test")
 	logs := &syncLog{}
-	d, err := New(testConfig(), env.Connect(t, "dispatcher").Res, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	d, err := New(testConfig(), storesOf(env.Connect(t, "dispatcher").Res), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })
@@ -89,7 +90,11 @@ func TestSweeperFailsAJobNearTheEndOfItsRetentionAndItsKeyOutlivesIt(t *testing.
 	gwConn := env.ConnectLayout(t, "gateway", layout)
 	jobtest.DeclareTypes(t, gwConn.Res) // no worker of it runs: the job stays queued
 	secret := []byte("expiry-secret")
-	g, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, gwConn.Res, testLogger())
+	res := gwConn.Res // as internal/system's GatewayStores maps them
+	g, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, gateway.Stores{
+		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Files: res.Files, Types: res.Types,
+		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs),
+	}, testLogger())
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -97,7 +102,7 @@ func TestSweeperFailsAJobNearTheEndOfItsRetentionAndItsKeyOutlivesIt(t *testing.
 	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	cfg := testConfig()
 	cfg.ExpireMargin = ttl - 4*time.Second // expired 4 s after its admission
-	d, err := New(cfg, env.ConnectLayout(t, "dispatcher", layout).Res, testLogger())
+	d, err := New(cfg, storesOf(env.ConnectLayout(t, "dispatcher", layout).Res), testLogger())
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })

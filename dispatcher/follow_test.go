@@ -22,7 +22,7 @@ func TestFollowLanesKeepOrderPerKeyOnly(t *testing.T) {
 	env := &testBundle{env: jobtest.Start(t)}
 	env.conn = env.env.Connect(t, "test")
 	conn := env.conn
-	d, err := New(testConfig(), conn.Res, testLogger())
+	d, err := New(testConfig(), storesOf(conn.Res), testLogger())
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/brokertest"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,11 +47,17 @@ func (b *testBundle) start(t *testing.T, name string, opts ...func(*Config)) *Di
 	for _, o := range opts {
 		o(&cfg)
 	}
-	d, err := New(cfg, b.env.Connect(t, name).Res, testLogger().With("dispatcher", name))
+	d, err := New(cfg, storesOf(b.env.Connect(t, name).Res), testLogger().With("dispatcher", name))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })
 	return d
+}
+
+// storesOf is internal/system's DispatcherStores, which this package's
+// tests cannot import (it imports the dispatcher).
+func storesOf(res *natsjs.Resources) Stores {
+	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Broker: brokertest.Stores(res)}
 }
 
 // put commits a job whose record edit has made what another component

@@ -33,7 +33,7 @@ func TestStartOutlastsAnUnansweredConsumerCreate(t *testing.T) {
 	t.Parallel()
 	env := jobtest.Start(t)
 	conn := env.Connect(t, "test")
-	d, err := New(testConfig(), env.Connect(t, "dispatcher").Res, testLogger())
+	d, err := New(testConfig(), storesOf(env.Connect(t, "dispatcher").Res), testLogger())
 	require.NoError(t, err)
 	store := &lostAnswer{records: d.jobs}
 	d.jobs, d.startTry = store, 300*time.Millisecond

@@ -50,7 +50,7 @@ func TestStopReturnsAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	env := jobtest.Start(t)
 	conn := env.Connect(t, "test")
-	d, err := New(testConfig(), env.Connect(t, "dispatcher").Res, testLogger())
+	d, err := New(testConfig(), storesOf(env.Connect(t, "dispatcher").Res), testLogger())
 	require.NoError(t, err)
 	events := &stuckEvents{eventPublisher: d.events, entered: make(chan struct{})}
 	d.events = events
@@ -69,7 +69,7 @@ func TestStopReturnsAtItsDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(began), 3*time.Second, "Stop outlived its deadline")
 
-	unstarted, err := New(testConfig(), conn.Res, testLogger())
+	unstarted, err := New(testConfig(), storesOf(conn.Res), testLogger())
 	require.NoError(t, err)
 	require.NoError(t, unstarted.Stop(context.Background()))
 	require.NoError(t, unstarted.Stop(context.Background()))

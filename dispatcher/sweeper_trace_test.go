@@ -58,7 +58,7 @@ func TestSweeperRecoveriesAreSpansOfTheJobsTrace(t *testing.T) {
 	b := &testBundle{env: env, conn: env.Connect(t, "test")}
 	var logs lockedBuffer
 	cfg := testConfig()
-	d, err := New(cfg, env.Connect(t, "dispatcher-a").Res, slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil))))
+	d, err := New(cfg, storesOf(env.Connect(t, "dispatcher-a").Res), slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil))))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })

@@ -43,9 +43,6 @@ const adminIndexWait = 2 * time.Second
 // openIndex opens the query index in the configured dir (a temporary one,
 // removed on Stop, when none is).
 func (g *Gateway) openIndex() error {
-	if g.indexSrc == nil {
-		return nil
-	}
 	dir := g.cfg.IndexDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "jobgate-index-")

@@ -291,7 +291,7 @@ func TestReplayThroughASecondGateway(t *testing.T) {
 	before, err := b.res.Jobs.Get(context.Background(), key)
 	require.NoError(t, err)
 
-	g2, err := New(g1.cfg, b.res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g2, err := New(g1.cfg, storesOf(b.res), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	g2.cfg.Addr = "127.0.0.1:0"
 	require.NoError(t, g2.Start(context.Background()))

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -32,11 +31,10 @@ func memGatewayOn(t *testing.T, cfg Config, jobs records, log *slog.Logger) *Gat
 	if cfg.AuthSecret == nil {
 		cfg.AuthSecret = []byte("0123456789abcdef0123456789abcdef")
 	}
-	d := deps{jobs: jobs, work: &failingWork{}, secrets: fixedSecrets{}, types: fixedTypes{},
-		watch: func() (recordWatch, error) { return nil, errors.ErrUnsupported }}
-	g, err := newGateway(cfg, d, log)
+	g, err := newGateway(cfg, memStores(jobs, &failingWork{}), log)
 	require.NoError(t, err)
 	require.NoError(t, g.Init(context.Background()))
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	return g
 }
 

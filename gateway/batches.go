@@ -47,9 +47,6 @@ func (g *Gateway) batchRoutes(v1 fiber.Router) {
 // batch record create-only in one write, then create its items' job
 // records create-only (the relay does it for a gateway that died first).
 func (g *Gateway) submitBatch(c *fiber.Ctx) error {
-	if g.batches == nil {
-		return writeProblem(c, job.ErrNotFound)
-	}
 	// The admission span continues the caller's trace like POST /v1/jobs;
 	// the batch record keeps its context, and each item's record with it
 	// (job.BatchRecord.ItemRecord), so every item's later steps are its
@@ -191,9 +188,6 @@ func (g *Gateway) admitItems(ctx context.Context, b *job.BatchRecord) error {
 // lookupBatch reads a batch of the caller's own: another requester's
 // answers exactly like one that does not exist (404).
 func (g *Gateway) lookupBatch(ctx context.Context, c *fiber.Ctx) (*job.BatchRecord, error) {
-	if g.batches == nil {
-		return nil, job.ErrNotFound
-	}
 	batchID := strings.Clone(c.Params("id"))
 	if !job.ValidBatchID(batchID) {
 		return nil, job.Userf(job.ErrNotFound, "no such batch is visible to this token")

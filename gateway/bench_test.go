@@ -45,7 +45,7 @@ func benchSetup(b *testing.B) (*Gateway, *testBundle) {
 	}
 	jobtest.DeclareTypes(b, res) // as the renderer would, on start
 	g, err := New(Config{Addr: "127.0.0.1:0", AuthSecret: bundle.secret, SubmitRate: 1e9, SubmitBurst: 1 << 30, ReadRate: 1e9, ReadBurst: 1 << 30,
-		LeaveWorkToRelay: true}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		LeaveWorkToRelay: true}, storesOf(res), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,8 @@
 // a page of summaries without their schemas, GET /v1/types/{name} one full
 // declaration), the reviewer's page, health, metrics and /openapi.yaml. It
 // never imports a NATS client: it declares the small interfaces it uses
-// (records, workQueue, eventStream, jobIndex, typeSource, secretStore,
-// resultFiles) and internal/natsjs implements them.
+// (records, workQueue, eventStream, typeSource, secretStore, resultFiles,
+// batchRecords, ...), New takes them as Stores, every one required, and
+// internal/natsjs implements them (internal/system maps the provisioned
+// resources to them).
 package gateway

@@ -44,7 +44,7 @@ func (g *Gateway) newStreamBatches(tenant, requester string) *streamBatches {
 // resource's JSON; nil when e is no item's, or did not move its batch on,
 // or the batch cannot be read now (its next change counts it again).
 func (sb *streamBatches) after(e natsjs.RequesterEvent) []byte {
-	if e.Batch == "" || sb.g.batches == nil || !job.ValidBatchID(e.Batch) || sb.done[e.Batch] {
+	if e.Batch == "" || !job.ValidBatchID(e.Batch) || sb.done[e.Batch] {
 		return nil
 	}
 	var item struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/required"
 	"github.com/jobgate/jobgate/internal/startstop"
 )
 
@@ -57,35 +58,25 @@ type eventStream interface {
 	Publish(ctx context.Context, r *job.Record) (bool, error)
 }
 
-// deps are the stores a gateway works on; New takes them from the
-// provisioned resources, a test may stub any of them.
-type deps struct {
-	jobs    records
-	work    workQueue
-	events  eventStream
-	secrets secretStore
-	files   resultFiles
-	types   typeSource
-	watch   func() (recordWatch, error)
-	// querySrc is the change log the query index (GET /v1/jobs, the admin
-	// API) is derived from (nil: lists read the records, no admin listings
-	// or stats).
-	querySrc index.Source
-	storage  storageSource // nil: admission checks no byte budgets
-	batches  batchRecords  // nil: no batch endpoints (404)
+// changeSource starts a watch of every record change (natsjs.Store).
+type changeSource interface {
+	WatchChanges() (*natsjs.RecordWatch, error)
 }
 
-func depsOf(res *natsjs.Resources) deps {
-	d := deps{
-		jobs: res.Jobs, work: res.Work, events: res.Events, secrets: res.Secrets, files: res.Files, types: res.Types,
-		watch:    func() (recordWatch, error) { return res.Jobs.WatchChanges() },
-		querySrc: index.StoreSource(res.Jobs),
-		storage:  res,
-	}
-	if res.Batches != nil {
-		d.batches = res.Batches
-	}
-	return d
+// Stores are the adapters a gateway works on, every one required (New
+// names a missing one). internal/system maps the provisioned resources to
+// them; a test may stub any of them.
+type Stores struct {
+	Jobs    records       // job records (natsjs.Store)
+	Work    workQueue     // work messages of admitted jobs (natsjs.WorkQueue)
+	Events  eventStream   // job events, for what the gateway changes and streams (natsjs.EventStream)
+	Secrets secretStore   // deployment secrets: job ids and result links (natsjs.Secrets)
+	Files   resultFiles   // stored results (natsjs.ResultFiles)
+	Types   typeSource    // job type declarations and worker presence (natsjs.TypeStore)
+	Batches batchRecords  // batch records (natsjs.BatchStore)
+	Storage storageSource // the byte budgets' use, checked on admission (natsjs.Resources.StorageUse)
+	Changes changeSource  // every record change, for long-polls and event streams (natsjs.Store)
+	Log     index.Source  // the record change log the query index (lists, the admin API) derives from (index.StoreSource)
 }
 
 // Gateway is the HTTP API service.
@@ -97,7 +88,7 @@ type Gateway struct {
 	types    *typeRegistry
 	secrets  secretStore
 	files    resultFiles
-	batches  batchRecords // nil: the batch endpoints answer 404
+	batches  batchRecords
 	indexSrc index.Source
 	query    queryIndex    // the admin API's query index, open while started
 	indexTmp string        // its temporary dir, when no IndexDir is configured
@@ -123,18 +114,20 @@ type Gateway struct {
 	life    startstop.Lifecycle
 }
 
-// New builds a gateway on provisioned resources.
-func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Gateway, error) {
+// New builds a gateway on st, every field of which is required.
+func New(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 	if err := CheckDev(cfg.withDefaults().Addr, cfg.Dev); err != nil {
 		return nil, err
 	}
-	if res == nil || res.Jobs == nil {
-		return nil, errors.New("gateway: resources required")
+	if err := required.Fields(st); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return newGateway(cfg, depsOf(res), log)
+	return newGateway(cfg, st, log)
 }
 
-func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
+// newGateway is New without the check of st (the in-memory tests build
+// theirs complete with memStores).
+func newGateway(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
@@ -144,8 +137,8 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		log = slog.Default()
 	}
 	g := &Gateway{
-		cfg: cfg, jobs: d.jobs, work: d.work, events: d.events, secrets: d.secrets, files: d.files, indexSrc: d.querySrc, log: log, batches: d.batches,
-		types:    newTypeRegistry(d.types, log),
+		cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, secrets: st.Secrets, files: st.Files, indexSrc: st.Log, log: log, batches: st.Batches,
+		types:    newTypeRegistry(st.Types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),
 		bulk:     make(chan struct{}, maxBulkCalls),
@@ -155,8 +148,8 @@ func newGateway(cfg Config, d deps, log *slog.Logger) (*Gateway, error) {
 		streams:  newHolds("event streams", cfg.MaxStreamsPerRequester, cfg.MaxStreamsPerTenant, cfg.MaxStreams),
 		polls:    newHolds("long-polls", cfg.MaxLongPollsPerRequester, cfg.MaxLongPollsPerTenant, cfg.MaxLongPolls),
 		stopped:  make(chan struct{}),
-		changes:  newChangeFeed(d.watch),
-		storage:  &storageGate{src: d.storage, metrics: cfg.Metrics, now: cfg.Now},
+		changes:  newChangeFeed(func() (recordWatch, error) { return st.Changes.WatchChanges() }),
+		storage:  &storageGate{src: st.Storage, metrics: cfg.Metrics, now: cfg.Now},
 	}
 	g.app = fiber.New(fiber.Config{
 		AppName: "jobgate",

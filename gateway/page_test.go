@@ -108,7 +108,7 @@ func TestDevTokenMintsShortLivedToken(t *testing.T) {
 func TestDevModeRefusedOnNonLoopbackAddress(t *testing.T) {
 	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:8080", ":8080", "192.0.2.7:8080", "[::]:8080", "example.com:8080"} {
-		_, err := New(Config{Addr: addr, AuthSecret: []byte("s"), Dev: true}, nil, nil)
+		_, err := New(Config{Addr: addr, AuthSecret: []byte("s"), Dev: true}, Stores{}, nil)
 		require.Error(t, err, addr)
 		require.ErrorContains(t, err, addr)
 		require.NoError(t, CheckDev(addr, false), "without dev mode any address is fine")

@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -81,7 +82,7 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	g, err := New(cfg, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g, err := New(cfg, storesOf(res), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(ctx))
 	b.emb, b.res = emb, res
@@ -107,6 +108,15 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	t.Cleanup(stop)
 	b.stop = stop
 	return g
+}
+
+// storesOf is internal/system's gatewayStores, which this package's tests
+// cannot import (it imports the gateway).
+func storesOf(res *natsjs.Resources) Stores {
+	return Stores{
+		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Files: res.Files, Types: res.Types,
+		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs),
+	}
 }
 
 func (b *testBundle) token(t *testing.T, tenant, sub string, admin bool) string {

@@ -28,14 +28,14 @@ func (s *stuckRecords) Create(context.Context, *job.Record) error {
 	return job.ErrUnavailable
 }
 
-func listeningStub(t *testing.T, d deps) (*Gateway, string) {
+func listeningStub(t *testing.T, st Stores) (*Gateway, string) {
 	t.Helper()
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	d.secrets, d.types = fixedSecrets{}, fixedTypes{}
-	d.watch = func() (recordWatch, error) { return nil, context.Canceled }
-	g, err := newGateway(Config{AuthSecret: secret, Addr: "127.0.0.1:0"}, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st.Changes = noChanges{context.Canceled}
+	g, err := newGateway(Config{AuthSecret: secret, Addr: "127.0.0.1:0"}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(context.Background()))
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
 	require.NoError(t, err)
 	return g, tok
@@ -47,7 +47,7 @@ func listeningStub(t *testing.T, d deps) (*Gateway, string) {
 func TestStopReturnsAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	store := &stuckRecords{memRecords: memRecords{m: map[string]*job.Record{}}, entered: make(chan struct{}), release: make(chan struct{})}
-	g, tok := listeningStub(t, deps{jobs: store, work: &failingWork{}})
+	g, tok := listeningStub(t, memStores(store, &failingWork{}))
 	t.Cleanup(func() { close(store.release) })
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/v1/jobs",
@@ -79,13 +79,13 @@ func TestStopReturnsAtItsDeadline(t *testing.T) {
 func TestStopBeforeStartAndTwice(t *testing.T) {
 	t.Parallel()
 	g, err := newGateway(Config{AuthSecret: []byte("0123456789abcdef0123456789abcdef"), Addr: "127.0.0.1:0"},
-		deps{jobs: &memRecords{m: map[string]*job.Record{}}, secrets: fixedSecrets{}, types: fixedTypes{}}, nil)
+		memStores(&memRecords{m: map[string]*job.Record{}}, &failingWork{}), nil)
 	require.NoError(t, err)
 	require.NoError(t, g.Stop(context.Background()))
 	require.NoError(t, g.Stop(context.Background()))
 	require.Error(t, g.Start(context.Background()))
 
-	started, _ := listeningStub(t, deps{jobs: &memRecords{m: map[string]*job.Record{}}})
+	started, _ := listeningStub(t, memStores(&memRecords{m: map[string]*job.Record{}}, &failingWork{}))
 	require.NoError(t, started.Stop(context.Background()))
 	require.NoError(t, started.Stop(context.Background()))
 }

@@ -40,7 +40,7 @@ func setupBudget(t *testing.T, budget int64) (*Gateway, *testBundle) {
 	require.NoError(t, err)
 	jobtest.DeclareTypes(t, res)
 	g, err := New(Config{Addr: "127.0.0.1:0", AuthSecret: b.secret, Now: b.clock.now, ReadRate: 1000, ReadBurst: 1000,
-		SubmitRate: 1e6, SubmitBurst: 1e6, Metrics: metrics.New()}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		SubmitRate: 1e6, SubmitBurst: 1e6, Metrics: metrics.New()}, storesOf(res), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, g.Stop(context.Background())) })

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -91,15 +92,70 @@ func (fixedTypes) WatchWorkers(_ context.Context, fn func(string, *natsjs.Presen
 	return nil
 }
 
-func stubGateway(t *testing.T, d deps) (*Gateway, string) {
+// memStores are in-memory stores around jobs and work: fixed secrets,
+// permit_report declared with no workers, budgets with room, and nothing
+// else stored (no events, results, batches or changes, and no change log:
+// lists read jobs).
+func memStores(jobs records, work workQueue) Stores {
+	return Stores{Jobs: jobs, Work: work, Events: noEvents{}, Secrets: fixedSecrets{}, Files: noFiles{}, Types: fixedTypes{},
+		Batches: noBatches{}, Storage: roomyStorage{}, Changes: noChanges{errors.ErrUnsupported}, Log: noLog{}}
+}
+
+// noEvents publishes nothing.
+type noEvents struct{}
+
+func (noEvents) Publish(context.Context, *job.Record) (bool, error) {
+	return false, fmt.Errorf("events: %w", errors.ErrUnsupported)
+}
+
+// noFiles holds no result.
+type noFiles struct{}
+
+func (noFiles) Open(context.Context, string) (*natsjs.ResultFile, error) {
+	return nil, job.ErrResultExpired
+}
+
+// noBatches holds no batch and takes none.
+type noBatches struct{}
+
+func (noBatches) Create(context.Context, *job.BatchRecord) error {
+	return fmt.Errorf("batches: %w", errors.ErrUnsupported)
+}
+func (noBatches) Get(context.Context, string) (*job.BatchRecord, error) { return nil, job.ErrNotFound }
+func (noBatches) MarkAdmitted(context.Context, *job.BatchRecord, time.Time) error {
+	return fmt.Errorf("batches: %w", errors.ErrUnsupported)
+}
+
+// roomyStorage has no byte budgets to check.
+type roomyStorage struct{}
+
+func (roomyStorage) StorageUse(context.Context) ([]natsjs.StorageUse, error) { return nil, nil }
+
+// noChanges starts no record watch: every start fails with err.
+type noChanges struct{ err error }
+
+func (c noChanges) WatchChanges() (*natsjs.RecordWatch, error) { return nil, c.err }
+
+// noLog is a record change log that cannot be read: the query index never
+// catches up, so lists read the record store (the stub's own List).
+type noLog struct{}
+
+func (noLog) LogBounds(context.Context) (natsjs.LogBounds, error) {
+	return natsjs.LogBounds{}, fmt.Errorf("change log: %w", errors.ErrUnsupported)
+}
+func (noLog) ReadLog(context.Context, uint64) (index.Log, error) {
+	return nil, fmt.Errorf("change log: %w", errors.ErrUnsupported)
+}
+
+// stubGateway is a gateway on st, initialized without listening and
+// stopped at cleanup, and a token of reviewer-47 of tenant 4.
+func stubGateway(t *testing.T, st Stores) (*Gateway, string) {
 	t.Helper()
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	d.secrets = fixedSecrets{}
-	d.types = fixedTypes{}
-	d.watch = func() (recordWatch, error) { return nil, errors.ErrUnsupported }
-	g, err := newGateway(Config{AuthSecret: secret}, d, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g, err := newGateway(Config{AuthSecret: secret}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.NoError(t, g.Init(context.Background()))
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
 	require.NoError(t, err)
 	return g, tok
@@ -122,7 +178,7 @@ func stubSubmit(t *testing.T, g *Gateway, tok, key string) *http.Response {
 func TestLostWorkPublishStillAdmits(t *testing.T) {
 	t.Parallel()
 	store, work := &memRecords{m: map[string]*job.Record{}}, &failingWork{}
-	g, tok := stubGateway(t, deps{jobs: store, work: work})
+	g, tok := stubGateway(t, memStores(store, work))
 	resp := stubSubmit(t, g, tok, "k-1")
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 	require.Equal(t, 1, work.calls)
@@ -134,7 +190,7 @@ func TestLostWorkPublishStillAdmits(t *testing.T) {
 func TestStoreOutageIs503(t *testing.T) {
 	t.Parallel()
 	store, work := &memRecords{m: map[string]*job.Record{}, createErr: fmt.Errorf("%w: no responders", job.ErrUnavailable)}, &failingWork{}
-	g, tok := stubGateway(t, deps{jobs: store, work: work})
+	g, tok := stubGateway(t, memStores(store, work))
 	resp := stubSubmit(t, g, tok, "k-1")
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
@@ -162,7 +218,7 @@ func TestLongPollWokenByTheChangeFeed(t *testing.T) {
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now}
 	require.NoError(t, store.Create(context.Background(), rec))
 	w := &stubWatch{ch: make(chan natsjs.RecordChange, 1), stopped: make(chan struct{})}
-	g, tok := stubGateway(t, deps{jobs: store, work: &failingWork{}})
+	g, tok := stubGateway(t, memStores(store, &failingWork{}))
 	g.changes = newChangeFeed(func() (recordWatch, error) { return w, nil })
 
 	type answer struct {
@@ -258,7 +314,7 @@ func TestAPollIsNeverAnsweredOlderThanItsETag(t *testing.T) {
 	}
 	setup := func(stale int) (*Gateway, string, *staleRecords) {
 		store := &staleRecords{memRecords: &memRecords{m: map[string]*job.Record{running.Key(): running.Clone()}}, stale: stale, older: queued}
-		g, tok := stubGateway(t, deps{jobs: store, work: &failingWork{}})
+		g, tok := stubGateway(t, memStores(store, &failingWork{}))
 		return g, tok, store
 	}
 
@@ -283,4 +339,22 @@ func TestAPollIsNeverAnsweredOlderThanItsETag(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "an older ETag: the version read is newer than it")
 	require.Equal(t, `"9266"`, resp.Header.Get("ETag"))
 	require.Equal(t, 1, store.reads)
+}
+
+// Every store is required: New names the one missing, also when it is a
+// nil adapter (what mapping resources without batches would give).
+func TestNewNamesAMissingStore(t *testing.T) {
+	t.Parallel()
+	cfg := Config{AuthSecret: []byte("0123456789abcdef0123456789abcdef")}
+	st := memStores(&memRecords{m: map[string]*job.Record{}}, &failingWork{})
+	g, err := New(cfg, st, nil)
+	require.NoError(t, err)
+	require.NoError(t, g.Stop(context.Background()))
+
+	st.Batches = nil
+	_, err = New(cfg, st, nil)
+	require.EqualError(t, err, "gateway: Stores.Batches is nil: every field is required")
+	st.Batches = (*natsjs.BatchStore)(nil)
+	_, err = New(cfg, st, nil)
+	require.EqualError(t, err, "gateway: Stores.Batches is nil: every field is required")
 }

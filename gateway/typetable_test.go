@@ -179,11 +179,12 @@ func TestAdmissionTimeoutStartsAfterValidation(t *testing.T) {
 	ints := testDecl("many_ints", `{"type":"object","additionalProperties":false,"properties":{"xs":{"type":"array","maxItems":65536,"items":{"type":"integer"}}}}`)
 	store := &deadlineRecords{memRecords: &memRecords{m: map[string]*job.Record{}}}
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	g, err := newGateway(Config{AuthSecret: secret}, deps{jobs: store, work: &failingWork{}, secrets: fixedSecrets{},
-		types: declTypes{jobtest.PermitReport(), ints}, watch: func() (recordWatch, error) { return nil, fmt.Errorf("none") }},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st := memStores(store, &failingWork{})
+	st.Types, st.Changes = declTypes{jobtest.PermitReport(), ints}, noChanges{fmt.Errorf("none")}
+	g, err := newGateway(Config{AuthSecret: secret}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.NoError(t, g.Init(context.Background()))
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
 	tok, err := auth.Mint(secret, auth.Identity{Tenant: "4", Requester: "reviewer-47"}, time.Hour, time.Now())
 	require.NoError(t, err)
 

@@ -106,7 +106,7 @@ func batchEvent(t natsjs.QueuedTask) (*event, error) {
 // notified as one.
 func (n *Notifier) isBatchItem(msg natsjs.EventMsg) (string, bool) {
 	id := msg.Header(natsjs.HeaderBatch)
-	if id == "" || n.batches == nil || n.jobs == nil || msg.Header(natsjs.HeaderBatchNotify) == job.NotifyEach {
+	if id == "" || msg.Header(natsjs.HeaderBatchNotify) == job.NotifyEach {
 		return "", false
 	}
 	return id, job.ValidBatchID(id)

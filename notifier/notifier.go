@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/required"
 	"github.com/jobgate/jobgate/internal/startstop"
 )
 
@@ -53,6 +54,17 @@ type deliveryFeed interface {
 	Stop()
 }
 
+// Stores are the adapters a notifier works on, every one required (New
+// names a missing one). internal/system maps the provisioned resources to
+// them.
+type Stores struct {
+	Events     eventSource   // job events, through the notifiers' shared consumers (natsjs.EventStream)
+	Deliveries deliveryQueue // the queue of pending deliveries (natsjs.Deliveries)
+	Notices    noticeStore   // delivery states and mail claims (natsjs.Notices)
+	Jobs       jobReader     // job records: a batch's items, for its notice (natsjs.Store)
+	Batches    batchReader   // batch records, for batch notices (natsjs.BatchStore)
+}
+
 // Notifier consumes job events and sends webhooks and mails. Any number of
 // notifiers may run against one deployment; they share one durable consumer
 // of events and one durable consumer per destination.
@@ -62,7 +74,7 @@ type Notifier struct {
 	events    eventSource
 	queue     deliveryQueue
 	notices   noticeStore
-	jobs      jobReader   // for batch notices; nil: batches notified per job
+	jobs      jobReader   // for batch notices
 	batches   batchReader //
 	http      *http.Client
 	mail      mailer
@@ -83,19 +95,18 @@ type Notifier struct {
 	stopping chan struct{}
 }
 
-// New checks cfg and builds a notifier on the provisioned resources.
-func New(cfg Config, res *natsjs.Resources, log *slog.Logger) (*Notifier, error) {
-	if res == nil || res.Events == nil || res.Notices == nil || res.Deliveries == nil {
-		return nil, errors.New("notifier: resources required")
+// New checks cfg and builds a notifier on st, every field of which is
+// required.
+func New(cfg Config, st Stores, log *slog.Logger) (*Notifier, error) {
+	if err := required.Fields(st); err != nil {
+		return nil, fmt.Errorf("notifier: %w", err)
 	}
-	n, err := newNotifier(cfg, res.Events, res.Deliveries, res.Notices, log)
-	if err == nil && res.Jobs != nil && res.Batches != nil {
-		n.jobs, n.batches = res.Jobs, res.Batches
-	}
-	return n, err
+	return newNotifier(cfg, st, log)
 }
 
-func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices noticeStore, log *slog.Logger) (*Notifier, error) {
+// newNotifier is New without the check of st: a test of one path gives
+// only the stores that path asks.
+func newNotifier(cfg Config, st Stores, log *slog.Logger) (*Notifier, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -105,7 +116,8 @@ func newNotifier(cfg Config, events eventSource, queue deliveryQueue, notices no
 	}
 	n := &Notifier{
 		stopping: make(chan struct{}),
-		cfg:      cfg, log: log, events: events, queue: queue, notices: notices, http: newHTTPClient(&cfg),
+		cfg:      cfg, log: log, events: st.Events, queue: st.Deliveries, notices: st.Notices, http: newHTTPClient(&cfg),
+		jobs: st.Jobs, batches: st.Batches,
 		endpoints: map[string][]*endpoint{}, stats: newCounters(), startTry: natsjs.StartTry,
 	}
 	for tenant, hooks := range cfg.Webhooks {

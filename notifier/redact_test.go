@@ -57,7 +57,7 @@ func TestWebhookURLSecretsStayOutOfLogsAndState(t *testing.T) {
 		Retries:      []time.Duration{10 * time.Millisecond},
 		StopGrace:    5 * time.Second, AckWait: 5 * time.Second, Instance: "redact",
 	}
-	n, err := New(cfg, b.res, log)
+	n, err := New(cfg, storesOf(b.res), log)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, n.Stop(context.Background())) })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

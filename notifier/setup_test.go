@@ -72,10 +72,16 @@ func (b *testBundle) build(t testing.TB, cfg Config) *Notifier {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", cfg.Instance)
 	}
-	n, err := New(cfg, b.res, log)
+	n, err := New(cfg, storesOf(b.res), log)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Stop(context.Background()) }) // a test that stops it checks how
 	return n
+}
+
+// storesOf is internal/system's notifierStores, which this package's tests
+// cannot import (it imports the notifier).
+func storesOf(res *natsjs.Resources) Stores {
+	return Stores{Events: res.Events, Deliveries: res.Deliveries, Notices: res.Notices, Jobs: res.Jobs, Batches: res.Batches}
 }
 
 // record builds a job record of tenant/requester in state, as the

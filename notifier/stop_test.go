@@ -57,7 +57,7 @@ func TestStopReturnsAtItsDeadline(t *testing.T) {
 func TestStopBeforeStart(t *testing.T) {
 	t.Parallel()
 	_, b := setup(t, Config{})
-	n, err := New(Config{Instance: "never-started"}, b.res, nil)
+	n, err := New(Config{Instance: "never-started"}, storesOf(b.res), nil)
 	require.NoError(t, err)
 	require.NoError(t, n.Stop(context.Background()))
 	require.NoError(t, n.Stop(context.Background()))

@@ -74,7 +74,7 @@ func TestNoticeStoreOutageIsNotAnAttempt(t *testing.T) {
 		Webhooks:     map[string][]Webhook{"4": {{URL: rcv.srv.URL, Secret: testSecret}}},
 		AllowPrivate: true,
 		Now:          func() time.Time { return now },
-	}, nil, nil, store, nil)
+	}, Stores{Notices: store}, nil)
 	require.NoError(t, err)
 	ep := n.endpoints["4"][0]
 	r := record("4", "reviewer-47", "job_outage", job.StateSucceeded)
@@ -98,4 +98,19 @@ func TestNoticeStoreOutageIsNotAnAttempt(t *testing.T) {
 	require.Equal(t, statusDelivered, st.Status)
 	require.Equal(t, 1, st.Attempts, "the outage did not count as an attempt")
 	require.Equal(t, now, st.UpdatedAt)
+}
+
+// Every store is required: New names the one missing, also when it is a
+// nil adapter (what mapping resources without batches would give).
+func TestNewNamesAMissingStore(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{}, Stores{}, nil)
+	require.EqualError(t, err, "notifier: Stores.Events is nil: every field is required")
+	st := Stores{Events: &natsjs.EventStream{}, Deliveries: &natsjs.Deliveries{}, Notices: &natsjs.Notices{}, Jobs: &natsjs.Store{},
+		Batches: (*natsjs.BatchStore)(nil)}
+	_, err = New(Config{}, st, nil)
+	require.EqualError(t, err, "notifier: Stores.Batches is nil: every field is required")
+	st.Batches = &natsjs.BatchStore{}
+	_, err = New(Config{}, st, nil)
+	require.NoError(t, err)
 }

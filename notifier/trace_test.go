@@ -74,7 +74,7 @@ func TestWebhookDeliveryIsASpanOfTheJobsTraceSentAsTraceparent(t *testing.T) {
 		Retries:      []time.Duration{50 * time.Millisecond, time.Hour},
 		StopGrace:    5 * time.Second, AckWait: 5 * time.Second,
 	}
-	n, err := New(cfg, b.res, slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil))))
+	n, err := New(cfg, storesOf(b.res), slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil))))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Stop(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

@@ -109,6 +109,22 @@ func TestServicesDoNotImportEachOther(t *testing.T) {
 	}
 }
 
+// assembled are the packages internal/system builds from the provisioned
+// resources: each takes the adapters it declares (its Stores), never
+// natsjs.Resources whole, and only the assembly maps one to the other.
+var assembled = []string{"gateway", "dispatcher", "notifier", "renderer", "internal/broker"}
+
+func TestServicesTakeTheStoresTheyDeclare(t *testing.T) {
+	t.Parallel()
+	for _, dir := range assembled {
+		t.Run(dir, func(t *testing.T) {
+			for _, at := range resourcesMentions(t, "../../"+dir) {
+				t.Errorf("%s: %s names natsjs.Resources; take the adapters the package declares (its Stores), mapped in internal/system", at, dir)
+			}
+		})
+	}
+}
+
 func TestAPIPackageIsStandardLibraryOnly(t *testing.T) {
 	t.Parallel()
 	pkgs := load(t)

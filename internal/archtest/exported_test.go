@@ -135,3 +135,43 @@ func exportedRecv(fl *ast.FieldList) bool {
 		}
 	}
 }
+
+// resourcesMentions parses the non-test files of the package in dir and
+// returns each place that names natsjs.Resources, whatever the import's
+// local name.
+func resourcesMentions(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var found []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		local := ""
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); path == module+"/internal/natsjs" {
+				local = "natsjs"
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+			}
+		}
+		if local == "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Resources" {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == local {
+					found = append(found, fset.Position(sel.Pos()).String())
+				}
+			}
+			return true
+		})
+	}
+	return found
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/required"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -33,7 +34,7 @@ const opTimeout = 10 * time.Second
 // Broker answers the requests of worker processes.
 type Broker struct {
 	cfg    Config
-	res    *natsjs.Resources
+	res    Stores // the adapters it works on
 	nc     *nats.Conn
 	log    *slog.Logger
 	secret []byte
@@ -83,16 +84,17 @@ type cachedDecl struct {
 	at time.Time
 }
 
-// New returns a broker over res, answering on nc (a connection with
-// jobgate's own permissions).
-func New(cfg Config, res *natsjs.Resources, nc *nats.Conn, log *slog.Logger) (*Broker, error) {
+// New returns a broker over res, every field of which is required,
+// answering on res.Conn.
+func New(cfg Config, res Stores, log *slog.Logger) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	if res == nil || nc == nil {
-		return nil, errors.New("broker: resources and a connection are required")
+	if err := required.Fields(res); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
 	}
+	nc := res.Conn
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

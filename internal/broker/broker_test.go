@@ -169,7 +169,7 @@ func TestAClaimMadeTooLateForItsWorkerGoesToTheNextAsTheSameAttempt(t *testing.T
 	cfg := testConfig()
 	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	conn := env.Connect(t, "broker")
-	b, err := New(cfg, conn.Res, conn.NC, slog.New(slog.DiscardHandler))
+	b, err := New(cfg, storesOf(conn), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	var slow sync.Once
 	b.beforeClaimWrite = func(string) { slow.Do(func() { offset.Add(int64(20 * time.Second)) }) }
@@ -458,7 +458,7 @@ func TestACredentialsRequestsAreRateLimited(t *testing.T) {
 	cfg := testConfig()
 	cfg.Rate, cfg.Burst = 1, 3
 	conn := env.Connect(t, "broker")
-	b, err := New(cfg, conn.Res, conn.NC, nil)
+	b, err := New(cfg, storesOf(conn), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(b.Stop)
@@ -507,7 +507,7 @@ func TestACredentialsPresenceAndUploadsAreBounded(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxWorkers, cfg.MaxUploadsPer = 3, 1
 	conn := env.Connect(t, "broker")
-	b, err := New(cfg, conn.Res, conn.NC, nil)
+	b, err := New(cfg, storesOf(conn), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(b.Stop)
@@ -579,7 +579,7 @@ func TestABrokersRequestsInFlightAreBounded(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxInFlight = 1
 	conn := env.Connect(t, "broker")
-	b, err := New(cfg, conn.Res, conn.NC, nil)
+	b, err := New(cfg, storesOf(conn), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(b.Stop)

@@ -42,7 +42,7 @@ func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 		layout = *tb.layout
 	}
 	conn := tb.env.ConnectLayout(t, "broker", layout)
-	b, err := New(testConfig(), conn.Res, conn.NC, slog.New(slog.DiscardHandler))
+	b, err := New(testConfig(), storesOf(conn), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -56,6 +56,13 @@ func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 	}
 	t.Cleanup(b.Stop)
 	return b
+}
+
+// storesOf is internal/system's BrokerStores on conn, which this package's
+// tests cannot import (it imports the broker).
+func storesOf(conn *jobtest.Conn) Stores {
+	res := conn.Res
+	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Types: res.Types, Results: res, Conn: conn.NC}
 }
 
 // ask sends one request as credential cred and returns the reply.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,11 +20,21 @@ import (
 func Start(t testing.TB, env *jobtest.Env, cfg broker.Config) *broker.Broker {
 	t.Helper()
 	conn := env.Connect(t, "broker")
-	b, err := broker.New(cfg, conn.Res, conn.NC, slog.New(slog.DiscardHandler))
+	b, err := broker.New(cfg, Stores(conn.Res), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(b.Stop)
 	return b
+}
+
+// Stores are the broker's adapters on res, answering on res's connection:
+// internal/system's BrokerStores, for the tests of the packages that
+// internal/system imports (and so cannot import it).
+func Stores(res *natsjs.Resources) broker.Stores {
+	return broker.Stores{
+		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Types: res.Types, Results: res,
+		Conn: res.JS.Conn(),
+	}
 }

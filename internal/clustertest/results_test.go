@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -169,7 +170,7 @@ func startBroker(t *testing.T, name string, res *natsjs.Resources) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := broker.New(broker.Config{BeatInterval: 500 * time.Millisecond, StaleAfter: 2500 * time.Millisecond},
-		res, res.JS.Conn(), testLogger(t).With("component", name))
+		system.BrokerStores(res), testLogger(t).With("component", name))
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(b.Stop)

@@ -26,6 +26,7 @@ import (
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,7 +84,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		g, err := gateway.New(gateway.Config{
 			Addr: "127.0.0.1:0", AuthSecret: authSecret, SubmitRate: 1000, SubmitBurst: 1000,
 			Failpoints: opts.gatewayFailpoints[i],
-		}, connect(fmt.Sprintf("gateway-%d", i+1), node), log.With("component", fmt.Sprintf("gateway-%d", i+1)))
+		}, system.GatewayStores(connect(fmt.Sprintf("gateway-%d", i+1), node)), log.With("component", fmt.Sprintf("gateway-%d", i+1)))
 		require.NoError(t, err)
 		require.NoError(t, g.Start(ctx))
 		t.Cleanup(func() { _ = g.Stop(context.Background()) })
@@ -96,7 +97,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 		name := fmt.Sprintf("dispatcher-%d", i+1)
 		// The default staleness (15 s): a worker cut off for the seconds
 		// of a node's loss keeps its claim.
-		disp, err := dispatcher.New(dispatcher.Config{}, connect(name, node), log.With("component", name))
+		disp, err := dispatcher.New(dispatcher.Config{}, system.DispatcherStores(connect(name, node)), log.With("component", name))
 		require.NoError(t, err)
 		require.NoError(t, disp.Start(ctx))
 		t.Cleanup(func() { _ = disp.Stop(context.Background()) })
@@ -114,7 +115,7 @@ func setup(t *testing.T, opts setupOptions) *deployment {
 			Addresses: map[string]string{tenant + "/" + requester: mailAddr},
 		},
 		Instance: "notifier-1",
-	}, connect("notifier", 2), log.With("component", "notifier"))
+	}, system.NotifierStores(connect("notifier", 2)), log.With("component", "notifier"))
 	require.NoError(t, err)
 	require.NoError(t, n.Start(ctx))
 	t.Cleanup(func() { _ = n.Stop(context.Background()) })

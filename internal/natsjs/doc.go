@@ -20,6 +20,8 @@
 // the domain's (job.ErrNotFound, job.ErrUnavailable, job.ErrResultExpired)
 // and this package's (ErrExists, ErrStale, ErrWorkGone, ErrOwned,
 // ErrLayoutMismatch): JetStream's errors are mapped here and nowhere else,
-// and the services declare the small interfaces they consume
-// (internal/archtest checks they import no NATS client).
+// and the services declare the small interfaces they consume and take them
+// as a Stores of their own, which internal/system maps Resources to
+// (internal/archtest checks they import no NATS client and name no
+// Resources).
 package natsjs

@@ -172,11 +172,13 @@ func (m mismatchErrors) Unwrap() []error {
 	return out
 }
 
-// Resources are the provisioned handles every service works with: typed
-// adapters with methods, whose errors are the domain's (job.ErrNotFound,
-// job.ErrUnavailable, ...) and this package's (ErrExists, ErrStale,
-// ErrWorkGone). The services declare the small interfaces they consume and
-// take them from here.
+// Resources are what Provision (and Rebind, Bind) return: the handles on
+// the provisioned streams and buckets, as typed adapters with methods whose
+// errors are the domain's (job.ErrNotFound, job.ErrUnavailable, ...) and
+// this package's (ErrExists, ErrStale, ErrWorkGone). No service takes them
+// whole: each declares the small interfaces it consumes and takes them as
+// a Stores of its own, and only the assembly (internal/system) maps
+// Resources to those.
 type Resources struct {
 	Jobs       *Store       // job records (JOBGATE_JOBS)
 	Work       *WorkQueue   // work messages (JOBGATE_WORK)

@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
 	"github.com/stretchr/testify/require"
@@ -101,7 +102,7 @@ func (b *testBundle) dispatcher(t *testing.T, name string, opts ...func(*dispatc
 	for _, o := range opts {
 		o(&cfg)
 	}
-	d, err := dispatcher.New(cfg, b.env.Connect(t, name).Res, slog.New(slog.DiscardHandler))
+	d, err := dispatcher.New(cfg, system.DispatcherStores(b.env.Connect(t, name).Res), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, d.Start(context.Background()))
 	t.Cleanup(func() { _ = d.Stop(context.Background()) })

@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/stretchr/testify/require"
 )
@@ -47,7 +48,7 @@ func (b *testBundle) gateway(t *testing.T) (string, string) {
 	t.Helper()
 	secret := []byte("pipeline-test-secret-0123456789ab")
 	g, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret, SubmitRate: 1e6, SubmitBurst: 1e6,
-		ReadRate: 1e6, ReadBurst: 1e6}, b.env.Connect(t, "gateway").Res, slog.New(slog.DiscardHandler))
+		ReadRate: 1e6, ReadBurst: 1e6}, system.GatewayStores(b.env.Connect(t, "gateway").Res), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(context.Background()))
 	t.Cleanup(func() { _ = g.Stop(context.Background()) })

@@ -18,7 +18,7 @@ type dispatcherWithBatches struct {
 }
 
 func (s *System) withBatchRelay(d *dispatcher.Dispatcher, res *natsjs.Resources) (Service, error) {
-	br, err := dispatcher.NewBatchRelay(dispatcher.BatchRelayConfig{Failpoints: s.fp}, res, s.log.With("service", "batch-relay"))
+	br, err := dispatcher.NewBatchRelay(dispatcher.BatchRelayConfig{Failpoints: s.fp}, BatchRelayStores(res), s.log.With("service", "batch-relay"))
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func (s *System) newDispatcher(res *natsjs.Resources) (Service, error) {
 			TenantMaxRunning:    c.Renderer.TenantMaxRunning,
 			TenantMaxRunningFor: c.Renderer.TenantMaxRunningFor,
 		},
-	}, res, s.log.With("service", "dispatcher"))
+	}, DispatcherStores(res), s.log.With("service", "dispatcher"))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (s *System) newNotifier(res *natsjs.Resources) (*notifier.Notifier, error) 
 			cfg.Webhooks[tenant] = append(cfg.Webhooks[tenant], w)
 		}
 	}
-	return notifier.New(cfg, res, s.log.With("service", "notifier"))
+	return notifier.New(cfg, NotifierStores(res), s.log.With("service", "notifier"))
 }
 
 // indexDir keeps the gateway's query index in the data dir, so a restart
@@ -131,5 +131,5 @@ func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 		Metrics:                  s.metrics,
 		MetricsToken:             c.MetricsToken,
 		IndexDir:                 indexDir(c.DataDir),
-	}, res, s.log.With("component", "gateway"))
+	}, GatewayStores(res), s.log.With("component", "gateway"))
 }

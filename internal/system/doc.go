@@ -12,7 +12,11 @@
 // the external one in Settings.NATS.URL), provisions the streams and
 // buckets (a process that runs only workers binds to them instead: worker
 // credentials may create nothing), and starts the components, each on a
-// NATS connection of its own when the process runs more than one:
+// NATS connection of its own when the process runs more than one. Each
+// component takes the adapters it declares (its package's Stores), never
+// the provisioned natsjs.Resources whole; stores.go is the one mapping from
+// the one to the others (GatewayStores, DispatcherStores, ...), which the
+// harnesses that build a component by hand use too:
 //
 //  1. notifier: webhooks and mail for the events the others publish;
 //  2. dispatcher: the relay, the sweeper and the broker that
