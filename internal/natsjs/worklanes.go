@@ -95,7 +95,13 @@ func (l *WorkLanes) Oldest(ctx context.Context, tenant, requester string, from u
 // any, and past the first no more than maxBytes of message data. None:
 // the lane has no message from there.
 func (l *WorkLanes) OldestBatch(ctx context.Context, tenant, requester string, from uint64, n, maxBytes int) ([]*LaneMsg, error) {
-	if n <= 1 {
+	s, err := l.stream.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Batches are direct gets only; a stream on a cluster is read from
+	// its leader (its followers may be behind), one message a request.
+	if n <= 1 || !s.CachedInfo().Config.AllowDirect {
 		m, err := l.Oldest(ctx, tenant, requester, from)
 		if m == nil || err != nil {
 			return nil, err

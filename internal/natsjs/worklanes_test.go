@@ -56,4 +56,18 @@ func TestALaneIsReadInBatches(t *testing.T) {
 	empty, err := lanes.OldestBatch(ctx, "4", "carol", 0, 16, 1<<20)
 	require.NoError(t, err)
 	require.Empty(t, empty)
+
+	// A stream read from its leader only (a cluster's) answers no batch
+	// direct get: the lane is read a message at a time.
+	s, err := res.JS.Stream(ctx, natsjs.StreamWork)
+	require.NoError(t, err)
+	cfg := s.CachedInfo().Config
+	cfg.AllowDirect = false
+	_, err = res.JS.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	res, err = natsjs.Rebind(ctx, res.JS, res)
+	require.NoError(t, err)
+	leader, err := res.Work.Lanes("permit_report").OldestBatch(ctx, "4", "alice", 0, 16, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, ids[:1], idsOf(leader))
 }
