@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/required"
+	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -57,6 +58,9 @@ type Broker struct {
 	limits  map[string]*bucket
 	waiting map[string]int
 	uploads map[string]*upload
+	// quota counts each tenant's stored result bytes against its result
+	// quota; uploads reserve their bytes in it as they arrive (upload.go).
+	quota *tenantquota.Tally
 	// presence holds, per type, the worker names announced within
 	// PresenceTTL, so one credential cannot flood the workers bucket.
 	presence map[string]map[string]time.Time
@@ -98,10 +102,16 @@ func New(cfg Config, res Stores, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{cfg: cfg, res: res, nc: nc, inFlight: make(chan struct{}, cfg.MaxInFlight), log: log.With("component", "broker", "host", cfg.Host),
+	b := &Broker{cfg: cfg, res: res, nc: nc, inFlight: make(chan struct{}, cfg.MaxInFlight), log: log.With("component", "broker", "host", cfg.Host),
 		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
 		waiting: map[string]int{}, uploads: map[string]*upload{},
-		presence: map[string]map[string]time.Time{}}, nil
+		presence: map[string]map[string]time.Time{}}
+	q, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: res.Results.TenantUse, Log: b.log})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b.quota = q
+	return b, nil
 }
 
 // Start loads the claim secret and subscribes to the workers' requests. The
@@ -116,6 +126,11 @@ func (b *Broker) Start(ctx context.Context) error {
 		return fmt.Errorf("broker: claim secret: %w", err)
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.quota.Run(b.ctx) // reads the tenants' stored result bytes until Stop
+	}()
 	handlers := map[string]func(context.Context, *request) *wire.Reply{
 		wire.OpDeclare: b.declare, wire.OpHello: b.hello, wire.OpBye: b.bye, wire.OpNext: b.next,
 		wire.OpBeat: b.beat, wire.OpOpen: b.open, wire.OpDone: b.done, wire.OpFail: b.fail, wire.OpGiveBack: b.giveBack,

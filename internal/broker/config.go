@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/tenantquota"
 )
 
 // Config tunes a broker. Zero fields take the documented defaults.
@@ -41,6 +43,14 @@ type Config struct {
 	// UploadIdle ends an upload that received no chunk for this long.
 	// Default 30s.
 	UploadIdle time.Duration
+	// TenantResultsMaxBytes is each tenant's result quota: an upload that
+	// would take its tenant's stored result bytes past it is refused as it
+	// arrives and its job fails budget_exceeded (see internal/tenantquota
+	// for how the bytes are counted). Default tenantquota.DefaultMaxBytes.
+	TenantResultsMaxBytes int64
+	// OnResultQuotaFull, if set, is called when an upload is refused for
+	// its tenant's result quota.
+	OnResultQuotaFull func()
 	// Rate and Burst bound the requests per second of one credential.
 	// Default 2000 and 4000.
 	Rate, Burst float64
@@ -94,6 +104,9 @@ func (c Config) withDefaults() Config {
 	if c.UploadIdle == 0 {
 		c.UploadIdle = 30 * time.Second
 	}
+	if c.TenantResultsMaxBytes == 0 {
+		c.TenantResultsMaxBytes = tenantquota.DefaultMaxBytes
+	}
 	if c.Rate == 0 {
 		c.Rate = 2000
 	}
@@ -118,8 +131,8 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s)", c.StaleAfter, c.BeatInterval))
 	}
 	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.MaxUploads < 1 || c.MaxUploadsPer < 1 || c.MaxWorkers < 1 || c.UploadIdle <= 0 ||
-		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 || c.MaxInFlight < 1 {
-		errs = append(errs, errors.New("retry base, max attempts, uploads, upload idle, rate, burst and waiting must be positive"))
+		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 || c.MaxInFlight < 1 || c.TenantResultsMaxBytes < 0 {
+		errs = append(errs, errors.New("retry base, max attempts, uploads, upload idle, rate, burst, waiting and the tenant result quota must be positive"))
 	}
 	for tenant, w := range c.TenantWeights {
 		if w < 1 || w > 1000 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
@@ -12,8 +13,9 @@ import (
 )
 
 // A result that does not fit in the results' byte budget is refused as too
-// large, which fails the job (budget_exceeded) instead of handing it back
-// to wait for room that may never come.
+// large, and the broker fails the job (budget_exceeded) instead of handing
+// it back to wait for room that may never come, whatever its worker
+// reports next.
 func TestAResultPastTheResultsBudgetIsTooLarge(t *testing.T) {
 	t.Parallel()
 	env := jobtest.Start(t)
@@ -29,4 +31,9 @@ func TestAResultPastTheResultsBudgetIsTooLarge(t *testing.T) {
 	r := tb.chunk(t, credA, "big", open.Upload, 0, bytes.Repeat([]byte("y"), 100<<10), true)
 	require.NotNil(t, r.Error)
 	require.Equal(t, wire.CodeTooLarge, r.Error.Code, r.Error.Message)
+	rec := tb.record(t, a.Key)
+	require.Equal(t, job.StateFailed, rec.State)
+	require.Equal(t, job.CategoryBudgetExceeded, rec.Error.Category)
+	require.Contains(t, rec.Error.Message, "result storage is full")
+	require.Empty(t, jobtest.Objects(t, tb.conn.Res))
 }

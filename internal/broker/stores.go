@@ -20,9 +20,11 @@ type Stores struct {
 	Conn    *nats.Conn          // the connection it answers the workers on, with jobgate's own permissions
 }
 
-// Results stores, checks and removes result objects (natsjs.Resources).
+// Results stores, checks and removes result objects (natsjs.Resources), and
+// reads what each tenant stores (its result quota, upload.go).
 type Results interface {
-	PutResult(ctx context.Context, name, contentType, description string, body io.Reader) (int64, error)
+	PutResult(ctx context.Context, obj natsjs.ResultObject, body io.Reader) (int64, error)
 	ResultInfo(ctx context.Context, name string) (size int64, sha256 string, err error)
 	DeleteResult(ctx context.Context, name string) error
+	TenantUse(ctx context.Context) (map[string]int64, error)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/jobgate/jobgate/internal/job"
@@ -26,27 +27,36 @@ import (
 // errTooLarge: an upload outgrew its type's limit.
 var errTooLarge = errors.New("result larger than the type's limit")
 
+// errOverQuota: an upload would take its tenant past its result quota.
+var errOverQuota = errors.New("result past its tenant's result quota")
+
 // upload is one result streamed from a worker into the result store: the
 // worker sends its chunks, in order, to this broker's own subject for it,
 // and each chunk is answered once the store took it.
 type upload struct {
 	b      *Broker
 	cred   string
+	typ    string
+	held   wire.Held // the job and claim the upload is for
+	tenant string    // the job's: the result counts against its quota
 	id     string
 	object string
 	max    int64
 	sub    *nats.Subscription
 
-	mu     sync.Mutex
-	pw     *io.PipeWriter
-	h      hash.Hash
-	n      int64
-	seq    int
-	timer  *time.Timer
-	ended  bool
-	done   chan struct{}
-	size   int64
-	putErr error
+	mu  sync.Mutex
+	pw  *io.PipeWriter
+	h   hash.Hash
+	n   int64
+	seq int
+	// reserved is what the upload holds of its tenant's quota (b.quota):
+	// every chunk taken, reserved before it is.
+	reserved int64
+	timer    *time.Timer
+	ended    bool
+	done     chan struct{}
+	size     int64
+	putErr   error
 	// ctx is the upload's span's (a child of its attempt's span, in the
 	// job's trace), for its log lines; span ends with the upload.
 	ctx  context.Context
@@ -62,8 +72,8 @@ func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	}
 	var raw [9]byte
 	_, _ = rand.Read(raw[:])
-	u := &upload{b: b, cred: r.cred, id: hex.EncodeToString(raw[:]), object: objectName(h.rec), max: h.decl.MaxResultBytes,
-		h: sha256.New(), done: make(chan struct{})}
+	u := &upload{b: b, cred: r.cred, typ: r.typ, held: req, tenant: h.rec.Tenant, id: hex.EncodeToString(raw[:]),
+		object: objectName(h.rec), max: h.decl.MaxResultBytes, h: sha256.New(), done: make(chan struct{})}
 	b.mu.Lock()
 	if len(b.uploads) >= b.cfg.MaxUploads {
 		b.mu.Unlock()
@@ -106,7 +116,8 @@ func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	go func() {
 		defer b.wg.Done()
 		defer close(u.done)
-		size, err := b.res.PutResult(trace.ContextWithSpan(b.ctx, span), u.object, h.decl.ContentType, desc, pr)
+		size, err := b.res.PutResult(trace.ContextWithSpan(b.ctx, span),
+			natsjs.ResultObject{Name: u.object, Tenant: u.tenant, ContentType: h.decl.ContentType, Description: desc}, pr)
 		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
 		u.mu.Lock()
 		u.size, u.putErr = size, err
@@ -157,6 +168,14 @@ func (u *upload) chunk(m *nats.Msg) {
 		respond(m, refuse(wire.CodeTooLarge, "the result is larger than the type's limit of %d bytes", u.max))
 		return
 	}
+	// The tenant's quota is checked as the bytes arrive: a streamed
+	// result's size is known only at its end.
+	if fits, used := u.b.quota.Reserve(u.tenant, int64(len(m.Data))); !fits {
+		u.mu.Unlock()
+		u.overQuota(m, used)
+		return
+	}
+	u.reserved += int64(len(m.Data))
 	u.seq++
 	u.n += int64(len(m.Data))
 	u.h.Write(m.Data)
@@ -198,6 +217,7 @@ func (u *upload) storeError(err error) *wire.Reply {
 		// A result that does not fit fails its job (budget_exceeded)
 		// rather than being given back to wait for room forever.
 		u.b.log.WarnContext(u.logCtx(), "result not stored: the results' byte budget is used up", "object", u.object)
+		u.failJob("the result was not stored: the deployment's result storage is full", "the results' byte budget is used up: "+err.Error())
 		return refuse(wire.CodeTooLarge, "the deployment's result storage is full")
 	}
 	if natsjs.Unavailable(err) || errors.Is(err, context.Canceled) {
@@ -205,6 +225,53 @@ func (u *upload) storeError(err error) *wire.Reply {
 	}
 	u.b.log.WarnContext(u.logCtx(), "result not stored", "object", u.object, "err", err)
 	return refuse(wire.CodeUnavailable, "the result could not be stored")
+}
+
+// overQuota refuses the chunk that would take the upload's tenant past its
+// result quota, which used holds already. Nothing of the result stays: the
+// put is aborted and its chunks purged before the answer. The job fails
+// budget_exceeded here, not on the worker's word: a worker that reports
+// the attempt otherwise, or not at all, neither retries it into the same
+// refusal nor leaves it hanging.
+func (u *upload) overQuota(m *nats.Msg, used int64) {
+	quota := u.b.quota.MaxBytes()
+	u.b.log.WarnContext(u.logCtx(), "result not stored: its tenant's result quota is used up", "object", u.object,
+		"tenant", u.tenant, "tenant_result_bytes", used, "quota", quota)
+	if u.b.cfg.OnResultQuotaFull != nil {
+		u.b.cfg.OnResultQuotaFull()
+	}
+	u.abort(errOverQuota)
+	u.awaitPut()
+	msg := fmt.Sprintf("the result was not stored: it would take the tenant's stored results past its result quota of %d bytes", quota)
+	u.failJob(msg, fmt.Sprintf("result %s refused: tenant %s stores %d bytes (this broker's count) of its result quota of %d", u.object, u.tenant, used, quota))
+	respond(m, refuse(wire.CodeTooLarge, "%s", msg))
+}
+
+// awaitPut waits, at most opTimeout, for the upload's put to end (an
+// aborted put has purged its chunks when it ends).
+func (u *upload) awaitPut() {
+	t := time.NewTimer(opTimeout)
+	defer t.Stop()
+	select {
+	case <-u.done:
+	case <-t.C:
+		u.b.log.WarnContext(u.logCtx(), "aborted result put did not end in time; its chunks go with the results' retention", "object", u.object)
+	}
+}
+
+// failJob fails the upload's job (budget_exceeded, not retried) as a
+// worker's fail of kind budget would, with userMsg for the job's owner and
+// cause for the operator: the claim, the job's state rules and the
+// bookkeeping of a verdict are the fail handler's. A job that moved on
+// meanwhile (canceled, failed by the worker) stays as it is.
+func (u *upload) failJob(userMsg, cause string) {
+	data, err := json.Marshal(wire.FailRequest{Held: u.held, Kind: wire.KindBudget, Message: cause, UserMessage: userMsg})
+	if err != nil {
+		return
+	}
+	if reply := u.b.fail(u.b.ctx, &request{msg: &nats.Msg{Data: data}, cred: u.cred, typ: u.typ}); reply.Error != nil {
+		u.b.log.InfoContext(u.logCtx(), "job of a refused result not failed here", "object", u.object, "code", reply.Error.Code, "why", reply.Error.Message)
+	}
 }
 
 // abort ends an upload that will not complete; the partial object is
@@ -240,8 +307,12 @@ func (u *upload) end(cause error) {
 	if u.timer != nil {
 		u.timer.Stop()
 	}
-	sub, span, n, chunks := u.sub, u.span, u.n, u.seq
+	sub, span, n, chunks, reserved := u.sub, u.span, u.n, u.seq, u.reserved
+	u.reserved = 0
 	u.mu.Unlock()
+	// A stored result counts as this broker's own until a reading of the
+	// store finds it; one not stored frees what it reserved.
+	u.b.quota.Release(u.tenant, reserved, cause == nil)
 	if span != nil {
 		span.SetAttributes(attribute.Int64("jobgate.result.bytes", n), attribute.Int("jobgate.result.chunks", chunks))
 		if cause != nil {

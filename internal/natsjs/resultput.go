@@ -13,11 +13,28 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// PutResult streams a result object into the results store under name and
-// returns its size (see putResult). A read error from r aborts the put and
-// leaves nothing.
-func (r *Resources) PutResult(ctx context.Context, name, contentType, description string, body io.Reader) (int64, error) {
-	return putResult(ctx, r.resultChunks, r.Results, name, contentType, description, body)
+// ResultObject is a result object being put: its name (<jobID>.a<attempt>)
+// and what it records alongside the bytes.
+type ResultObject struct {
+	Name        string
+	Tenant      string // the job's tenant, whose result quota the object counts against (HeaderTenant)
+	ContentType string
+	Description string
+}
+
+// PutResult streams a result object into the results store and returns its
+// size (see putResult). A read error from body aborts the put and leaves
+// nothing.
+func (r *Resources) PutResult(ctx context.Context, obj ResultObject, body io.Reader) (int64, error) {
+	return putResult(ctx, r.resultChunks, r.Results, obj, body)
+}
+
+// TenantUse is each tenant's stored result bytes (ResultFiles.TenantUse).
+func (r *Resources) TenantUse(ctx context.Context) (map[string]int64, error) {
+	if r.Files == nil {
+		return nil, errors.New("tenants' result use: no result files bound")
+	}
+	return r.Files.TenantUse(ctx)
 }
 
 // DeleteResult removes a result object; one that is gone is not an error.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -31,10 +30,10 @@ func TestTenantUseSumsEachTenantsStoredResults(t *testing.T) {
 
 	put := func(name, tenant string, size int) {
 		t.Helper()
-		info, err := res.Results.Put(ctx, jetstream.ObjectMeta{Name: name, Headers: nats.Header{natsjs.HeaderTenant: []string{tenant}}},
+		n, err := res.PutResult(ctx, natsjs.ResultObject{Name: name, Tenant: tenant, ContentType: "text/plain"},
 			strings.NewReader(strings.Repeat("r", size)))
 		require.NoError(t, err)
-		require.EqualValues(t, size, info.Size)
+		require.EqualValues(t, size, n)
 	}
 	// More objects than the listing's channel holds, and one of several
 	// chunks.
@@ -54,6 +53,9 @@ func TestTenantUseSumsEachTenantsStoredResults(t *testing.T) {
 
 	use, err = res.Files.TenantUse(ctx)
 	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"4": 40*1000 + 300<<10, "7": 5000}, use)
+	use, err = res.TenantUse(ctx)
+	require.NoError(t, err, "the broker reads it through the resources it stores results with")
 	require.Equal(t, map[string]int64{"4": 40*1000 + 300<<10, "7": 5000}, use)
 
 	done, stop := context.WithCancel(ctx)

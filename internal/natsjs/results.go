@@ -126,10 +126,14 @@ func stopWatch(w jetstream.ObjectWatcher) {
 // it reads object metadata by direct get while the configuration it last
 // read allows that, and a handle opened before its provisioner turned
 // direct gets off would otherwise meet "no responders" from then on.
-func putResult(ctx context.Context, chunks *streamRef, os jetstream.ObjectStore, name, contentType, description string, body io.Reader) (int64, error) {
+func putResult(ctx context.Context, chunks *streamRef, os jetstream.ObjectStore, obj ResultObject, body io.Reader) (int64, error) {
+	name := obj.Name
 	meta := jetstream.ObjectMeta{
-		Name: name, Description: description,
-		Headers: nats.Header{"Content-Type": []string{contentType}},
+		Name: name, Description: obj.Description,
+		Headers: nats.Header{"Content-Type": []string{obj.ContentType}},
+	}
+	if obj.Tenant != "" {
+		meta.Headers[HeaderTenant] = []string{obj.Tenant}
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()

@@ -59,7 +59,8 @@ func TestEveryResourceHasAByteBudgetAndRefusesPastIt(t *testing.T) {
 	require.EqualValues(t, 64<<10, use[0].MaxBytes)
 	require.Greater(t, use[0].Bytes, int64(60<<10))
 
-	_, err = res.PutResult(ctx, "job_big.a1", "text/plain", "too big", strings.NewReader(strings.Repeat("y", 100<<10)))
+	_, err = res.PutResult(ctx, natsjs.ResultObject{Name: "job_big.a1", Tenant: "4", ContentType: "text/plain", Description: "too big"},
+		strings.NewReader(strings.Repeat("y", 100<<10)))
 	require.ErrorIs(t, err, job.ErrStorageFull, "the results' budget")
 }
 
