@@ -100,6 +100,9 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 			endAdmissionSpan(span, c, "conflict", nil)
 		case errors.Is(err, job.ErrStorageFull):
 			g.cfg.Metrics.Admission("storage_full", 0)
+			if errors.Is(err, errTenantResultsFull) {
+				g.cfg.Metrics.TenantResultsFull("admission")
+			}
 			endAdmissionSpan(span, c, "storage_full", err)
 			g.log.WarnContext(ctx, "admission refused: storage full", "tenant", id.Tenant, "err", err)
 		default:
@@ -197,7 +200,7 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 	if d, ok := g.types.decl(req.Type); ok {
 		rec.MaxAttempts, rec.TimeoutSeconds = d.Attempts, d.TimeoutSeconds
 	}
-	if full := g.storage.room(ctx); full != nil {
+	if full := g.storage.room(ctx, a.tenant); full != nil {
 		// No room for a new job, but a key already taken still answers
 		// with its job: a replay writes nothing.
 		existing, err := g.jobs.Get(ctx, a.storeKey)

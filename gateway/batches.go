@@ -99,7 +99,7 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 		}
 		b.Items[i] = it
 	}
-	if full := g.storage.room(ctx); full != nil {
+	if full := g.storage.room(ctx, id.Tenant); full != nil {
 		// A key already taken still answers with its batch.
 		existing, err := g.batches.Get(ctx, b.Key())
 		if err == nil {
@@ -107,6 +107,9 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 		}
 		if !errors.Is(err, job.ErrNotFound) {
 			return writeProblem(c, err)
+		}
+		if errors.Is(full, errTenantResultsFull) {
+			g.cfg.Metrics.TenantResultsFull("admission")
 		}
 		return writeProblem(c, full)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/pkg/api"
 )
 
@@ -68,6 +69,10 @@ type Config struct {
 	// derived from the record change log, rebuilt when missing). Empty: a
 	// temporary dir, removed on Stop, so every start rebuilds it.
 	IndexDir string
+	// TenantResultsMaxBytes is each tenant's result quota: once its stored
+	// result bytes are 90% of it, the tenant's admissions answer 507
+	// storage-full (default tenantquota.DefaultMaxBytes).
+	TenantResultsMaxBytes int64
 	// BulkTimeBudget is how long one admin bulk cancel or retry works
 	// before it answers with a cursor (default api.BulkTimeBudget, 10s).
 	BulkTimeBudget time.Duration
@@ -126,6 +131,9 @@ func (c *Config) withDefaults() Config {
 	if out.StreamHeartbeat == 0 {
 		out.StreamHeartbeat = 15 * time.Second
 	}
+	if out.TenantResultsMaxBytes == 0 {
+		out.TenantResultsMaxBytes = tenantquota.DefaultMaxBytes
+	}
 	if out.BulkTimeBudget == 0 {
 		out.BulkTimeBudget = api.BulkTimeBudget
 	}
@@ -155,6 +163,9 @@ func (c *Config) validate() error {
 	}
 	if c.StreamWriteTimeout <= 0 || c.StreamHeartbeat <= 0 {
 		errs = append(errs, errors.New("stream write timeout and heartbeat must be positive"))
+	}
+	if c.TenantResultsMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("tenant result quota must be positive, got %d", c.TenantResultsMaxBytes))
 	}
 	if c.ReadBurst < 1 || c.SubmitBurst < 1 {
 		errs = append(errs, errors.New("rate limit bursts must be at least 1"))

@@ -41,9 +41,11 @@ type secretStore interface {
 }
 
 // resultFiles opens stored results (natsjs.ResultFiles); a gone object is
-// job.ErrResultExpired.
+// job.ErrResultExpired. TenantUse reads each tenant's stored result bytes,
+// for its result quota (storage.go).
 type resultFiles interface {
 	Open(ctx context.Context, name string) (*natsjs.ResultFile, error)
+	tenantResults
 }
 
 // recordWatch is a running watch of every record change (natsjs.RecordWatch).
@@ -149,7 +151,10 @@ func newGateway(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 		polls:    newHolds("long-polls", cfg.MaxLongPollsPerRequester, cfg.MaxLongPollsPerTenant, cfg.MaxLongPolls),
 		stopped:  make(chan struct{}),
 		changes:  newChangeFeed(func() (recordWatch, error) { return st.Changes.WatchChanges() }),
-		storage:  &storageGate{src: st.Storage, metrics: cfg.Metrics, now: cfg.Now},
+	}
+	var err error
+	if g.storage, err = newStorageGate(st.Storage, st.Files, cfg, log); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.app = fiber.New(fiber.Config{
 		AppName: "jobgate",
@@ -245,8 +250,11 @@ func (g *Gateway) init(ctx, runCtx context.Context) (err error) {
 	}
 	g.signer = &linkSigner{key: linkKey, ttl: g.cfg.LinkTTL, now: g.cfg.Now}
 	if g.query == nil {
-		return g.openIndex()
+		if err := g.openIndex(); err != nil {
+			return err
+		}
 	}
+	g.storage.start(runCtx) // the tenants' stored results, read until Stop
 	return nil
 }
 
@@ -272,6 +280,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 
 func (g *Gateway) stop(ctx context.Context) error {
 	close(g.stopped)
+	defer g.storage.wait()
 	defer appLogs.Delete(g.app)
 	defer g.changes.close()
 	defer g.types.stop()

@@ -2,13 +2,16 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tenantquota"
 )
 
 // storageSource reports the byte budgets' use (natsjs.Resources).
@@ -27,22 +30,105 @@ const admitBelow = 0.9
 // stream infos are read at most this often, on the admission path.
 const storageRecheck = 2 * time.Second
 
+// tenantResults reads what each tenant stores of results
+// (natsjs.ResultFiles.TenantUse).
+type tenantResults interface {
+	TenantUse(ctx context.Context) (map[string]int64, error)
+}
+
+// errTenantResultsFull marks a refusal for the tenant's result quota (the
+// problem is storage-full, its detail says whose).
+var errTenantResultsFull = errors.New("the tenant's result quota is used up")
+
 // storageGate tells admission whether the budgets leave room for a job.
 type storageGate struct {
 	src     storageSource // nil: no budgets to check
 	metrics *metrics.Metrics
 	now     func() time.Time
+	// tenants counts each tenant's stored result bytes against its result
+	// quota, read in the background (internal/tenantquota) from start
+	// until Stop; nil checks no quota. tenantsDone is closed when its
+	// reading loop ended.
+	tenants     *tenantquota.Tally
+	tenantsDone chan struct{}
 
 	mu      sync.Mutex // held by the one reading the budgets
 	checked time.Time
 	full    error // job.ErrStorageFull naming the resource, or nil
 }
 
-// room returns nil when a new job fits, else an error wrapping
-// job.ErrStorageFull. When the budgets cannot be read it lets the job in:
-// the write itself then says whether the store is full or unavailable.
-func (s *storageGate) room(ctx context.Context) error {
-	if s == nil || s.src == nil {
+// newStorageGate checks the budgets of src and each tenant's result quota
+// of files.
+func newStorageGate(src storageSource, files tenantResults, cfg Config, log *slog.Logger) (*storageGate, error) {
+	s := &storageGate{src: src, metrics: cfg.Metrics, now: cfg.Now}
+	if files == nil {
+		return s, nil
+	}
+	quota := cfg.TenantResultsMaxBytes
+	t, err := tenantquota.New(tenantquota.Config{MaxBytes: quota, Read: files.TenantUse, Log: log,
+		OnRead: func(use map[string]int64) { cfg.Metrics.SetTenantResults(use, quota, admitBelow) }})
+	if err != nil {
+		return nil, err
+	}
+	s.tenants = t
+	return s, nil
+}
+
+// start reads the tenants' stored results until runCtx ends.
+func (s *storageGate) start(runCtx context.Context) {
+	if s.tenants == nil || s.tenantsDone != nil {
+		return
+	}
+	s.tenantsDone = make(chan struct{})
+	go func() {
+		defer close(s.tenantsDone)
+		s.tenants.Run(runCtx)
+	}()
+}
+
+// wait waits, at most 6 s, for the reading loop to end once its run
+// context ended (a reading under way ends with it).
+func (s *storageGate) wait() {
+	if s.tenantsDone == nil {
+		return
+	}
+	t := time.NewTimer(6 * time.Second)
+	defer t.Stop()
+	select {
+	case <-s.tenantsDone:
+	case <-t.C:
+	}
+}
+
+// room returns nil when a new job of tenant fits, else an error wrapping
+// job.ErrStorageFull: a budget of the deployment is 90% used, or the
+// tenant's stored results are 90% of its result quota (as last read, in the
+// background: never a read on this path). When the budgets cannot be read
+// it lets the job in: the write itself then says whether the store is full
+// or unavailable.
+func (s *storageGate) room(ctx context.Context, tenant string) error {
+	if s == nil {
+		return nil
+	}
+	if err := s.budgets(ctx); err != nil {
+		return err
+	}
+	if s.tenants == nil {
+		return nil
+	}
+	used, quota := s.tenants.Used(tenant), s.tenants.MaxBytes()
+	if float64(used) < admitBelow*float64(quota) {
+		return nil
+	}
+	return fmt.Errorf("%w: tenant %s stores %d of its %d bytes: %w", errTenantResultsFull, tenant, used, quota,
+		job.Userf(job.ErrStorageFull, "this tenant's stored results (%d bytes) fill %d%% or more of its result quota of %d bytes; "+
+			"nothing was admitted: room comes back as results expire; retry after Retry-After with the same Idempotency-Key",
+			used, int(admitBelow*100), quota))
+}
+
+// budgets is room's check of the deployment's byte budgets.
+func (s *storageGate) budgets(ctx context.Context) error {
+	if s.src == nil {
 		return nil
 	}
 	s.mu.Lock()

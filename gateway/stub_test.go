@@ -115,6 +115,8 @@ func (noFiles) Open(context.Context, string) (*natsjs.ResultFile, error) {
 	return nil, job.ErrResultExpired
 }
 
+func (noFiles) TenantUse(context.Context) (map[string]int64, error) { return map[string]int64{}, nil }
+
 // noBatches holds no batch and takes none.
 type noBatches struct{}
 
