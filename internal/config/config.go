@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/pkg/api"
 	"io"
 	"net"
@@ -49,6 +50,13 @@ type Config struct {
 	// JetStream storage; an external one must have it to spare.
 	StoreMaxBytes   int64 `yaml:"store_max_bytes"`
 	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
+	// TenantResultsMaxBytes is each tenant's result quota: the bytes of
+	// result files one tenant may have stored at once. A result that would
+	// take its tenant past it fails its job budget_exceeded, and admission
+	// answers the tenant 507 storage-full once it is 90% used; other
+	// tenants are not touched. At least 1 MiB; one at or above
+	// ResultsMaxBytes bounds no tenant beyond the shared budget.
+	TenantResultsMaxBytes int64 `yaml:"tenant_results_max_bytes"`
 	// ResultLinkTTL is the lifetime of a signed result link.
 	ResultLinkTTL time.Duration `yaml:"result_link_ttl"`
 	// RenderTimeout is the time budget of one render attempt.
@@ -204,8 +212,9 @@ func Default() Config {
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
 		},
 
-		StoreMaxBytes:   2 << 30, // natsjs.DefaultStoreMaxBytes
-		ResultsMaxBytes: 8 << 30,
+		StoreMaxBytes:         2 << 30, // natsjs.DefaultStoreMaxBytes
+		ResultsMaxBytes:       8 << 30,
+		TenantResultsMaxBytes: tenantquota.DefaultMaxBytes,
 	}
 }
 
@@ -290,6 +299,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	dur("JOBGATE_RESULT_TTL", &c.ResultTTL)
 	size("JOBGATE_STORE_MAX_BYTES", &c.StoreMaxBytes)
 	size("JOBGATE_RESULTS_MAX_BYTES", &c.ResultsMaxBytes)
+	size("JOBGATE_TENANT_RESULTS_MAX_BYTES", &c.TenantResultsMaxBytes)
 	dur("JOBGATE_RESULT_LINK_TTL", &c.ResultLinkTTL)
 	dur("JOBGATE_RENDER_TIMEOUT", &c.RenderTimeout)
 	num("JOBGATE_MAX_ATTEMPTS", &c.MaxAttempts)
@@ -330,6 +340,10 @@ func (c *Config) Validate() error {
 	}
 	if c.StoreMaxBytes < 64<<20 || c.ResultsMaxBytes < 64<<20 {
 		errs = append(errs, fmt.Errorf("store_max_bytes and results_max_bytes must be at least 64 MiB (67108864), got %d and %d", c.StoreMaxBytes, c.ResultsMaxBytes))
+	}
+	if c.TenantResultsMaxBytes < tenantquota.MinMaxBytes {
+		errs = append(errs, fmt.Errorf("tenant_results_max_bytes (JOBGATE_TENANT_RESULTS_MAX_BYTES) must be at least 1 MiB (%d), got %d",
+			tenantquota.MinMaxBytes, c.TenantResultsMaxBytes))
 	}
 	if c.ResultLinkTTL < time.Second {
 		errs = append(errs, fmt.Errorf("result_link_ttl must be at least 1s, got %s", c.ResultLinkTTL))

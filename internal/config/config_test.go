@@ -111,3 +111,23 @@ func TestMetricsToken(t *testing.T) {
 	}))
 	require.Equal(t, "scrape-me", c.MetricsToken)
 }
+
+// The tenant result quota has a working default, is read from the file and
+// the environment, and refuses what bounds nothing sensible.
+func TestTenantResultQuota(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	require.EqualValues(t, 2<<30, c.TenantResultsMaxBytes, "a quarter of the 8 GiB results budget")
+	path := filepath.Join(t.TempDir(), "jobgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("tenant_results_max_bytes: 1073741824\n"), 0o600))
+	require.NoError(t, c.LoadFile(path))
+	require.EqualValues(t, 1<<30, c.TenantResultsMaxBytes)
+	env := map[string]string{"JOBGATE_TENANT_RESULTS_MAX_BYTES": "536870912"}
+	require.NoError(t, c.LoadEnv(func(k string) string { return env[k] }))
+	require.EqualValues(t, 512<<20, c.TenantResultsMaxBytes)
+	require.NoError(t, c.Validate())
+	for _, bad := range []int64{0, -1, 1<<20 - 1} {
+		c.TenantResultsMaxBytes = bad
+		require.ErrorContains(t, c.Validate(), "tenant_results_max_bytes", "%d is no quota (0 is not unlimited)", bad)
+	}
+}

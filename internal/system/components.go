@@ -33,6 +33,9 @@ func (s *System) newDispatcher(res *natsjs.Resources) (Service, error) {
 			TenantWeights:       c.Renderer.TenantWeights,
 			TenantMaxRunning:    c.Renderer.TenantMaxRunning,
 			TenantMaxRunningFor: c.Renderer.TenantMaxRunningFor,
+			// Each tenant's result quota, enforced as results are stored.
+			TenantResultsMaxBytes: c.TenantResultsMaxBytes,
+			OnResultQuotaFull:     func() { s.metrics.TenantResultsFull("upload") },
 		},
 	}, DispatcherStores(res), s.log.With("service", "dispatcher"))
 	if err != nil {
@@ -131,5 +134,6 @@ func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 		Metrics:                  s.metrics,
 		MetricsToken:             c.MetricsToken,
 		IndexDir:                 indexDir(c.DataDir),
+		TenantResultsMaxBytes:    c.TenantResultsMaxBytes,
 	}, GatewayStores(res), s.log.With("component", "gateway"))
 }
