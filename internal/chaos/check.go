@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"strconv"
 	"strings"
@@ -210,20 +211,33 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	return c.rep
 }
 
+// inKeyOrder yields each key's requests, the keys in a stable order and
+// each key's requests in the order they started (the report reads the
+// same run the same way).
+func inKeyOrder(submits map[scopedKey][]Entry) iter.Seq2[scopedKey, []Entry] {
+	return func(yield func(scopedKey, []Entry) bool) {
+		keys := make([]scopedKey, 0, len(submits))
+		for k := range submits {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i].requester+keys[i].key < keys[j].requester+keys[j].key })
+		for _, k := range keys {
+			es := submits[k]
+			sort.Slice(es, func(i, j int) bool { return es[i].Start.Before(es[j].Start) })
+			if !yield(k, es) {
+				return
+			}
+		}
+	}
+}
+
 // checkKeys: every key that got a 2xx maps to one job; keys never share a
 // job; misuse of a key never admits. It returns the acknowledged job id
 // of every key.
 func (c *checker) checkKeys(submits map[scopedKey][]Entry) map[scopedKey]string {
 	acked := map[scopedKey]string{}
 	jobKeys := map[string][]scopedKey{}
-	keys := make([]scopedKey, 0, len(submits))
-	for k := range submits {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].requester+keys[i].key < keys[j].requester+keys[j].key })
-	for _, k := range keys {
-		es := submits[k]
-		sort.Slice(es, func(i, j int) bool { return es[i].Start.Before(es[j].Start) })
+	for k, es := range inKeyOrder(submits) {
 		ids := map[string]bool{}
 		created := 0
 		for i, e := range es {

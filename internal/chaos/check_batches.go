@@ -31,14 +31,7 @@ type ackedBatch struct {
 func (c *checker) checkBatchKeys(submits map[scopedKey][]Entry) map[string]*ackedBatch {
 	out := map[string]*ackedBatch{}
 	batchKeys := map[string][]scopedKey{}
-	keys := make([]scopedKey, 0, len(submits))
-	for k := range submits {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].requester+keys[i].key < keys[j].requester+keys[j].key })
-	for _, k := range keys {
-		es := submits[k]
-		sort.Slice(es, func(i, j int) bool { return es[i].Start.Before(es[j].Start) })
+	for k, es := range inKeyOrder(submits) {
 		ids := map[string]bool{}
 		created := 0
 		var first *Entry
