@@ -35,7 +35,7 @@ const opTimeout = 10 * time.Second
 // Broker answers the requests of worker processes.
 type Broker struct {
 	cfg    Config
-	res    Stores // the adapters it works on
+	stores Stores // the adapters it works on
 	nc     *nats.Conn
 	log    *slog.Logger
 	secret []byte
@@ -88,25 +88,25 @@ type cachedDecl struct {
 	at time.Time
 }
 
-// New returns a broker over res, every field of which is required,
-// answering on res.Conn.
-func New(cfg Config, res Stores, log *slog.Logger) (*Broker, error) {
+// New returns a broker over stores, every field of which is required,
+// answering on stores.Conn.
+func New(cfg Config, stores Stores, log *slog.Logger) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	if err := required.Fields(res); err != nil {
+	if err := required.Fields(stores); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	nc := res.Conn
+	nc := stores.Conn
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Broker{cfg: cfg, res: res, nc: nc, inFlight: make(chan struct{}, cfg.MaxInFlight), log: log.With("component", "broker", "host", cfg.Host),
+	b := &Broker{cfg: cfg, stores: stores, nc: nc, inFlight: make(chan struct{}, cfg.MaxInFlight), log: log.With("component", "broker", "host", cfg.Host),
 		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
 		waiting: map[string]int{}, uploads: map[string]*upload{},
 		presence: map[string]map[string]time.Time{}}
-	q, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: res.Results.TenantUse, Log: b.log})
+	q, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: stores.Results.TenantUse, Log: b.log})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -119,7 +119,7 @@ func New(cfg Config, res Stores, log *slog.Logger) (*Broker, error) {
 func (b *Broker) Start(ctx context.Context) error {
 	b.started = b.cfg.Now()
 	err := natsjs.UntilAvailable(ctx, opTimeout, func(ctx context.Context) (err error) {
-		b.secret, err = b.res.Secrets.Get(ctx, SecretClaims)
+		b.secret, err = b.stores.Secrets.Get(ctx, SecretClaims)
 		return err
 	})
 	if err != nil {
@@ -275,7 +275,7 @@ func (b *Broker) decl(ctx context.Context, cred, typ string) (*job.TypeDecl, *wi
 	b.mu.Unlock()
 	if !hit || now.Sub(c.at) > declTTL {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		d, err := b.res.Types.Get(octx, typ)
+		d, err := b.stores.Types.Get(octx, typ)
 		cancel()
 		switch {
 		case errors.Is(err, job.ErrNotFound):
@@ -316,7 +316,7 @@ func (b *Broker) forgetDecl(typ string) {
 func (b *Broker) eventAfter(rec *job.Record, after uint64) uint64 {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
 	defer cancel()
-	seq, _, err := b.res.Events.PublishAfter(ctx, rec, after)
+	seq, _, err := b.stores.Events.PublishAfter(ctx, rec, after)
 	if err != nil {
 		b.log.DebugContext(jobCtx(ctx, rec), "event left to the relay", "job_id", rec.ID, "err", err)
 		return 0

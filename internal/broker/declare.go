@@ -40,7 +40,7 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	err := b.res.Types.DeclareOwned(octx, d)
+	err := b.stores.Types.DeclareOwned(octx, d)
 	b.forgetDecl(r.typ)
 	switch {
 	case errors.Is(err, natsjs.ErrOwned):
@@ -78,7 +78,7 @@ func (b *Broker) hello(ctx context.Context, r *request) *wire.Reply {
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	err := b.res.Types.Announce(octx, natsjs.Presence{Worker: req.Worker, Type: r.typ, Concurrency: req.Concurrency,
+	err := b.stores.Types.Announce(octx, natsjs.Presence{Worker: req.Worker, Type: r.typ, Concurrency: req.Concurrency,
 		StartedAt: started, SeenAt: now, Credential: r.cred, Busy: req.Busy})
 	if err != nil {
 		return refuse(wire.CodeUnavailable, "presence not stored")
@@ -100,7 +100,7 @@ func (b *Broker) bye(ctx context.Context, r *request) *wire.Reply {
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	_ = b.res.Types.Withdraw(octx, r.typ, req.Worker)
+	_ = b.stores.Types.Withdraw(octx, r.typ, req.Worker)
 	return ok
 }
 

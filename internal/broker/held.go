@@ -50,7 +50,7 @@ func (b *Broker) held(ctx context.Context, r *request, h wire.Held, verdict bool
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	rec, err := b.res.Jobs.Get(octx, h.Key)
+	rec, err := b.stores.Jobs.Get(octx, h.Key)
 	switch {
 	case errors.Is(err, job.ErrNotFound):
 		return nil, refuse(wire.CodeLost, "no such job")
@@ -96,7 +96,7 @@ func (b *Broker) write(ctx context.Context, h *heldJob, held wire.Held, fn func(
 		if b.beforeWrite != nil {
 			b.beforeWrite(cur.Key())
 		}
-		err := b.res.Jobs.Update(octx, next)
+		err := b.stores.Jobs.Update(octx, next)
 		if err == nil {
 			if s := b.schedOf(next.Type); s != nil {
 				s.wrote(next, 0)
@@ -106,7 +106,7 @@ func (b *Broker) write(ctx context.Context, h *heldJob, held wire.Held, fn func(
 		if !errors.Is(err, natsjs.ErrStale) {
 			return nil, refuse(wire.CodeUnavailable, "the job could not be written")
 		}
-		fresh, gerr := b.res.Jobs.Get(octx, cur.Key())
+		fresh, gerr := b.stores.Jobs.Get(octx, cur.Key())
 		if errors.Is(gerr, job.ErrNotFound) {
 			return nil, refuse(wire.CodeLost, "no such job")
 		}
@@ -205,7 +205,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 			return refuse(wire.CodeBadRequest, "the result of this attempt is %s", object)
 		}
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		size, sum, err := b.res.ResultInfo(octx, object)
+		size, sum, err := b.stores.ResultInfo(octx, object)
 		cancel()
 		switch {
 		case errors.Is(err, job.ErrNotFound):
@@ -353,7 +353,7 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	// A fresh work message lets the next worker take the job at once; the
 	// old one goes once the fresh one is stored, else it is the job's way
 	// back.
-	if err := b.res.Work.Publish(octx, rec, int(rec.Revision)); err != nil {
+	if err := b.stores.Work.Publish(octx, rec, int(rec.Revision)); err != nil {
 		b.log.WarnContext(jobCtx(octx, rec), "work of a given-back job left to its pending delivery", "job_id", rec.ID, "err", err)
 		if old != nil {
 			s.later(&natsjs.LaneMsg{Seq: old.seq, Key: rec.Key(), Tenant: old.tenant, Requester: old.requester}, now.Add(outageDelay(1)))
@@ -374,7 +374,7 @@ func objectName(r *job.Record) string { return fmt.Sprintf("%s.a%d", r.ID, r.Att
 func (b *Broker) succeededBy(ctx context.Context, h wire.Held) bool {
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	rec, err := b.res.Jobs.Get(octx, h.Key)
+	rec, err := b.stores.Jobs.Get(octx, h.Key)
 	if err != nil || rec.State != job.StateSucceeded {
 		return false
 	}
@@ -390,7 +390,7 @@ func (b *Broker) succeededBy(ctx context.Context, h wire.Held) bool {
 func (b *Broker) dropResult(key, object string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), opTimeout)
 	defer cancel()
-	rec, err := b.res.Jobs.Get(ctx, key)
+	rec, err := b.stores.Jobs.Get(ctx, key)
 	if err != nil && !errors.Is(err, job.ErrNotFound) {
 		b.log.Debug("orphaned result kept: its job could not be read", "object", object, "err", err)
 		return
@@ -398,7 +398,7 @@ func (b *Broker) dropResult(key, object string) {
 	if rec != nil && rec.Output != nil && rec.Output.Object == object {
 		return
 	}
-	if err := b.res.DeleteResult(ctx, object); err != nil {
+	if err := b.stores.DeleteResult(ctx, object); err != nil {
 		b.log.Debug("orphaned result not deleted", "object", object, "err", err)
 	}
 }

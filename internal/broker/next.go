@@ -304,7 +304,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 	for range 10 {
 		cur, err, read := known, error(nil), known == nil
 		if read {
-			cur, err = b.res.Jobs.Get(ctx, key)
+			cur, err = b.stores.Jobs.Get(ctx, key)
 		}
 		known = nil
 		if errors.Is(err, job.ErrNotFound) {
@@ -363,7 +363,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 // lost may be stored: it is remembered, so that this broker hands it out
 // when it meets it again rather than let it go silent (lost.go).
 func (b *Broker) writeClaim(ctx context.Context, next *job.Record) error {
-	err := b.res.Jobs.Update(ctx, next)
+	err := b.stores.Jobs.Update(ctx, next)
 	if err == nil && b.afterClaimWrite != nil {
 		err = b.afterClaimWrite(next.Key())
 	}
@@ -401,7 +401,7 @@ func (b *Broker) reassign(ctx context.Context, cur *job.Record, delivered uint64
 func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool {
 	now := b.cfg.Now().UTC()
 	terminal, open := false, false
-	rec, err := b.res.Jobs.Mutate(ctx, key, func(n *job.Record) error {
+	rec, err := b.stores.Jobs.Mutate(ctx, key, func(n *job.Record) error {
 		maxAttempts := n.AttemptsOr(d.Attempts)
 		terminal, open = n.State.Terminal(), n.Worker != ""
 		if n.State.Terminal() || n.AttemptsUsed() < maxAttempts {

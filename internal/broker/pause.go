@@ -43,7 +43,7 @@ func (b *Broker) watchTypes(ctx context.Context) error {
 	caught := make(chan struct{})
 	var once sync.Once
 	wctx, cancel := context.WithCancel(b.ctx)
-	err := b.res.Types.WatchTypes(wctx, func(c *natsjs.TypeChange) {
+	err := b.stores.Types.WatchTypes(wctx, func(c *natsjs.TypeChange) {
 		switch {
 		case c == nil:
 			once.Do(func() { close(caught) })

@@ -112,7 +112,7 @@ type laneQ struct {
 }
 
 func newSched(b *Broker, typ string) *sched {
-	return &sched{b: b, typ: typ, lanes: b.res.Work.Lanes(typ), tenants: map[string]*tenantQ{},
+	return &sched{b: b, typ: typ, lanes: b.stores.Work.Lanes(typ), tenants: map[string]*tenantQ{},
 		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]*holding{}}
 }
 

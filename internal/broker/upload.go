@@ -116,7 +116,7 @@ func (b *Broker) open(ctx context.Context, r *request) *wire.Reply {
 	go func() {
 		defer b.wg.Done()
 		defer close(u.done)
-		size, err := b.res.PutResult(trace.ContextWithSpan(b.ctx, span),
+		size, err := b.stores.PutResult(trace.ContextWithSpan(b.ctx, span),
 			natsjs.ResultObject{Name: u.object, Tenant: u.tenant, ContentType: h.decl.ContentType, Description: desc}, pr)
 		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
 		u.mu.Lock()
