@@ -208,9 +208,6 @@ func adminQuery(c *fiber.Ctx, id auth.Identity) (index.Query, error) {
 
 // adminIndex is the query index caught up with the store, or an error.
 func (g *Gateway) adminIndex(ctx context.Context) (queryIndex, error) {
-	if g.query == nil {
-		return nil, fmt.Errorf("%w: this gateway has no query index", job.ErrUnavailable)
-	}
 	if err := g.query.CatchUp(ctx, adminIndexWait); err != nil {
 		return nil, err
 	}
@@ -310,9 +307,6 @@ func (g *Gateway) adminFind(ctx context.Context, id auth.Identity, jobID string)
 // lookupIndexed finds a job's scope in the query index, caught up first
 // when it does not hold the job yet.
 func (g *Gateway) lookupIndexed(ctx context.Context, jobID string) (index.Entry, bool) {
-	if g.query == nil {
-		return index.Entry{}, false
-	}
 	if e, ok := g.query.Lookup(jobID); ok {
 		return e, true
 	}

@@ -92,7 +92,7 @@ type Gateway struct {
 	files    resultFiles
 	batches  batchRecords
 	indexSrc index.Source
-	query    queryIndex    // the admin API's query index, open while started
+	query    queryIndex    // the query index (lists, the admin API): opened by Start or Init, before any request
 	indexTmp string        // its temporary dir, when no IndexDir is configured
 	bulk     chan struct{} // the bulk admin calls under way (maxBulkCalls)
 	log      *slog.Logger

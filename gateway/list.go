@@ -116,7 +116,7 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 		page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, cur.index)
 	case !cur.created.IsZero():
 		page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, &cur)
-	case g.query == nil || g.query.CatchUp(ctx, indexWait) != nil:
+	case g.query.CatchUp(ctx, indexWait) != nil:
 		page, err = g.scanPage(ctx, id.Tenant, id.Requester, filter, limit, nil)
 	default:
 		page, err = g.indexPage(ctx, id.Tenant, id.Requester, filter, limit, "")
@@ -144,9 +144,6 @@ func (g *Gateway) listJobs(c *fiber.Ctx) error {
 // a cursor and may hold fewer than limit jobs.
 func (g *Gateway) indexPage(ctx context.Context, tenant, requester string, filter listFilter, limit int, after string) (listPage, error) {
 	var page listPage
-	if g.query == nil {
-		return page, job.Userf(errBadQuery, "cursor is not one this server issued")
-	}
 	p, err := g.query.Page(index.Query{Tenant: tenant, Requester: requester, State: filter.state, Type: filter.typ,
 		Limit: limit, After: after})
 	if err != nil {

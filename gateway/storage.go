@@ -42,13 +42,12 @@ var errTenantResultsFull = errors.New("the tenant's result quota is used up")
 
 // storageGate tells admission whether the budgets leave room for a job.
 type storageGate struct {
-	src     storageSource // nil: no budgets to check
+	src     storageSource // the deployment's byte budgets
 	metrics *metrics.Metrics
 	now     func() time.Time
 	// tenants counts each tenant's stored result bytes against its result
 	// quota, read in the background (internal/tenantquota) from start
-	// until Stop; nil checks no quota. tenantsDone is closed when its
-	// reading loop ended.
+	// until Stop. tenantsDone is closed when its reading loop ended.
 	tenants     *tenantquota.Tally
 	tenantsDone chan struct{}
 
@@ -61,9 +60,6 @@ type storageGate struct {
 // of files.
 func newStorageGate(src storageSource, files tenantResults, cfg Config, log *slog.Logger) (*storageGate, error) {
 	s := &storageGate{src: src, metrics: cfg.Metrics, now: cfg.Now}
-	if files == nil {
-		return s, nil
-	}
 	quota := cfg.TenantResultsMaxBytes
 	t, err := tenantquota.New(tenantquota.Config{MaxBytes: quota, Read: files.TenantUse, Log: log,
 		OnRead: func(use map[string]int64) { cfg.Metrics.SetTenantResults(use, quota, admitBelow) }})
@@ -76,7 +72,7 @@ func newStorageGate(src storageSource, files tenantResults, cfg Config, log *slo
 
 // start reads the tenants' stored results until runCtx ends.
 func (s *storageGate) start(runCtx context.Context) {
-	if s.tenants == nil || s.tenantsDone != nil {
+	if s.tenantsDone != nil {
 		return
 	}
 	s.tenantsDone = make(chan struct{})
@@ -107,14 +103,8 @@ func (s *storageGate) wait() {
 // it lets the job in: the write itself then says whether the store is full
 // or unavailable.
 func (s *storageGate) room(ctx context.Context, tenant string) error {
-	if s == nil {
-		return nil
-	}
 	if err := s.budgets(ctx); err != nil {
 		return err
-	}
-	if s.tenants == nil {
-		return nil
 	}
 	used, quota := s.tenants.Used(tenant), s.tenants.MaxBytes()
 	if float64(used) < admitBelow*float64(quota) {
@@ -128,9 +118,6 @@ func (s *storageGate) room(ctx context.Context, tenant string) error {
 
 // budgets is room's check of the deployment's byte budgets.
 func (s *storageGate) budgets(ctx context.Context) error {
-	if s.src == nil {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now := s.now(); now.Sub(s.checked) >= storageRecheck {
