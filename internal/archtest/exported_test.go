@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"iter"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,34 +15,60 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sourceFile is one parsed non-test file of a package.
+type sourceFile struct {
+	*ast.File
+	fset    *token.FileSet
+	imports map[string]string // each import's local name → its path
+}
+
+// pos is where p is, as file:line:column.
+func (f sourceFile) pos(p token.Pos) string { return f.fset.Position(p).String() }
+
+// sourceFiles yields the non-test files of the package in dir, parsed, with
+// the local name of each import (its own, else its path's last element).
+func sourceFiles(t *testing.T, dir string) iter.Seq[sourceFile] {
+	t.Helper()
+	return func(yield func(sourceFile) bool) {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		fset := token.NewFileSet()
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+			require.NoError(t, err)
+			imports := map[string]string{}
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				local := path[strings.LastIndexByte(path, '/')+1:]
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+				imports[local] = path
+			}
+			if !yield(sourceFile{File: f, fset: fset, imports: imports}) {
+				return
+			}
+		}
+	}
+}
+
 // internalMentions parses the non-test files of the package in dir and
 // returns each exported declaration that names a type of a package under
 // internal/ (a user could not write that type's name, and every change to it
 // would be a change of the public API).
 func internalMentions(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	fset := token.NewFileSet()
 	var leaks []string
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
+	for f := range sourceFiles(t, dir) {
 		internal := map[string]string{}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if !strings.HasPrefix(path, module+"/internal/") {
-				continue
+		for local, path := range f.imports {
+			if strings.HasPrefix(path, module+"/internal/") {
+				internal[local] = path
 			}
-			local := path[strings.LastIndexByte(path, '/')+1:]
-			if imp.Name != nil {
-				local = imp.Name.Name
-			}
-			internal[local] = path
 		}
 		if len(internal) == 0 {
 			continue
@@ -53,7 +80,7 @@ func internalMentions(t *testing.T, dir string) []string {
 			ast.Inspect(n, func(n ast.Node) bool {
 				if sel, ok := n.(*ast.SelectorExpr); ok {
 					if x, ok := sel.X.(*ast.Ident); ok && internal[x.Name] != "" {
-						leaks = append(leaks, fmt.Sprintf("%s: %s mentions %s.%s", fset.Position(sel.Pos()), where, internal[x.Name], sel.Sel.Name))
+						leaks = append(leaks, fmt.Sprintf("%s: %s mentions %s.%s", f.pos(sel.Pos()), where, internal[x.Name], sel.Sel.Name))
 					}
 				}
 				return true
@@ -141,37 +168,21 @@ func exportedRecv(fl *ast.FieldList) bool {
 // local name.
 func resourcesMentions(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	fset := token.NewFileSet()
 	var found []string
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
-		local := ""
-		for _, imp := range f.Imports {
-			if path, _ := strconv.Unquote(imp.Path.Value); path == module+"/internal/natsjs" {
-				local = "natsjs"
-				if imp.Name != nil {
-					local = imp.Name.Name
-				}
+	for f := range sourceFiles(t, dir) {
+		for local, path := range f.imports {
+			if path != module+"/internal/natsjs" {
+				continue
 			}
-		}
-		if local == "" {
-			continue
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Resources" {
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == local {
-					found = append(found, fset.Position(sel.Pos()).String())
+			ast.Inspect(f.File, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Resources" {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == local {
+						found = append(found, f.pos(sel.Pos()))
+					}
 				}
-			}
-			return true
-		})
+				return true
+			})
+		}
 	}
 	return found
 }
