@@ -73,6 +73,15 @@ type Config struct {
 	// result bytes are 90% of it, the tenant's admissions answer 507
 	// storage-full (default tenantquota.DefaultMaxBytes).
 	TenantResultsMaxBytes int64
+	// ResultQuota, if set, is a tally of the tenants' stored result bytes
+	// that the gateway shares with other components of its process (the
+	// broker's uploads, in serve): admission reads each tenant's use from
+	// it, against the tally's MaxBytes (TenantResultsMaxBytes is then not
+	// read). Whoever made it runs it (Tally.Run) and gives it the metrics'
+	// OnRead (ResultQuotaMetrics); the gateway only reads it. Default nil:
+	// the gateway makes its own on Stores.Files and reads it from Start
+	// until Stop.
+	ResultQuota *tenantquota.Tally
 	// BulkTimeBudget is how long one admin bulk cancel or retry works
 	// before it answers with a cursor (default api.BulkTimeBudget, 10s).
 	BulkTimeBudget time.Duration

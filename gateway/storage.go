@@ -46,9 +46,12 @@ type storageGate struct {
 	metrics *metrics.Metrics
 	now     func() time.Time
 	// tenants counts each tenant's stored result bytes against its result
-	// quota, read in the background (internal/tenantquota) from start
-	// until Stop. tenantsDone is closed when its reading loop ended.
+	// quota, read in the background (internal/tenantquota): by start until
+	// Stop when runTenants (the gateway made it), else by its owner
+	// (Config.ResultQuota). tenantsDone is closed when the gateway's
+	// reading loop ended.
 	tenants     *tenantquota.Tally
+	runTenants  bool
 	tenantsDone chan struct{}
 
 	mu      sync.Mutex // held by the one reading the budgets
@@ -56,23 +59,34 @@ type storageGate struct {
 	full    error // job.ErrStorageFull naming the resource, or nil
 }
 
-// newStorageGate checks the budgets of src and each tenant's result quota
-// of files.
+// newStorageGate checks the budgets of src and each tenant's result quota:
+// on cfg.ResultQuota, else on a tally of its own of files.
 func newStorageGate(src storageSource, files tenantResults, cfg Config, log *slog.Logger) (*storageGate, error) {
-	s := &storageGate{src: src, metrics: cfg.Metrics, now: cfg.Now}
-	quota := cfg.TenantResultsMaxBytes
-	t, err := tenantquota.New(tenantquota.Config{MaxBytes: quota, Read: files.TenantUse, Log: log,
-		OnRead: func(use map[string]int64) { cfg.Metrics.SetTenantResults(use, quota, admitBelow) }})
+	s := &storageGate{src: src, metrics: cfg.Metrics, now: cfg.Now, tenants: cfg.ResultQuota}
+	if s.tenants != nil {
+		return s, nil
+	}
+	t, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: files.TenantUse, Log: log,
+		OnRead: ResultQuotaMetrics(cfg.Metrics, cfg.TenantResultsMaxBytes)})
 	if err != nil {
 		return nil, err
 	}
-	s.tenants = t
+	s.tenants, s.runTenants = t, true
 	return s, nil
 }
 
-// start reads the tenants' stored results until runCtx ends.
+// ResultQuotaMetrics is the OnRead of a tally of the tenants' stored result
+// bytes held to quota: it sets m's tenant result gauges, those at the
+// quota counted at the share past which admission refuses. A tally given
+// as Config.ResultQuota takes it from its owner.
+func ResultQuotaMetrics(m *metrics.Metrics, quota int64) func(use map[string]int64) {
+	return func(use map[string]int64) { m.SetTenantResults(use, quota, admitBelow) }
+}
+
+// start reads the tenants' stored results until runCtx ends, when the
+// gateway made their tally.
 func (s *storageGate) start(runCtx context.Context) {
-	if s.tenantsDone != nil {
+	if !s.runTenants || s.tenantsDone != nil {
 		return
 	}
 	s.tenantsDone = make(chan struct{})

@@ -60,7 +60,10 @@ type Broker struct {
 	uploads map[string]*upload
 	// quota counts each tenant's stored result bytes against its result
 	// quota; uploads reserve their bytes in it as they arrive (upload.go).
-	quota *tenantquota.Tally
+	// runQuota: the broker made it, and reads it from Start until Stop
+	// (else Config.ResultQuota's owner does).
+	quota    *tenantquota.Tally
+	runQuota bool
 	// presence holds, per type, the worker names announced within
 	// PresenceTTL, so one credential cannot flood the workers bucket.
 	presence map[string]map[string]time.Time
@@ -106,11 +109,14 @@ func New(cfg Config, stores Stores, log *slog.Logger) (*Broker, error) {
 		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
 		waiting: map[string]int{}, uploads: map[string]*upload{},
 		presence: map[string]map[string]time.Time{}}
-	q, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: stores.Results.TenantUse, Log: b.log})
-	if err != nil {
-		return nil, fmt.Errorf("broker: %w", err)
+	b.quota = cfg.ResultQuota
+	if b.quota == nil {
+		q, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: stores.Results.TenantUse, Log: b.log})
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		b.quota, b.runQuota = q, true
 	}
-	b.quota = q
 	return b, nil
 }
 
@@ -126,11 +132,13 @@ func (b *Broker) Start(ctx context.Context) error {
 		return fmt.Errorf("broker: claim secret: %w", err)
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.quota.Run(b.ctx) // reads the tenants' stored result bytes until Stop
-	}()
+	if b.runQuota {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.quota.Run(b.ctx) // reads the tenants' stored result bytes until Stop
+		}()
+	}
 	handlers := map[string]func(context.Context, *request) *wire.Reply{
 		wire.OpDeclare: b.declare, wire.OpHello: b.hello, wire.OpBye: b.bye, wire.OpNext: b.next,
 		wire.OpBeat: b.beat, wire.OpOpen: b.open, wire.OpDone: b.done, wire.OpFail: b.fail, wire.OpGiveBack: b.giveBack,

@@ -48,6 +48,14 @@ type Config struct {
 	// arrives and its job fails budget_exceeded (see internal/tenantquota
 	// for how the bytes are counted). Default tenantquota.DefaultMaxBytes.
 	TenantResultsMaxBytes int64
+	// ResultQuota, if set, is a tally of the tenants' stored result bytes
+	// that the broker shares with other components of its process (the
+	// gateway's admission, in serve): its uploads reserve their bytes in
+	// it, and it is the tally's MaxBytes that they are held to
+	// (TenantResultsMaxBytes is then not read). Whoever made it runs it
+	// (Tally.Run); the broker only counts on it. Default nil: the broker
+	// makes its own on Stores.Results and reads it from Start until Stop.
+	ResultQuota *tenantquota.Tally
 	// OnResultQuotaFull, if set, is called when an upload is refused for
 	// its tenant's result quota.
 	OnResultQuotaFull func()

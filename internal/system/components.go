@@ -1,6 +1,7 @@
 package system
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/notifier"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
@@ -35,6 +37,7 @@ func (s *System) newDispatcher(res *natsjs.Resources) (Service, error) {
 			TenantMaxRunningFor: c.Renderer.TenantMaxRunningFor,
 			// Each tenant's result quota, enforced as results are stored.
 			TenantResultsMaxBytes: c.TenantResultsMaxBytes,
+			ResultQuota:           s.quota, // nil unless the gateway runs here too
 			OnResultQuotaFull:     func() { s.metrics.TenantResultsFull("upload") },
 		},
 	}, DispatcherStores(res), s.log.With("service", "dispatcher"))
@@ -135,5 +138,36 @@ func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 		MetricsToken:             c.MetricsToken,
 		IndexDir:                 indexDir(c.DataDir),
 		TenantResultsMaxBytes:    c.TenantResultsMaxBytes,
+		ResultQuota:              s.quota, // nil unless the dispatcher runs here too
 	}, GatewayStores(res), s.log.With("component", "gateway"))
+}
+
+// startQuota makes, when the gateway and the dispatcher run in this
+// process, the one tally of the tenants' stored result bytes that both
+// count on (Config.ResultQuota of the gateway and the broker): one listing
+// of every result object a reading instead of one each. It reads on the
+// process's connection until Stop (stopQuota). A component run alone
+// makes its own.
+func (s *System) startQuota() error {
+	if !s.run[Gateway] || !s.run[Dispatcher] {
+		return nil
+	}
+	maxBytes := s.settings.TenantResultsMaxBytes
+	q, err := tenantquota.New(tenantquota.Config{MaxBytes: maxBytes, Read: s.res.TenantUse, Log: s.log.With("component", "tenantquota"),
+		OnRead: gateway.ResultQuotaMetrics(s.metrics, maxBytes)})
+	if err != nil {
+		return fmt.Errorf("result quota: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.Run(ctx)
+	}()
+	s.quota = q
+	s.stopQuota = func() {
+		cancel()
+		<-done // a reading under way ends with ctx
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/jobgate/jobgate/internal/telemetry"
+	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/renderer"
@@ -109,6 +110,12 @@ type System struct {
 	nc       *nats.Conn
 	res      *natsjs.Resources
 	connect  func(name string) (*nats.Conn, error)
+
+	// quota is the tally of the tenants' stored result bytes that the
+	// gateway and the broker share when both run here (startQuota), read
+	// until stopQuota; nil otherwise.
+	quota     *tenantquota.Tally
+	stopQuota func()
 
 	gw      *gateway.Gateway
 	mu      sync.Mutex
@@ -336,6 +343,9 @@ func (s *System) open(ctx context.Context) error {
 // startComponents starts what the process runs in the package doc's order.
 func (s *System) startComponents(ctx context.Context, cfg Config) error {
 	shared := len(s.run)+len(cfg.Workers) == 1
+	if err := s.startQuota(); err != nil {
+		return err
+	}
 	// res is the resources a component uses: the process's when it runs
 	// alone, else on a connection of its own, so one component's traffic
 	// (a worker's requests, the relay's publishes) does not queue the
@@ -461,6 +471,9 @@ func (s *System) Stop(ctx context.Context) error {
 				continue
 			}
 			errs = append(errs, s.stopStage(ctx, st, group))
+		}
+		if s.stopQuota != nil {
+			s.stopQuota() // after the gateway and the broker, which count on it
 		}
 		if s.traceShutdown != nil {
 			// The spans of the components' last work go out before the
