@@ -106,6 +106,7 @@ func TestAResultPastItsTenantsQuotaFailsItsJobAndLeavesNothing(t *testing.T) {
 	require.NotNil(t, r.Error, "the chunk past the quota is refused")
 	require.Equal(t, wire.CodeTooLarge, r.Error.Code, r.Error.Message)
 	require.Contains(t, r.Error.Message, "result quota")
+	require.True(t, r.Failed, "the refusal says the job is failed: the worker reports nothing more")
 	require.EqualValues(t, 1, refused.Load())
 
 	rec := tb.record(t, over.Key())

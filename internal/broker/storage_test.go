@@ -31,6 +31,7 @@ func TestAResultPastTheResultsBudgetIsTooLarge(t *testing.T) {
 	r := tb.chunk(t, credA, "big", open.Upload, 0, bytes.Repeat([]byte("y"), 100<<10), true)
 	require.NotNil(t, r.Error)
 	require.Equal(t, wire.CodeTooLarge, r.Error.Code, r.Error.Message)
+	require.True(t, r.Failed, "the refusal says the job is failed: the worker reports nothing more")
 	rec := tb.record(t, a.Key)
 	require.Equal(t, job.StateFailed, rec.State)
 	require.Equal(t, job.CategoryBudgetExceeded, rec.Error.Category)

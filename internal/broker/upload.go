@@ -217,8 +217,10 @@ func (u *upload) storeError(err error) *wire.Reply {
 		// A result that does not fit fails its job (budget_exceeded)
 		// rather than being given back to wait for room forever.
 		u.b.log.WarnContext(u.logCtx(), "result not stored: the results' byte budget is used up", "object", u.object)
-		u.failJob("the result was not stored: the deployment's result storage is full", "the results' byte budget is used up: "+err.Error())
-		return refuse(wire.CodeTooLarge, "the deployment's result storage is full")
+		failed := u.failJob("the result was not stored: the deployment's result storage is full", "the results' byte budget is used up: "+err.Error())
+		reply := refuse(wire.CodeTooLarge, "the deployment's result storage is full")
+		reply.Failed = failed
+		return reply
 	}
 	if natsjs.Unavailable(err) || errors.Is(err, context.Canceled) {
 		return refuse(wire.CodeUnavailable, "the result store could not be reached")
@@ -243,8 +245,10 @@ func (u *upload) overQuota(m *nats.Msg, used int64) {
 	u.abort(errOverQuota)
 	u.awaitPut()
 	msg := fmt.Sprintf("the result was not stored: it would take the tenant's stored results past its result quota of %d bytes", quota)
-	u.failJob(msg, fmt.Sprintf("result %s refused: tenant %s stores %d bytes (this broker's count) of its result quota of %d", u.object, u.tenant, used, quota))
-	respond(m, refuse(wire.CodeTooLarge, "%s", msg))
+	failed := u.failJob(msg, fmt.Sprintf("result %s refused: tenant %s stores %d bytes (this broker's count) of its result quota of %d", u.object, u.tenant, used, quota))
+	reply := refuse(wire.CodeTooLarge, "%s", msg)
+	reply.Failed = failed
+	respond(m, reply)
 }
 
 // awaitPut waits, at most opTimeout, for the upload's put to end (an
@@ -263,15 +267,18 @@ func (u *upload) awaitPut() {
 // worker's fail of kind budget would, with userMsg for the job's owner and
 // cause for the operator: the claim, the job's state rules and the
 // bookkeeping of a verdict are the fail handler's. A job that moved on
-// meanwhile (canceled, failed by the worker) stays as it is.
-func (u *upload) failJob(userMsg, cause string) {
+// meanwhile (canceled, failed by the worker) stays as it is. It reports
+// whether it failed the job (the refusal then says so: wire.Reply.Failed).
+func (u *upload) failJob(userMsg, cause string) bool {
 	data, err := json.Marshal(wire.FailRequest{Held: u.held, Kind: wire.KindBudget, Message: cause, UserMessage: userMsg})
 	if err != nil {
-		return
+		return false
 	}
 	if reply := u.b.fail(u.b.ctx, &request{msg: &nats.Msg{Data: data}, cred: u.cred, typ: u.typ}); reply.Error != nil {
 		u.b.log.InfoContext(u.logCtx(), "job of a refused result not failed here", "object", u.object, "code", reply.Error.Code, "why", reply.Error.Message)
+		return false
 	}
+	return true
 }
 
 // abort ends an upload that will not complete; the partial object is

@@ -51,6 +51,11 @@ type Reply struct {
 	// Canceled answers a beat of a job whose owner canceled it (also as
 	// Error with CodeLost): the handler should stop.
 	Canceled bool `json:"canceled,omitempty"`
+	// Failed answers an upload chunk refused because the result does not
+	// fit the deployment's result storage or its tenant's result quota
+	// (also as Error with CodeTooLarge): the broker has failed the job
+	// itself (budget_exceeded), so the worker reports nothing more of it.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // Declaration is a job type as its worker declares it.

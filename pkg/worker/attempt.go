@@ -145,7 +145,8 @@ func (a *attempt) runHandler(ctx context.Context) (err error) {
 }
 
 // classify turns what ended an attempt into a failure, or into errLost or
-// errShutdown or errStoreOutage when it reached no verdict.
+// errShutdown or errStoreOutage when it reached no verdict, or into
+// ErrResultRefused when jobgate reached it.
 func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) error {
 	var f *failure
 	cause := context.Cause(handlerCtx)
@@ -156,6 +157,13 @@ func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) er
 		return errShutdown
 	case errors.Is(err, errStoreOutage):
 		return errStoreOutage
+	case errors.Is(err, ErrResultRefused):
+		return err
+	case a.out != nil && errors.Is(a.out.err, ErrResultRefused):
+		// The handler ended on its own after the refusal (its output's
+		// Write returned it, or it failed for another reason): the job is
+		// failed all the same.
+		return a.out.err
 	case a.out != nil && a.out.tooLarge:
 		return &failure{kind: wire.KindTooLarge, err: err}
 	case errors.As(err, &f):
@@ -186,6 +194,11 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 			return
 		}
 		a.log.Info("job given back", "reason", reason)
+	case errors.Is(err, ErrResultRefused):
+		// The broker failed the job (budget_exceeded) before it answered:
+		// a fail of this side's would be answered lost.
+		w.observe(a.t, "failed", started)
+		a.log.Warn("result refused: no room for it in the tenant's result quota or the result storage; jobgate failed the job", "why", err)
 	case errors.As(err, &f):
 		req := f.request(a.held())
 		err := w.call(ctx, name, wire.OpFail, req, nil, true)
@@ -366,8 +379,11 @@ func (a *attempt) upload(r io.Reader) (*wire.StoredResult, error) {
 			return nil, err
 		}
 		if cr.Error != nil {
-			if cr.Error.Code == wire.CodeUnavailable {
+			switch {
+			case cr.Error.Code == wire.CodeUnavailable:
 				return nil, fmt.Errorf("%w: %w", errStoreOutage, cr.Error)
+			case cr.Failed:
+				return nil, fmt.Errorf("%w: %w", ErrResultRefused, cr.Error)
 			}
 			return nil, cr.Error
 		}
@@ -395,6 +411,9 @@ func (a *attempt) finishOutput() (*wire.StoredResult, error) {
 	if a.out.err != nil {
 		if errors.Is(a.out.err, errStoreOutage) {
 			return nil, errStoreOutage
+		}
+		if errors.Is(a.out.err, ErrResultRefused) {
+			return nil, a.out.err
 		}
 		return nil, &failure{kind: wire.KindInternal, retryable: true, err: a.out.err}
 	}

@@ -14,6 +14,13 @@ import (
 // exceed the type's MaxResultBytes; the job fails budget_exceeded.
 var ErrResultTooLarge = errors.New("result exceeds the type's size limit")
 
+// ErrResultRefused is returned by a job's Output once jobgate refused the
+// result because it does not fit its tenant's result quota or the
+// deployment's result storage. Jobgate has failed the job itself
+// (budget_exceeded): whatever the handler returns then, the worker reports
+// nothing more of the attempt.
+var ErrResultRefused = errors.New("result refused by jobgate: no room for it (the job failed budget_exceeded)")
+
 // Failure categories a handler may choose with Fail.
 const (
 	CategoryRenderError    = api.CategoryRenderError

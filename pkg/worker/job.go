@@ -37,7 +37,11 @@ func (j *Job[T]) Progress(done, total int, unit string) { j.a.setProgress(done, 
 // kept until stored, to store them again when the store broke an upload
 // off). Writes past the type's
 // MaxResultBytes fail with ErrResultTooLarge, and the job fails
-// budget_exceeded. A job that never calls Output succeeds without a result.
+// budget_exceeded. When jobgate refuses the result for its tenant's result
+// quota or the deployment's result storage, it fails the job
+// budget_exceeded itself, the worker logs the refusal and reports nothing
+// more, and writes past what is kept fail with ErrResultRefused. A job
+// that never calls Output succeeds without a result.
 func (j *Job[T]) Output() io.Writer { return j.a.output() }
 
 // Logger is a logger carrying the job's id and attempt.
