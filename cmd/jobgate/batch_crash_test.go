@@ -93,7 +93,8 @@ func streamMsgs(t *testing.T, res *natsjs.Resources, stream string) int {
 // batch record (no job created yet, no answer sent), then the next
 // process's batch relay half way through the jobs. The third process
 // finishes the admission; the client's retry with the same key gets the
-// batch (200), and every item is exactly one job, announced once and run.
+// batch (200), and every item is exactly one job, announced once and run
+// to success.
 func TestBatchAdmittedOnceThroughCrashes(t *testing.T) {
 	dir := t.TempDir()
 	addr := jobtest.FreeAddr(t)
@@ -184,7 +185,10 @@ func TestBatchAdmittedOnceThroughCrashes(t *testing.T) {
 			rec, err := res.Jobs.Get(ctx, job.StoreKey("4", "reviewer-47", id))
 			require.NoError(t, err, id)
 			require.Equal(t, job.StateSucceeded, rec.State)
-			require.Equal(t, 1, rec.Attempt, "run once")
+			// The crashed process's renderer may have claimed a job before
+			// the exit (more likely the more loaded the machine): that
+			// attempt is cut short and the job runs once more.
+			require.Contains(t, []int{1, 2}, rec.Attempt, "run, and again only after the crash")
 			events := jobtest.Events(t, res, rec)
 			require.NotEmpty(t, events)
 			require.Equal(t, job.StateQueued, events[0].Resource.State, "announced")

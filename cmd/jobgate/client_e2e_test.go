@@ -223,14 +223,15 @@ func TestCLIErrors(t *testing.T) {
 	require.Equal(t, exitConflict, ExitCode(err), "fetch of a canceled job: %v", err)
 }
 
-// A job that fails makes submit --wait exit 3: here every attempt runs out
-// of its 100ms budget and one attempt is all a job gets.
+// A job that fails makes submit --wait exit 3: here the render fails at its
+// second page (a failpoint, so it fails however fast the machine renders)
+// and one attempt is all a job gets.
 func TestCLIFailedJobExits3(t *testing.T) {
 	t.Parallel()
-	b := setupServe(t, "--render-timeout", "100ms", "--max-attempts", "1")
+	b := setupServe(t, "--failpoints", "renderer.mid-render=error", "--max-attempts", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, errOut, err := b.run(t, ctx, "submit", "--param", "case_id=47", "--param", "revision=29", "--param", "pages=2000", "--wait")
+	out, errOut, err := b.run(t, ctx, "submit", "--param", "case_id=47", "--param", "revision=29", "--param", "pages=20", "--wait")
 	require.Error(t, err, "out: %s\nerr: %s", out, errOut)
 	require.Equal(t, exitFailed, ExitCode(err), "%v", err)
 	id := outLines(out)[0]
