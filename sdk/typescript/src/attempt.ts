@@ -14,6 +14,7 @@ import { OP_TIMEOUT_MS, type Job, type Logger, type Outcome, type TypeRunner, ty
 type Verdict =
   | { do: "fail"; kind: Kind; retryable: boolean; message: string; user: string }
   | { do: "giveback"; reason: "shutdown" | "store_outage" }
+  | { do: "refused"; message: string }
   | { do: "lost" };
 
 /** The running attempts' handle, for the workers' drain. */
@@ -187,6 +188,9 @@ class AttemptRun implements Attempt {
       return { do: "giveback", reason: "store_outage" };
     }
     const message = clipBytes(describe(err), 2048);
+    if (this.out?.refused) {
+      return { do: "refused", message };
+    }
     if (this.out?.tooLarge) {
       return { do: "fail", kind: "too_large", retryable: false, message, user: "" };
     }
@@ -229,6 +233,11 @@ class AttemptRun implements Attempt {
       case "lost":
         this.log("info", "job no longer held here (canceled, finished or taken over), stopping");
         return "lost";
+      case "refused":
+        // jobgate failed the job (budget_exceeded) before it answered: a
+        // fail of this side's would be answered lost.
+        this.log("warn", "result refused: no room for it in the tenant's result quota or the result storage; jobgate failed the job", { why: v.message });
+        return "retry_or_failed";
       case "giveback":
         try {
           await this.w.call(name, "giveback", { ...this.held, reason: v.reason }, {

@@ -34,6 +34,8 @@ export class ResultWriter extends Writable {
   private readonly hash: Hash = createHash("sha256");
   /** Set once a write went past the type's limit. */
   tooLarge = false;
+  /** jobgate refused the result for lack of room and failed the job itself. */
+  refused = false;
   /** What jobgate stored, once the last chunk was answered. */
   stored: StoredResult | null = null;
   /** The streamed upload's end when the store broke it off (the kept copy may be stored again). */
@@ -185,6 +187,7 @@ export class ResultWriter extends Writable {
       }
       if (err instanceof WireError && err.code === "too_large") {
         this.tooLarge = true;
+        this.refused = err.failed;
       }
       throw err;
     }

@@ -130,6 +130,9 @@ export interface Reply {
   upload?: UploadTarget;
   stored?: StoredResult;
   canceled?: boolean;
+  /** Set on an upload refused for the result storage or the tenant's result
+   * quota when jobgate has failed the job itself (budget_exceeded). */
+  failed?: boolean;
 }
 
 export interface Declaration {
@@ -158,10 +161,13 @@ export class WireError extends Error {
   readonly code: string;
   /** Set on a lost beat whose job its owner canceled. */
   readonly canceled: boolean;
-  constructor(code: string, message: string, canceled = false) {
+  /** Set on a refused upload whose job jobgate failed itself: report nothing. */
+  readonly failed: boolean;
+  constructor(code: string, message: string, canceled = false, failed = false) {
     super(`${code}: ${message}`);
     this.name = "WireError";
     this.code = code;
     this.canceled = canceled;
+    this.failed = failed;
   }
 }

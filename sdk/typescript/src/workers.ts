@@ -505,7 +505,7 @@ export class Workers {
           throw new Error(`undecodable reply to ${subj}`);
         }
         if (reply.error) {
-          throw new WireError(String(reply.error.code), String(reply.error.message ?? ""), reply.canceled === true);
+          throw new WireError(String(reply.error.code), String(reply.error.message ?? ""), reply.canceled === true, reply.failed === true);
         }
         return reply;
       } catch (e) {
