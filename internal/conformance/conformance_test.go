@@ -123,6 +123,7 @@ func TestConformance(t *testing.T) {
 		{"permanent", scenarioPermanent},
 		{"retried_error", scenarioRetriedError},
 		{"timeout", scenarioTimeout},
+		{"quota_refused", scenarioQuotaRefused},
 	}
 	t.Run("scenarios", func(t *testing.T) {
 		for _, im := range s.impls {
@@ -296,6 +297,29 @@ func scenarioPermanent(t *testing.T, s *suite, im *impl) {
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Contains(t, string(r.body), "job-failed")
 	require.Len(t, im.worker.find(eventOf("started", j.ID)), 1)
+}
+
+// A result past its tenant's result quota is refused as it arrives: jobgate
+// fails the job budget_exceeded itself and says so ("failed": true), and
+// the worker reports nothing more of the attempt, but logs the refusal.
+func scenarioQuotaRefused(t *testing.T, s *suite, im *impl) {
+	c := s.d.client(t, "quota-"+im.name, "requester-"+im.name)
+	blocks, tailLen := 1100, 4_000_000
+	require.Greater(t, len(expectedResult(blocks, tailLen, 3)), conformanceQuota)
+	j := c.submit(t, im.name+"_work", map[string]any{"mode": "result", "blocks": blocks, "tail": tailLen, "seed": 3})
+	j = c.terminal(t, j.ID, 60*time.Second)
+	require.Equal(t, "failed", j.State)
+	require.NotNil(t, j.Error)
+	require.Equal(t, "budget_exceeded", j.Error.Category)
+	require.Equal(t, 1, j.Attempt)
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(im.worker.stderr.String(), "\n") {
+			if strings.Contains(line, "result refused") && strings.Contains(line, j.ID) {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the worker logs the refusal of %s", j.ID)
 }
 
 // A plain error is retried after a backoff (the job stays running, with

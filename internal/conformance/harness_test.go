@@ -216,12 +216,17 @@ type deployment struct {
 	serve   *proc
 }
 
+// conformanceQuota is the deployment's result quota per tenant.
+const conformanceQuota = 4 << 20
+
 func startDeployment(t *testing.T, bin string) *deployment {
 	t.Helper()
 	d := &deployment{bin: bin, dataDir: filepath.Join(t.TempDir(), "data")}
 	addr, natsAddr := jobtest.FreeAddr(t), jobtest.FreeAddr(t)
 	d.base, d.natsURL = "http://"+addr, "nats://"+natsAddr
-	d.serve = start(t, "jobgate serve", filepath.Dir(bin), jobtest.ChildEnv(), bin,
+	// Each tenant may store 4 MiB of results: scenarioQuotaRefused's result
+	// passes it, every other scenario's fits.
+	d.serve = start(t, "jobgate serve", filepath.Dir(bin), jobtest.ChildEnv("JOBGATE_TENANT_RESULTS_MAX_BYTES="+strconv.Itoa(conformanceQuota)), bin,
 		"serve", "--data-dir", d.dataDir, "--http-addr", addr, "--nats-listen", natsAddr)
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -108,6 +109,9 @@ func run() error {
 		URL: env("JOBGATE_NATS_URL", ""), User: env("JOBGATE_WORKER_USER", ""), Password: env("JOBGATE_WORKER_PASSWORD", ""),
 		Name:              env("CONF_NAME", "go-conformance-"+strconv.Itoa(os.Getpid())),
 		HeartbeatInterval: ms("CONF_HEARTBEAT_MS", "500"), DrainTimeout: ms("CONF_DRAIN_MS", "1000"), PullWait: time.Second,
+		// Its logs on stderr, as the TypeScript worker's: the harness shows
+		// them when a scenario fails, and some scenarios read them.
+		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 		OnAttempt: func(typ, outcome string, took time.Duration) {
 			say("attempt", map[string]any{"type": typ, "outcome": outcome, "took_ms": took.Milliseconds()})
 		},
