@@ -80,9 +80,13 @@ func (r *runner) pipelineSuite(ctx context.Context) error {
 				traced = true
 			}
 		}
-		sysU.add(r.measure(p, fmt.Sprintf("pipeline-jobgate-%d", round), func() {
-			pr, cerr = r.jobgatePipeline(ctx, p, a, tokens, rd, round)
-		}))
+		// The round's own meter covers its work only, not the relay's
+		// grace after it: averaged over both, the cores looked half idle.
+		var u usage
+		r.measure(p, fmt.Sprintf("pipeline-jobgate-%d", round), func() {
+			pr, u, cerr = r.jobgatePipeline(ctx, p, a, tokens, rd, round)
+		})
+		sysU.add(u)
 		if traced {
 			_, _ = p.call(Request{Op: opTraceStop})
 		}
@@ -139,12 +143,14 @@ func (r *runner) pipelineSuite(ctx context.Context) error {
 
 // jobgatePipeline submits bench_noop jobs from the clients for d and waits
 // until the target's worker finished as many; the operation counts are
-// taken after the relay's last pass over the terminal changes.
-func (r *runner) jobgatePipeline(ctx context.Context, p *proc, a *api, tokens []string, d time.Duration, round int) (PipeResult, error) {
+// taken after the relay's last pass over the terminal changes. The usage is
+// the CPU from the first submission to the last finish.
+func (r *runner) jobgatePipeline(ctx context.Context, p *proc, a *api, tokens []string, d time.Duration, round int) (PipeResult, usage, error) {
 	before, err := p.call(Request{Op: opPipeStats})
 	if err != nil {
-		return PipeResult{}, err
+		return PipeResult{}, usage{}, err
 	}
+	meter := startCPU(p.ready.PID)
 	start := time.Now()
 	prefix := "pipe-" + strconv.Itoa(round) + "-"
 	s := closedLoopSamples(ctx, len(tokens), d, 0, func(w, i int) error {
@@ -159,7 +165,7 @@ func (r *runner) jobgatePipeline(ctx context.Context, p *proc, a *api, tokens []
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		now, err := p.call(Request{Op: opPipeStats})
 		if err != nil {
-			return PipeResult{}, err
+			return PipeResult{}, usage{}, err
 		}
 		finished = now.Stats.Succeeded - before.Stats.Succeeded
 		if finished >= admitted || time.Now().After(deadline) {
@@ -167,16 +173,17 @@ func (r *runner) jobgatePipeline(ctx context.Context, p *proc, a *api, tokens []
 			break
 		}
 	}
+	used := meter.cores()
 	// The relay looks at a terminal change again after its 2s grace
 	// (dispatcher.eventGrace): wait for it, so its reads count.
 	time.Sleep(2500 * time.Millisecond)
 	after, err := p.call(Request{Op: opPipeStats})
 	if err != nil {
-		return PipeResult{}, err
+		return PipeResult{}, usage{}, err
 	}
 	_, _ = p.call(Request{Op: opNoopWaits}) // not a light-load wait
 	return PipeResult{Inserted: admitted, Finished: finished, Errors: s.Errors, FirstErr: s.FirstError, Insert: insert,
-		Elapsed: end.Sub(start), StatsDiff: after.Stats.minus(before.Stats)}, nil
+		Elapsed: end.Sub(start), StatsDiff: after.Stats.minus(before.Stats)}, used, nil
 }
 
 // claimWaits submits bench_noop jobs at 200/s for 3s, one client, and

@@ -145,8 +145,10 @@ func (r *runner) tracingRound(ctx context.Context, p *proc, mode string) (adm, p
 	r.logf("tracing %s: pipeline, %d clients, %s", mode, pipelineInserters, r.o.Duration)
 	var pr PipeResult
 	var perr error
+	// Measured to the end of the relay's grace: the spans a round made are
+	// exported in it.
 	pu := r.measure(p, "tracing-pipeline-"+mode, func() {
-		pr, perr = r.jobgatePipeline(ctx, p, a, pt, r.o.Duration, 0)
+		pr, _, perr = r.jobgatePipeline(ctx, p, a, pt, r.o.Duration, 0)
 	})
 	if perr != nil {
 		return nil, nil, perr
