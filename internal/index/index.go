@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -430,6 +431,7 @@ func (x *Index) prune(first uint64) error {
 				t.change(&old, nil)
 			}
 		}
+		t.flush()
 		return nil
 	})
 }
@@ -477,6 +479,7 @@ func (x *Index) apply(batch []natsjs.RecordChange) error {
 			e := entryOf(rec)
 			t.change(oldp, &e)
 		}
+		t.flush()
 		if now.Sub(x.pruned) > 10*time.Minute {
 			t.pruneFinishes()
 			x.pruned = now
@@ -505,11 +508,47 @@ type txn struct {
 	jobs, list, rev, count, queued *bolt.Bucket
 	fin, types                     *bolt.Bucket
 	now                            time.Time
+	// counters holds the transaction's net change of each counter, written
+	// once at flush: a batch's jobs share a few counters (per type and
+	// state, per finish minute and hour), which would otherwise each be
+	// read and written again for every job.
+	counters map[string]int
+	// typed is the type scopes known to be stored already.
+	typed map[string]bool
+	// olds and news are the contributions of one change (reused).
+	olds, news []string
 }
 
 func newTxn(tx *bolt.Tx, now time.Time) *txn {
-	return &txn{tx: tx, jobs: tx.Bucket(bJobs), list: tx.Bucket(bList), rev: tx.Bucket(bRev), count: tx.Bucket(bCount),
-		queued: tx.Bucket(bQueued), fin: tx.Bucket(bFin), types: tx.Bucket(bTypes), now: now}
+	t := &txn{tx: tx, jobs: tx.Bucket(bJobs), list: tx.Bucket(bList), rev: tx.Bucket(bRev), count: tx.Bucket(bCount),
+		queued: tx.Bucket(bQueued), fin: tx.Bucket(bFin), types: tx.Bucket(bTypes), now: now,
+		counters: map[string]int{}, typed: map[string]bool{}}
+	// The list, queue and revision keys of new jobs go at the end of their
+	// ranges (newest created, highest revision): pages split there are
+	// never filled later, so they are split full rather than half full.
+	for _, b := range []*bolt.Bucket{t.list, t.queued, t.rev} {
+		b.FillPercent = 0.9
+	}
+	return t
+}
+
+// flush writes the counters' net changes, in key order.
+func (t *txn) flush() {
+	keys := make([]string, 0, len(t.counters))
+	for k, n := range t.counters {
+		if n != 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b := t.count
+		if k[0] == 'F' {
+			b = t.fin
+		}
+		add(b, []byte(k[1:]), t.counters[k])
+	}
+	clear(t.counters)
 }
 
 func (t *txn) entry(id string) (Entry, bool) {
@@ -533,47 +572,50 @@ func entryIn(b *bolt.Bucket, id string) (Entry, bool) {
 // that leaves a job's counts alone (an admin retry adding retried_as to a
 // terminal record) touches no counter.
 func (t *txn) change(old, e *Entry) {
-	var oldKeys, newKeys map[string]int
+	t.olds, t.news = t.olds[:0], t.news[:0]
 	if old != nil {
-		oldKeys = contributions(old, t.now)
+		t.olds = contributions(t.olds, old, t.now)
 		_ = t.rev.Delete(append(be64(old.Rev), old.ID...))
 	}
 	if e != nil {
-		newKeys = contributions(e, t.now)
+		t.news = contributions(t.news, e, t.now)
 		v, _ := json.Marshal(e)
 		_ = t.jobs.Put([]byte(e.ID), v)
 		_ = t.rev.Put(append(be64(e.Rev), e.ID...), nil)
 		for _, scope := range scopes(e) {
-			_ = t.types.Put([]byte(scope+"\x00"+e.Type), nil)
+			k := scope + "\x00" + e.Type
+			if !t.typed[k] {
+				if t.types.Get([]byte(k)) == nil {
+					_ = t.types.Put([]byte(k), nil)
+				}
+				t.typed[k] = true
+			}
 		}
 	} else if old != nil {
 		_ = t.jobs.Delete([]byte(old.ID))
 	}
-	for k, n := range oldKeys {
-		if newKeys[k] == n {
-			delete(newKeys, k)
-			continue
+	for _, k := range t.olds {
+		if !slices.Contains(t.news, k) {
+			t.apply(k, -1)
 		}
-		t.apply(k, -n)
 	}
-	for k, n := range newKeys {
-		t.apply(k, n)
+	for _, k := range t.news {
+		if !slices.Contains(t.olds, k) {
+			t.apply(k, 1)
+		}
 	}
 }
 
 // A contribution's key starts with the bucket it goes to: L list, Q
-// queued, C counter, F finish counter. Membership keys count 1.
+// queued, C counter, F finish counter.
 func (t *txn) apply(k string, n int) {
-	key := []byte(k[1:])
 	switch k[0] {
 	case 'L':
-		t.member(t.list, key, n)
+		t.member(t.list, []byte(k[1:]), n)
 	case 'Q':
-		t.member(t.queued, key, n)
-	case 'C':
-		add(t.count, key, n)
-	case 'F':
-		add(t.fin, key, n)
+		t.member(t.queued, []byte(k[1:]), n)
+	case 'C', 'F':
+		t.counters[k] += n
 	}
 }
 
@@ -627,36 +669,34 @@ func (t *txn) pruneFinishes() {
 // tenant's (""), which operators read.
 func scopes(e *Entry) [2]string { return [2]string{e.Tenant, ""} }
 
-// contributions lists the keys a job adds to the index.
-func contributions(e *Entry, now time.Time) map[string]int {
-	out := make(map[string]int, 16)
+// contributions appends the keys a job adds to the index to out; each
+// counts 1 (a membership, or one job in a counter).
+func contributions(out []string, e *Entry, now time.Time) []string {
 	created := string(be64(uint64(e.Created))) + e.ID
 	for _, scope := range scopes(e) {
-		out["L"+listPrefix(dimAll, scope, "")+created] = 1
-		out["L"+listPrefix(dimType, scope, e.Type)+created] = 1
-		out["L"+listPrefix(dimState, scope, string(e.State))+created] = 1
-		out["L"+listPrefix(dimTypeState, scope, e.Type+"\x00"+string(e.State))+created] = 1
+		out = append(out, "L"+listPrefix(dimAll, scope, "")+created,
+			"L"+listPrefix(dimType, scope, e.Type)+created,
+			"L"+listPrefix(dimState, scope, string(e.State))+created,
+			"L"+listPrefix(dimTypeState, scope, e.Type+"\x00"+string(e.State))+created)
 		if e.Category != "" {
-			out["L"+listPrefix(dimCategory, scope, e.Category)+created] = 1
+			out = append(out, "L"+listPrefix(dimCategory, scope, e.Category)+created)
 		}
 		st := scope + "\x00" + e.Type + "\x00"
 		switch e.Class {
 		case string(job.StateQueued):
-			out["C"+st+e.Class] = 1
-			out["Q"+st+created] = 1
+			out = append(out, "C"+st+e.Class, "Q"+st+created)
 		case string(job.StateRunning), classRetrying:
-			out["C"+st+e.Class] = 1
+			out = append(out, "C"+st+e.Class)
 		default:
 			if e.Finished == 0 || now.Sub(time.Unix(0, e.Finished)) > finishKept {
 				break
 			}
 			f := time.Unix(0, e.Finished)
-			out["F"+st+e.Class+"\x00m"+string(be64(uint64(f.Unix()/60)))] = 1
-			out["F"+st+e.Class+"\x00h"+string(be64(uint64(f.Unix()/3600)))] = 1
+			out = append(out, "F"+st+e.Class+"\x00m"+string(be64(uint64(f.Unix()/60))),
+				"F"+st+e.Class+"\x00h"+string(be64(uint64(f.Unix()/3600))))
 		}
 	}
-	out["L"+listPrefix(dimRequester, e.Tenant, e.Requester)+created] = 1
-	return out
+	return append(out, "L"+listPrefix(dimRequester, e.Tenant, e.Requester)+created)
 }
 
 // The list dimensions: one ordered range per scope and value.
