@@ -85,7 +85,7 @@ func (d *Deliveries) Enqueue(ctx context.Context, t DeliveryTask) (dup bool, err
 		msg.Header.Set(HeaderNoticeKind, t.Kind)
 	}
 	tracing.SetHeader(context.Background(), msg.Header, t.Trace, t.TraceState)
-	ack, err := d.js.PublishMsg(ctx, msg)
+	ack, err := publishMsg(ctx, d.js, msg)
 	if err != nil {
 		return false, fmt.Errorf("queue delivery %s to %s: %w", t.EventID, t.Dest, mapErr(err))
 	}

@@ -137,7 +137,7 @@ func publishOnce(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) err
 func publishOnceAck(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
 	wait := 10 * time.Millisecond
 	for {
-		ack, err := js.PublishMsg(ctx, msg)
+		ack, err := publishMsg(ctx, js, msg)
 		var api *jetstream.APIError
 		if err == nil || !errors.As(err, &api) || api.ErrorCode != errCodeMsgIDInProcess {
 			return ack, err

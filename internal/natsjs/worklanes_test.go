@@ -71,3 +71,40 @@ func TestALaneIsReadInBatches(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ids[:1], idsOf(leader))
 }
+
+// A removed work message is gone from its lane; removing it again is no
+// error; a stream that is not there is one.
+func TestAWorkMessageIsRemovedOnce(t *testing.T) {
+	t.Parallel()
+	res, err := provision(setupProvision(t), natsjs.DefaultLayout())
+	require.NoError(t, err)
+	ctx := storeCtx(t)
+	var seqs []uint64
+	for i := range 2 {
+		r := newRecord("4", "alice", "job_alice"+strconv.Itoa(i))
+		r.Revision = 1
+		require.NoError(t, res.Work.Publish(ctx, r, 0))
+	}
+	lanes := res.Work.Lanes("permit_report")
+	msgs, err := lanes.OldestBatch(ctx, "4", "alice", 0, 16, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	for _, m := range msgs {
+		seqs = append(seqs, m.Seq)
+	}
+
+	require.NoError(t, lanes.Remove(ctx, seqs[0]))
+	left, err := lanes.OldestBatch(ctx, "4", "alice", 0, 16, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Equal(t, seqs[1], left[0].Seq, "only the removed message is gone")
+	require.NoError(t, lanes.Remove(ctx, seqs[0]), "a message already gone")
+
+	s, err := res.JS.Stream(ctx, natsjs.StreamWork)
+	require.NoError(t, err)
+	require.NoError(t, s.Purge(ctx))
+	require.NoError(t, res.JS.DeleteStream(ctx, natsjs.StreamWork))
+	err = lanes.Remove(ctx, seqs[1])
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "stream not found")
+}
