@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime 20s ./internal/job
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./internal/job
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 20s ./internal/schema
+	$(GO) test -run '^$$' -fuzz '^FuzzPubAck$$' -fuzztime 20s ./internal/natsjs
 
 clean:
 	rm -rf bin

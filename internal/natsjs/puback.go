@@ -55,9 +55,8 @@ const apiTimeout = 5 * time.Second
 
 var (
 	ackStream    = []byte(`{"stream":"`)
-	ackSeq       = []byte(`"seq":`)
-	ackDuplicate = []byte(`"duplicate": true`)
-	ackError     = []byte(`"error"`)
+	ackSeq       = []byte(`","seq":`)
+	ackDuplicate = []byte(`,"duplicate": true}`)
 )
 
 // readPubAck reads a stream's answer to a publish.
@@ -81,38 +80,44 @@ func readPubAck(data []byte) (*jetstream.PubAck, error) {
 	return resp.PubAck, nil
 }
 
-// fastPubAck reads the acknowledgement as the server writes it; ok is false
-// for anything else (an error, another shape), which is decoded in full.
+// fastPubAck reads the acknowledgement exactly as the server writes it
+// without a domain; ok is false for anything else (an error, a domain, any
+// other shape), which is decoded in full.
 func fastPubAck(data []byte) (*jetstream.PubAck, bool) {
 	rest, found := bytes.CutPrefix(data, ackStream)
-	if !found || bytes.Contains(data, ackError) || bytes.Contains(data, []byte(`"domain"`)) {
+	if !found {
 		return nil, false
 	}
-	end := bytes.IndexByte(rest, '"')
-	if end <= 0 {
-		return nil, false
+	end := 0
+	for end < len(rest) && rest[end] != '"' {
+		if c := rest[end]; c < 0x20 || c >= 0x80 || c == '\\' {
+			return nil, false // escapes and the rest: what encoding/json reads differently
+		}
+		end++
 	}
 	stream := string(rest[:end])
-	i := bytes.Index(rest, ackSeq)
-	if i < 0 {
+	digits, found := bytes.CutPrefix(rest[end:], ackSeq)
+	if end == 0 || !found {
 		return nil, false
 	}
-	digits := rest[i+len(ackSeq):]
 	n := 0
 	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
 		n++
 	}
+	if n == 0 || (n > 1 && digits[0] == '0') {
+		return nil, false
+	}
 	seq, err := strconv.ParseUint(string(digits[:n]), 10, 64)
-	if err != nil || n == len(digits) || (digits[n] != '}' && digits[n] != ',') {
+	if err != nil {
 		return nil, false
 	}
 	ack := &jetstream.PubAck{Stream: stream, Sequence: seq}
-	if digits[n] == ',' {
-		// The one field the server appends after the sequence.
-		if !bytes.Equal(digits[n:], append([]byte{','}, append(ackDuplicate, '}')...)) {
-			return nil, false
-		}
+	switch tail := digits[n:]; {
+	case len(tail) == 1 && tail[0] == '}':
+	case bytes.Equal(tail, ackDuplicate):
 		ack.Duplicate = true
+	default:
+		return nil, false
 	}
 	return ack, true
 }

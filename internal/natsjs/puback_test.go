@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -43,4 +44,27 @@ func TestAPublishAnswerIsRead(t *testing.T) {
 		_, err := readPubAck([]byte(bad))
 		require.ErrorIs(t, err, jetstream.ErrInvalidJSAck, bad)
 	}
+}
+
+// Whatever the answer, the fast path reads only what encoding/json reads
+// the same way.
+func FuzzPubAck(f *testing.F) {
+	for _, s := range []string{`{"stream":"S","seq":42}`, `{"stream":"S","seq":7,"duplicate": true}`,
+		`{"stream":"S","domain":"d","seq":3}`, `{"error":{"code":503,"description":"x"}}`, `{"stream":"S\"","seq":1}`,
+		`{"stream":"S","seq":1}x`, `{"stream":"S","seq":01}`, `{"stream":"S","seq":1,"duplicate": true}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ack, ok := fastPubAck(data)
+		if !ok {
+			return
+		}
+		var want struct {
+			Error *jetstream.APIError `json:"error,omitempty"`
+			*jetstream.PubAck
+		}
+		require.NoError(t, json.Unmarshal(data, &want), "%q read fast but not as JSON", data)
+		require.Nil(t, want.Error)
+		require.Equal(t, want.PubAck, ack, "%q", data)
+	})
 }
