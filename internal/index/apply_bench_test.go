@@ -59,7 +59,7 @@ func BenchmarkApply(b *testing.B) {
 		}
 		return batch
 	}
-	for range 30_000 / 667 {
+	for range 30_000 / benchBatchJobs {
 		if err := x.apply(batchOf(benchBatchJobs)); err != nil {
 			b.Fatal(err)
 		}

@@ -23,11 +23,8 @@ import (
 // responders is tried again twice, as nats.go does, then answered
 // jetstream.ErrNoStreamResponse.
 func publishMsg(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	nc := js.Conn()
 	resp, err := nc.RequestMsgWithContext(ctx, msg)
 	for try := 0; errors.Is(err, nats.ErrNoResponders) && try < jetstream.DefaultPubRetryAttempts; try++ {
@@ -52,6 +49,14 @@ func publishMsg(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*je
 // apiTimeout bounds a request made without a deadline, as nats.go's
 // default does for its own.
 const apiTimeout = 5 * time.Second
+
+// bounded is ctx, given apiTimeout when it has no deadline of its own.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, apiTimeout)
+}
 
 var (
 	ackStream    = []byte(`{"stream":"`)
