@@ -237,7 +237,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		}
 		return bad
 	}
-	b.log.InfoContext(b.traceAttempt(rec, "succeeded", ""), "job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt)
+	b.log.InfoContext(b.traceAttempt(rec, "succeeded", ""), "job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker)
 	settle := b.end(r.typ, rec, "succeeded")
 	if req.Next == nil {
 		settle()
@@ -320,7 +320,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	b.log.InfoContext(b.traceAttempt(rec, outcome, string(f.Category)), "attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "outcome", outcome,
+	b.log.InfoContext(b.traceAttempt(rec, outcome, string(f.Category)), "attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
 	b.ended(r.typ, rec, outcome)
 	return ok
@@ -341,7 +341,7 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	b.log.InfoContext(b.traceAttempt(rec, "given_back", ""), "job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "reason", clip(req.Reason, 64))
+	b.log.InfoContext(b.traceAttempt(rec, "given_back", ""), "job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "reason", clip(req.Reason, 64))
 	b.ended(r.typ, rec, "given_back")
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()

@@ -245,7 +245,9 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	// span itself is recorded at the verdict (traceAttempt).
 	asc := tracing.AttemptContext(rec.Trace, rec.TraceState, rec.Key(), rec.Attempt)
 	tctx := trace.ContextWithRemoteSpanContext(ctx, asc)
-	b.log.InfoContext(tctx, "job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
+	// At debug: the attempt's outcome is logged at info with its worker,
+	// and one line a job is what an operator reads at thousands a second.
+	b.log.DebugContext(tctx, "job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
 	tp, ts := tracing.Inject(tctx)
 	return &wire.Assignment{TraceParent: tp, TraceState: ts,
 		Key: rec.Key(), ID: rec.ID, Type: rec.Type, Tenant: rec.Tenant, Requester: rec.Requester,

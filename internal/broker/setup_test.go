@@ -19,6 +19,7 @@ type testBundle struct {
 	env    *jobtest.Env
 	conn   *jobtest.Conn
 	layout *natsjs.Layout // nil: the default
+	log    *slog.Logger   // nil: discarded
 }
 
 func testConfig() Config {
@@ -42,7 +43,11 @@ func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 		layout = *tb.layout
 	}
 	conn := tb.env.ConnectLayout(t, "broker", layout)
-	b, err := New(testConfig(), storesOf(conn), slog.New(slog.DiscardHandler))
+	log := tb.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b, err := New(testConfig(), storesOf(conn), log)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -65,7 +65,7 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 		logAttrs = append(logAttrs, "trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
 	}
 	a := &attempt{w: w, t: t, asg: asg, kick: make(chan struct{}, 1), log: w.log.With(logAttrs...)}
-	a.log.Info("job claimed")
+	a.log.Debug("job claimed") // its outcome is logged at info
 	timeout := time.Duration(asg.TimeoutMS) * time.Millisecond
 	actx, cancelAttempt := context.WithTimeoutCause(tctx, timeout, errAttemptTimeout)
 	defer cancelAttempt()

@@ -71,7 +71,7 @@ class AttemptRun implements Attempt {
 
   async run(): Promise<void> {
     const started = Date.now();
-    this.log("info", "job claimed");
+    this.log("debug", "job claimed"); // its outcome is logged at info
     const timer = setTimeout(() => this.abort("timeout"), this.asg.timeout_ms);
     this.beater.start();
     let verdict: Verdict | null = null;
