@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -169,4 +170,42 @@ func TestStoreReadsStayInScope(t *testing.T) {
 	require.Equal(t, "44", found.Tenant)
 	_, err = s.FindInTenant(ctx, "4", "job_d")
 	require.ErrorIs(t, err, job.ErrNotFound, "tenant 5's job is not found from tenant 4")
+}
+
+// A record is stored as jetstream.KeyValue stores it: under the bucket's
+// subject, with the layout's time to live on its creation; a key left with
+// only a deletion marker can be created again; a key nats.go would refuse
+// writes nothing.
+func TestStoreWritesAsTheBucketDoes(t *testing.T) {
+	t.Parallel()
+	ctx := storeCtx(t)
+	res, err := provision(setupProvision(t), natsjs.DefaultLayout())
+	require.NoError(t, err)
+	s := res.Jobs
+	r := newRecord("4", "reviewer-47", "job_kv")
+	require.NoError(t, s.Create(ctx, r))
+	e, err := s.KV().Get(ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, r.Revision, e.Revision())
+	stream, err := res.JS.Stream(ctx, "KV_"+natsjs.BucketJobs)
+	require.NoError(t, err)
+	raw, err := stream.GetLastMsgForSubject(ctx, "$KV."+natsjs.BucketJobs+"."+r.Key())
+	require.NoError(t, err)
+	require.Equal(t, natsjs.DefaultLayout().JobTTL.String(), raw.Header.Get(jetstream.MsgTTLHeader))
+
+	require.NoError(t, s.KV().Delete(ctx, r.Key()))
+	again := newRecord("4", "reviewer-47", "job_kv")
+	require.NoError(t, s.Create(ctx, again), "a deleted record's key can be created again")
+	require.Greater(t, again.Revision, r.Revision)
+	require.ErrorIs(t, s.Create(ctx, newRecord("4", "reviewer-47", "job_kv")), natsjs.ErrExists)
+
+	before, err := stream.Info(ctx)
+	require.NoError(t, err)
+	bad := newRecord("4", "reviewer 47", "job_kv")
+	require.ErrorIs(t, s.Create(ctx, bad), jetstream.ErrInvalidKey)
+	bad.Revision = again.Revision
+	require.ErrorIs(t, s.Update(ctx, bad), jetstream.ErrInvalidKey)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before.State.LastSeq, info.State.LastSeq, "a bad key writes nothing")
 }
