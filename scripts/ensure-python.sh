@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The Python SDK's checks (make test-python) run in a virtual environment of
+# their own, bin/pyenv, with the versions pinned in
+# sdk/python/requirements-dev.txt; installed when missing or when the pins
+# changed. The package itself is installed as a user would
+# (pip install ./sdk/python) on every run, so the tests use what pip builds.
+# Needs Python 3.11 or later with venv (Debian: python3 python3-venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+py=""
+for cand in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
+  [ -n "$cand" ] || continue
+  if command -v "$cand" >/dev/null && "$cand" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    py="$cand"
+    break
+  fi
+done
+if [ -z "$py" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian's python3 and python3-venv for the Python SDK's tests" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+  py=python3
+fi
+if [ -z "$py" ]; then
+  echo "Python 3.11+ with venv is needed for the Python SDK's tests (Debian: apt-get install python3 python3-venv)" >&2
+  exit 1
+fi
+
+env=bin/pyenv
+reqs=sdk/python/requirements-dev.txt
+stamp="$env/.jobgate-requirements.sha256"
+want="$(sha256sum "$reqs" | cut -d' ' -f1)"
+if [ ! -x "$env/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "creating $env with the pinned packages of $reqs" >&2
+  rm -rf "$env"
+  "$py" -m venv "$env"
+  "$env/bin/python" -m pip install -q --disable-pip-version-check -r "$reqs"
+  echo "$want" >"$stamp"
+fi
+# No build isolation: the pinned hatchling above builds it, with no download.
+"$env/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./sdk/python
