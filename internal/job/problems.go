@@ -1,6 +1,10 @@
 package job
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/jobgate/jobgate/pkg/api"
+)
 
 // NewProblem builds the problem document of err from the catalogue. The
 // detail is the kind's fixed detail: err's own text is for the log, never
@@ -16,7 +20,12 @@ func NewProblem(err error) *Problem {
 	}
 	var ve *ValidationError
 	if errors.As(err, &ve) {
-		p.Errors = ve.Errors
+		// Whoever built the list, a 422 keeps to the contract's bounds:
+		// at most api.MaxFieldErrors errors in at most
+		// api.MaxProblemBytes.
+		var cut bool
+		p.Errors, cut = api.BoundFieldErrors(ve.Errors)
+		p.ErrorsTruncated = ve.Truncated || cut
 	}
 	var ce *ConflictError
 	if errors.As(err, &ce) {

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Sentinel errors, one per entry of the problem catalogue (problem.go): the
@@ -48,10 +47,15 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// ValidationError lists every problem found in a request's type and params.
-// It matches ErrValidation with errors.Is.
+// ValidationError lists the problems found in a request's type and params:
+// all of them, or the first MaxFieldErrors with Truncated set. It matches
+// ErrValidation with errors.Is.
 type ValidationError struct {
 	Errors []FieldError
+	// Truncated says Errors is not the whole list: validation stopped at
+	// MaxFieldErrors, or a field or message was cut to its bound
+	// ("errors_truncated" in the problem document).
+	Truncated bool
 	// Problem is the problem document a client read it from; nil on the
 	// server side.
 	Problem *Problem
@@ -60,12 +64,10 @@ type ValidationError struct {
 // ErrValidation is the sentinel a *ValidationError matches.
 var ErrValidation = errors.New("validation failed")
 
+// Error names the first few fields and how many there are: the text goes
+// to logs, where a list of a hundred errors (each up to a bound) is noise.
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
-		parts[i] = fe.Field + ": " + fe.Message
-	}
-	return fmt.Sprintf("validation failed: %s", strings.Join(parts, "; "))
+	return "validation failed: " + summary(e.Errors, e.Truncated)
 }
 
 // Is lets errors.Is(err, ErrValidation) match.

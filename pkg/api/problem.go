@@ -120,7 +120,10 @@ type Problem struct {
 	Status int          `json:"status"`
 	Detail string       `json:"detail,omitempty"`
 	Errors []FieldError `json:"errors,omitempty"`
-	JobID  string       `json:"job_id,omitempty"`
+	// ErrorsTruncated says Errors is not the whole list (MaxFieldErrors,
+	// MaxProblemBytes).
+	ErrorsTruncated bool   `json:"errors_truncated,omitempty"`
+	JobID           string `json:"job_id,omitempty"`
 	// RequestID names the request in the server's log, where the cause of
 	// the problem is (the gateway sets it; also the X-Request-Id header).
 	RequestID string `json:"request_id,omitempty"`
@@ -147,11 +150,7 @@ func (p *Problem) Error() string {
 	}
 	if len(p.Errors) > 0 {
 		// The fields are what a person fixes: name them, not only "invalid".
-		parts := make([]string, len(p.Errors))
-		for i, fe := range p.Errors {
-			parts[i] = fe.Field + ": " + fe.Message
-		}
-		msg += ": " + strings.Join(parts, "; ")
+		msg += ": " + summary(p.Errors, p.ErrorsTruncated)
 	}
 	if p.JobID != "" && !strings.Contains(msg, p.JobID) {
 		msg += " (it belongs to job " + p.JobID + ")"
@@ -181,7 +180,7 @@ func (p *Problem) As(target any) bool {
 		}
 	case **ValidationError:
 		if p.Slug() == "validation" || p.Status == 422 {
-			*t = &ValidationError{Errors: p.Errors, Problem: p}
+			*t = &ValidationError{Errors: p.Errors, Truncated: p.ErrorsTruncated, Problem: p}
 			return true
 		}
 	}
