@@ -37,6 +37,8 @@ type testBundle struct {
 	http   *http.Client
 	clock  *testClock
 	stop   func()
+	// logs, when set before start, receives the gateway's log.
+	logs slog.Handler
 }
 
 type testClock struct {
@@ -82,7 +84,11 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	g, err := New(cfg, storesOf(res), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	logs := b.logs
+	if logs == nil {
+		logs = slog.NewTextHandler(io.Discard, nil)
+	}
+	g, err := New(cfg, storesOf(res), slog.New(logs))
 	require.NoError(t, err)
 	require.NoError(t, g.Start(ctx))
 	b.emb, b.res = emb, res

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/canon"
 	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Batch bounds (docs/api.md, "Batches").
@@ -26,7 +27,7 @@ const (
 	// defaults grow it past this answers 413, nothing admitted.
 	MaxBatchRecord = 4 << 20
 	// maxBatchFieldErrors bounds the field errors one 422 lists.
-	maxBatchFieldErrors = 100
+	maxBatchFieldErrors = api.MaxFieldErrors
 )
 
 // BatchItem is one job of a batch as admitted: the canonical request and
@@ -174,6 +175,7 @@ func DecodeBatch(body []byte, types schema.Types) (*BatchRequest, error) {
 	}
 	size := len(body) / len(items)
 	out := &BatchRequest{Items: make([]*Request, len(items))}
+	truncated := false
 	for i, item := range items {
 		prefix := "/jobs/" + strconv.Itoa(i)
 		obj, ok := item.(map[string]any)
@@ -191,7 +193,11 @@ func DecodeBatch(body []byte, types schema.Types) (*BatchRequest, error) {
 				e.Field = prefix + e.Field
 				fe = append(fe, e)
 			}
+			truncated = truncated || ve.Truncated
 			if len(fe) >= maxBatchFieldErrors {
+				// An item's own list stops at the bound too, so no
+				// item costs more errors than one 422 lists.
+				truncated = truncated || len(fe) > maxBatchFieldErrors || i < len(items)-1
 				break
 			}
 			continue
@@ -202,7 +208,7 @@ func DecodeBatch(body []byte, types schema.Types) (*BatchRequest, error) {
 		if len(fe) > maxBatchFieldErrors {
 			fe = fe[:maxBatchFieldErrors]
 		}
-		return nil, &ValidationError{Errors: fe} // in item order
+		return nil, &ValidationError{Errors: fe, Truncated: truncated} // in item order
 	}
 	h := sha256.New()
 	h.Write([]byte{'['})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/jobgate/jobgate/internal/canon"
 	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/pkg/api"
 	"sort"
 	"strings"
 )
@@ -86,9 +87,9 @@ func requestOf(top map[string]any, size int, types schema.Types) (*Request, erro
 	if len(fe) > 0 {
 		return nil, validation(fe)
 	}
-	params, fe = sch.Apply(params)
-	if len(fe) > 0 {
-		return nil, validation(fe)
+	params, ve := sch.Apply(params)
+	if ve != nil {
+		return nil, ve
 	}
 	buf := make([]byte, 0, size+16)
 	buf = append(buf, `{"params":`...)
@@ -114,7 +115,14 @@ func requestOf(top map[string]any, size int, types schema.Types) (*Request, erro
 	}, nil
 }
 
+// validation sorts the field errors of a request's own members and keeps
+// the first api.MaxFieldErrors: a body of 64 KiB holds thousands of
+// unknown members.
 func validation(fe []FieldError) error {
 	sort.SliceStable(fe, func(i, j int) bool { return fe[i].Field < fe[j].Field })
-	return &ValidationError{Errors: fe}
+	ve := &ValidationError{Errors: fe}
+	if len(fe) > api.MaxFieldErrors {
+		ve.Errors, ve.Truncated = fe[:api.MaxFieldErrors], true
+	}
+	return ve
 }

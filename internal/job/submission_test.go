@@ -18,9 +18,9 @@ type stubTypes struct{}
 
 type stubSchema struct{ refuse bool }
 
-func (s stubSchema) Apply(params any) (any, []FieldError) {
+func (s stubSchema) Apply(params any) (any, *ValidationError) {
 	if s.refuse {
-		return nil, []FieldError{{Field: "/params/x", Rule: "required", Message: "is required"}}
+		return nil, &ValidationError{Errors: []FieldError{{Field: "/params/x", Rule: "required", Message: "is required"}}}
 	}
 	m := params.(map[string]any)
 	if _, ok := m["pages"]; !ok {

@@ -24,14 +24,26 @@ var english = message.NewPrinter(language.English)
 // Apply fills in the schema's defaults for absent properties (at the top
 // and, recursively, in nested objects that are present or were just
 // defaulted), then validates. It returns the params with defaults, or the
-// problems found, each with Field "/params" + the instance's JSON pointer,
+// problems found: at most api.MaxFieldErrors of them (Truncated when there
+// were more), each with Field "/params" + the instance's JSON pointer,
 // Rule the failing keyword ("required", "maximum", "type",
 // "additionalProperties", ...) and a short English Message. Params whose
 // validation would cost more than MaxValidationCost (cost.go) are one
 // problem at "/params", rule "cost", and are not validated. params is what
 // canon.DecodeStrict returns; Apply never modifies it (objects that get
 // defaults are copies).
-func (s *Schema) Apply(params any) (any, []api.FieldError) {
+func (s *Schema) Apply(params any) (any, *api.ValidationError) {
+	out, cost, ve := s.prepare(params)
+	if ve != nil || cost < 0 {
+		return out, ve
+	}
+	return s.validate(out)
+}
+
+// prepare applies the defaults and counts the cost of validating the
+// result: -1 when the fast path already found it valid, else the count
+// (which is within MaxValidationCost unless a problem is returned).
+func (s *Schema) prepare(params any) (any, int, *api.ValidationError) {
 	out := params
 	if m, ok := params.(map[string]any); ok {
 		if s.defaults != nil {
@@ -39,20 +51,44 @@ func (s *Schema) Apply(params any) (any, []api.FieldError) {
 			out = m
 		}
 		if s.fast != nil && s.fast.valid(m) {
-			return out, nil
+			return out, -1, nil
 		}
 	}
-	if fe := checkNumbers(out, nil); len(fe) > 0 {
-		return nil, fe
+	if fe := checkNumbers(out, nil, nil); len(fe) > 0 {
+		return nil, 0, bounded(fe)
 	}
-	if _, ok := s.cost.estimate(out, 0, MaxValidationCost); !ok {
-		return nil, []api.FieldError{{Field: "/params", Rule: "cost", Message: fmt.Sprintf(
-			"cost more than %d subschema visits to validate against the type's schema; send fewer or smaller values", MaxValidationCost)}}
+	cost, ok := s.cost.estimate(out, 0, MaxValidationCost)
+	if !ok {
+		return nil, cost, &api.ValidationError{Errors: []api.FieldError{{Field: "/params", Rule: "cost", Message: fmt.Sprintf(
+			"cost more than %d subschema visits to validate against the type's schema; send fewer or smaller values", MaxValidationCost)}}}
 	}
-	if err := s.compiled.Validate(out); err != nil {
+	return out, cost, nil
+}
+
+// validate runs the library on params whose cost prepare counted. A panic
+// in the library is a validation error, not a dead gateway: the gate runs
+// this on a goroutine of its own, where nothing else would recover it.
+func (s *Schema) validate(params any) (out any, ve *api.ValidationError) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, ve = nil, &api.ValidationError{Errors: []api.FieldError{{Field: "/params", Rule: "schema",
+				Message: "could not be validated against the type's schema"}}}
+		}
+	}()
+	if err := s.compiled.Validate(params); err != nil {
 		return nil, fieldErrors(err, "/params")
 	}
-	return out, nil
+	return params, nil
+}
+
+// bounded makes a problem of field errors a check found, cut to
+// api.MaxFieldErrors.
+func bounded(fe []api.FieldError) *api.ValidationError {
+	ve := &api.ValidationError{Errors: fe}
+	if len(fe) > api.MaxFieldErrors {
+		ve.Errors, ve.Truncated = fe[:api.MaxFieldErrors], true
+	}
+	return ve
 }
 
 // maxExponent bounds the exponent of a number literal. The validator turns
@@ -62,27 +98,27 @@ func (s *Schema) Apply(params any) (any, []api.FieldError) {
 const maxExponent = 400
 
 // checkNumbers refuses numbers outside a double's range before the
-// validator sees them.
-func checkNumbers(v any, path []string) []api.FieldError {
+// validator sees them; it stops one past api.MaxFieldErrors (bounded says
+// the list was cut).
+func checkNumbers(v any, path []string, out []api.FieldError) []api.FieldError {
+	if len(out) > api.MaxFieldErrors {
+		return out
+	}
 	switch v := v.(type) {
 	case json.Number:
 		if !numberInRange(string(v)) {
-			return []api.FieldError{{Field: pointer("/params", path), Rule: "range", Message: "is outside the range of a double-precision number"}}
+			out = append(out, api.FieldError{Field: pointer("/params", path), Rule: "range", Message: "is outside the range of a double-precision number"})
 		}
 	case map[string]any:
-		var out []api.FieldError
-		for k, e := range v {
-			out = append(out, checkNumbers(e, append(path, k))...)
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			out = checkNumbers(v[k], append(path, k), out)
 		}
-		return out
 	case []any:
-		var out []api.FieldError
 		for i, e := range v {
-			out = append(out, checkNumbers(e, append(path, strconv.Itoa(i)))...)
+			out = checkNumbers(e, append(path, strconv.Itoa(i)), out)
 		}
-		return out
 	}
-	return nil
+	return out
 }
 
 func numberInRange(lit string) bool {
@@ -290,14 +326,19 @@ func resolve(doc any, ptr string) any {
 }
 
 // fieldErrors turns the library's error tree into field errors, one per
-// problem a person can act on, sorted by field.
-func fieldErrors(err error, prefix string) []api.FieldError {
+// problem a person can act on, sorted by field: at most
+// api.MaxFieldErrors of them. The tree is walked in order of instance
+// location (the library's order follows Go's map iteration), and the walk
+// stops at the bound, so which errors are listed does not change from one
+// call to the next and none past the bound is ever built.
+func fieldErrors(err error, prefix string) *api.ValidationError {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []api.FieldError{{Field: prefix, Rule: "schema", Message: err.Error()}}
+		return &api.ValidationError{Errors: []api.FieldError{{Field: prefix, Rule: "schema", Message: err.Error()}}}
 	}
-	var out []api.FieldError
-	collect(ve, prefix, &out)
+	c := collector{prefix: prefix}
+	c.collect(ve)
+	out := c.out
 	if len(out) == 0 {
 		out = append(out, api.FieldError{Field: prefix, Rule: "schema", Message: "is not valid"})
 	}
@@ -307,29 +348,73 @@ func fieldErrors(err error, prefix string) []api.FieldError {
 		}
 		return strings.Compare(a.Rule, b.Rule)
 	})
-	return slices.Compact(out)
+	return &api.ValidationError{Errors: slices.Compact(out), Truncated: c.truncated}
 }
 
-func collect(e *jsonschema.ValidationError, prefix string, out *[]api.FieldError) {
-	at := pointer(prefix, e.InstanceLocation)
-	add := func(field, rule, msg string) {
-		*out = append(*out, api.FieldError{Field: field, Rule: rule, Message: msg})
+// collector gathers at most api.MaxFieldErrors field errors.
+type collector struct {
+	prefix    string
+	out       []api.FieldError
+	truncated bool
+}
+
+// full reports whether the list is at its bound, noting that something
+// more was found.
+func (c *collector) full() bool {
+	if len(c.out) < api.MaxFieldErrors {
+		return false
 	}
+	c.truncated = true
+	return true
+}
+
+func (c *collector) add(field, rule, msg string) {
+	if !c.full() {
+		c.out = append(c.out, api.FieldError{Field: field, Rule: rule, Message: msg})
+	}
+}
+
+// byLocation orders errors by instance location, token by token, then by
+// keyword.
+func byLocation(a, b *jsonschema.ValidationError) int {
+	if c := slices.Compare(a.InstanceLocation, b.InstanceLocation); c != 0 {
+		return c
+	}
+	return slices.Compare(a.ErrorKind.KeywordPath(), b.ErrorKind.KeywordPath())
+}
+
+func (c *collector) collect(e *jsonschema.ValidationError) {
+	if c.full() {
+		return
+	}
+	at := pointer(c.prefix, e.InstanceLocation)
+	add := c.add
 	switch k := e.ErrorKind.(type) {
 	case *kind.Schema, *kind.Group, *kind.Reference, *kind.AllOf:
-		for _, c := range e.Causes {
-			collect(c, prefix, out)
+		causes := slices.Clone(e.Causes)
+		slices.SortFunc(causes, byLocation)
+		for _, cause := range causes {
+			c.collect(cause)
 		}
 	case *kind.Required:
 		for _, m := range k.Missing {
+			if c.full() {
+				return
+			}
 			add(at+"/"+canon.EscapePointerToken(m), "required", "is required")
 		}
 	case *kind.DependentRequired:
 		for _, m := range k.Missing {
+			if c.full() {
+				return
+			}
 			add(at+"/"+canon.EscapePointerToken(m), "dependentRequired", fmt.Sprintf("is required when %q is present", k.Prop))
 		}
 	case *kind.AdditionalProperties:
-		for _, p := range k.Properties {
+		for _, p := range slices.Sorted(slices.Values(k.Properties)) {
+			if c.full() {
+				return
+			}
 			add(at+"/"+canon.EscapePointerToken(p), "additionalProperties", "is not allowed")
 		}
 	case *kind.PropertyNames:

@@ -69,7 +69,19 @@ type costNode struct {
 	enumBytes int  // their size, canonical
 	pattern   int  // the pattern's program size (instructions): a match costs about that per character
 	format    bool // a format: a pass over the string
+	length    bool // minLength or maxLength: the string's runes are counted
 	unique    bool // uniqueItems: a pass over the items
+
+	// Names the library looks up (and, when missing, lists) at every
+	// visit of an object: required, and dependentRequired's lists (counted
+	// whether or not their member is present).
+	required    int
+	depRequired int
+
+	// The bounds a value the node applies to has (-1: none given), for
+	// the declaration's worst case (worst.go).
+	maxLength, maxItems, maxProps int
+	kinds                         int // the kinds of value "type" allows (worst.go); 0: any
 }
 
 type patternEdge struct {
@@ -114,6 +126,9 @@ func buildCostGraph(doc any, locations []string) (*costGraph, error) {
 		return nil, err
 	}
 	if err := g.checkPositions(order); err != nil {
+		return nil, err
+	}
+	if err := g.checkWorstCase(order); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -214,8 +229,36 @@ func (g *costGraph) node(v any, at string) costNode {
 		n.pattern = progSize(p)
 	}
 	_, n.format = s["format"]
+	_, minLen := s["minLength"]
+	_, maxLen := s["maxLength"]
+	n.length = minLen || maxLen
 	n.unique = s["uniqueItems"] == true
+	if r, ok := s["required"].([]any); ok {
+		n.required = len(r)
+	}
+	if m, ok := s["dependentRequired"].(map[string]any); ok {
+		for _, names := range m {
+			if r, ok := names.([]any); ok {
+				n.depRequired += len(r)
+			}
+		}
+	}
+	n.maxLength, n.maxItems, n.maxProps = count(s, "maxLength"), count(s, "maxItems"), count(s, "maxProperties")
+	n.kinds = kindsOf(s)
 	return n
+}
+
+// count is a count keyword's value (checkValues bounds it), -1 if absent.
+func count(s map[string]any, kw string) int {
+	n, ok := s[kw].(json.Number)
+	if !ok {
+		return -1
+	}
+	v, exact := exactSmallInt(string(n))
+	if !exact || v < 0 || v > MaxCount {
+		return -1
+	}
+	return int(v)
 }
 
 // inPlaceOrder returns the nodes in an order where every node comes after
@@ -500,10 +543,16 @@ func (e *estimator) visit(v any, apply []int32, depth int) bool {
 	return e.cost <= e.budget
 }
 
+// namesPerVisit is how many required (and dependentRequired) names count
+// as one visit: the library looks each up in the object and lists the
+// missing ones in its error, which the gateway may turn into field errors.
+const namesPerVisit = 4
+
 // extra is the work of one visit beyond the visit itself: the library
 // loops over an object's members at every visit (and copies their names
-// where unevaluated properties are tracked), compares enum values, runs
-// patterns and formats over strings and hashes items for uniqueItems.
+// where unevaluated properties are tracked), looks up its required names,
+// compares enum values, runs patterns and formats over strings and hashes
+// items for uniqueItems.
 func (e *estimator) extra(n *costNode, v any, uneval bool) int {
 	x := 0
 	if n.enumNum+n.enumOther > 0 {
@@ -514,7 +563,7 @@ func (e *estimator) extra(n *costNode, v any, uneval bool) int {
 	}
 	switch v := v.(type) {
 	case map[string]any:
-		x += len(v) / 16
+		x += len(v)/16 + (n.required+n.depRequired)/namesPerVisit
 		if uneval {
 			x += len(v) / 4
 		}
@@ -532,6 +581,9 @@ func (e *estimator) extra(n *costNode, v any, uneval bool) int {
 		x += len(v) * n.pattern / 128
 		if n.format {
 			x += len(v) / 16
+		}
+		if n.length {
+			x += len(v) / 64
 		}
 	}
 	return x

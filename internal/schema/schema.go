@@ -175,10 +175,11 @@ var (
 // point anywhere in the document, also outside the keywords the walk
 // follows, so each target is walked too.
 type checker struct {
-	doc       any
-	visited   map[string]bool
-	refs      []string // JSON pointers of $ref targets
-	enumBytes int      // enum and const values so far, canonical
+	doc          any
+	visited      map[string]bool
+	refs         []string // JSON pointers of $ref targets
+	enumBytes    int      // enum and const values so far, canonical
+	patternInsts int      // the programs of the patterns so far (pattern.go)
 }
 
 // checkAll checks the schema and returns the locations of all its
@@ -242,6 +243,9 @@ func (c *checker) check(v any, at string) error {
 		return err
 	}
 	if err := c.checkEnums(s, at); err != nil {
+		return err
+	}
+	if err := c.checkPatterns(s, at); err != nil {
 		return err
 	}
 	if err := checkBounds(s, at); err != nil {
@@ -469,7 +473,7 @@ func checkDefaults(c *jsonschema.Compiler, doc any, locations []string, cost *co
 		}
 		if err := sub.Validate(def); err != nil {
 			reason := "the default does not validate"
-			if fe := fieldErrors(err, ""); len(fe) > 0 {
+			if fe := fieldErrors(err, "").Errors; len(fe) > 0 {
 				reason += ": " + strings.TrimSpace(fe[0].Field+" "+fe[0].Message)
 			}
 			return &Error{Pointer: at + "/default", Keyword: "default", Reason: reason}

@@ -133,7 +133,7 @@ func TestApplyErrors(t *testing.T) {
 		{`{"case_id":1,"title":"ab","ratio":1e1000000}`, []fe{{"/params/ratio", "range"}}},
 		{`{"case_id":-1,"title":"x","kind":1}`, []fe{{"/params/case_id", "minimum"}, {"/params/kind", "enum"}, {"/params/title", "minLength"}}},
 	} {
-		_, errs := s.Apply(decode(t, c.in))
+		errs := fieldsOf(s.Apply(decode(t, c.in)))
 		got := make([]fe, len(errs))
 		for i, e := range errs {
 			got[i] = fe{e.Field, e.Rule}
@@ -146,20 +146,20 @@ func TestApplyErrors(t *testing.T) {
 func TestApplyMessages(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, permitReport)
-	_, errs := s.Apply(decode(t, `{"revision":0,"pages":2001,"color":1}`))
+	errs := fieldsOf(s.Apply(decode(t, `{"revision":0,"pages":2001,"color":1}`)))
 	require.Equal(t, []api.FieldError{
 		{Field: "/params/case_id", Rule: "required", Message: "is required"},
 		{Field: "/params/color", Rule: "additionalProperties", Message: "is not allowed"},
 		{Field: "/params/pages", Rule: "maximum", Message: "must be at most 2000"},
 		{Field: "/params/revision", Rule: "minimum", Message: "must be at least 1"},
 	}, errs)
-	_, errs = s.Apply(decode(t, `{"case_id":1.5,"revision":"x"}`))
+	errs = fieldsOf(s.Apply(decode(t, `{"case_id":1.5,"revision":"x"}`)))
 	require.Equal(t, []api.FieldError{
 		{Field: "/params/case_id", Rule: "type", Message: "must be an integer"},
 		{Field: "/params/revision", Rule: "type", Message: "must be an integer"},
 	}, errs)
 	r := mustCompile(t, rich)
-	_, errs = r.Apply(decode(t, `{"case_id":1,"title":"ab","kind":"x","maybe":2}`))
+	errs = fieldsOf(r.Apply(decode(t, `{"case_id":1,"title":"ab","kind":"x","maybe":2}`)))
 	require.Equal(t, []api.FieldError{
 		{Field: "/params/kind", Rule: "enum", Message: `must be one of "draft", "final"`},
 		{Field: "/params/maybe", Rule: "type", Message: "must be null or a string"},
@@ -287,7 +287,10 @@ func TestRegistry(t *testing.T) {
 	r.Set("permit_report", s)
 	got, ok := r.Schema("permit_report")
 	require.True(t, ok)
-	require.Same(t, s, got)
+	require.NotNil(t, got)
+	looked, ok := r.Lookup("permit_report")
+	require.True(t, ok)
+	require.Same(t, s, looked)
 	require.Equal(t, []string{"permit_report"}, r.Names())
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -354,17 +357,17 @@ func TestGenerate(t *testing.T) {
 	out, fe := s.Apply(decode(t, `{"case_id":47,"revision":29}`))
 	require.Empty(t, fe)
 	require.Equal(t, `{"case_id":47,"pages":10,"revision":29}`, canonical(t, out))
-	_, fe = s.Apply(decode(t, `{"case_id":47,"x":1}`))
+	_, ve := s.Apply(decode(t, `{"case_id":47,"x":1}`))
 	require.Equal(t, []api.FieldError{
 		{Field: "/params/revision", Rule: "required", Message: "is required"},
 		{Field: "/params/x", Rule: "additionalProperties", Message: "is not allowed"},
-	}, fe)
+	}, ve.Errors)
 
 	raw, err = Generate(&letterParams{})
 	require.NoError(t, err)
 	s = mustCompile(t, string(raw))
-	_, fe = s.Apply(decode(t, `{"to":"nobody","lines":[]}`))
-	require.Equal(t, []api.FieldError{{Field: "/params/to", Rule: "format", Message: "must be a valid email"}}, fe)
+	_, ve = s.Apply(decode(t, `{"to":"nobody","lines":[]}`))
+	require.Equal(t, []api.FieldError{{Field: "/params/to", Rule: "format", Message: "must be a valid email"}}, ve.Errors)
 
 	type unbounded struct {
 		Name string `json:"name"`
@@ -401,4 +404,12 @@ func BenchmarkApplyPermitReport(b *testing.B) {
 			b.Fatal(fe)
 		}
 	}
+}
+
+// fieldsOf is Apply's list of problems (nil when it found none).
+func fieldsOf(_ any, ve *api.ValidationError) []api.FieldError {
+	if ve == nil {
+		return nil
+	}
+	return ve.Errors
 }

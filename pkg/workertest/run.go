@@ -133,7 +133,7 @@ func RunAttempt[T any](ctx context.Context, t worker.Type[T], params any, a Atte
 	case out.Fail == nil:
 		r.Outcome = Succeeded
 	default:
-		f, err := verdict.Failure(out.Fail, time.Duration(decl.TimeoutSeconds)*time.Second, decl.MaxResultBytes)
+		f, err := verdict.Failure(out.Fail, decl.Name, time.Duration(decl.TimeoutSeconds)*time.Second, decl.MaxResultBytes)
 		if err != nil {
 			return r, err
 		}
@@ -164,8 +164,8 @@ func admit(decl wire.Declaration, params any) (json.RawMessage, error) {
 		return nil, &api.ValidationError{Errors: []api.FieldError{{Field: "/params", Message: err.Error()}}}
 	}
 	applied, problems := s.Apply(doc)
-	if len(problems) > 0 {
-		return nil, &api.ValidationError{Errors: problems}
+	if problems != nil {
+		return nil, problems
 	}
 	return json.Marshal(applied)
 }
