@@ -294,7 +294,10 @@ class _AttemptRun:
         stored: dict[str, Any] | None = None
         try:
             await self._handler()
-            if self.lost or self.reason in ("lost", "canceled"):
+            # A handler that returns once its attempt was aborted stopped because it was told to
+            # (a sync handler cannot be interrupted otherwise): no success, whatever it wrote. A
+            # timeout is the type's rule, as pkg/worker has it; a shutdown gives the job back.
+            if self.lost or self.reason is not None:
                 raise Aborted(self.reason or "lost")
             stored = await self._finish_output()
         except asyncio.CancelledError as e:
