@@ -23,6 +23,7 @@ type child struct {
 	out    *syncBuffer
 	exited chan struct{} // closed when the process has ended
 	err    error         // its Wait error, once exited is closed
+	pid    int
 }
 
 // startJobgate runs `jobgate <args>` as a child process (this test binary in
@@ -34,6 +35,7 @@ func startJobgate(t *testing.T, args ...string) *child {
 	c := &child{out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	require.NoError(t, cmd.Start())
+	c.pid = cmd.Process.Pid
 	go func() { c.err = cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
