@@ -127,6 +127,7 @@ func (g *Gateway) adminDeleteType(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, typeStoreErr(name, err))
 	}
+	g.forgetEndpointKeys(ctx, name)
 	g.log.Info("job type deleted by an operator", "type", name, "by", identity(c).Requester)
 	c.Set(fiber.HeaderCacheControl, "private, no-store")
 	return c.SendStatus(http.StatusNoContent)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/egress"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/tenantquota"
@@ -87,6 +88,10 @@ type Config struct {
 	BulkTimeBudget time.Duration
 	// Dev enables the /dev/token login used by the page in development.
 	Dev bool
+	// Endpoints is the address rule an endpoint type's URL is checked
+	// against when it is declared (the endpoint caller checks every
+	// connection with the same rule). Default: public addresses only.
+	Endpoints egress.Policy
 	// Failpoints injects faults (gateway.after-commit).
 	Failpoints *failpoint.Set
 	// Metrics records admissions and watchers; nil records nothing and

@@ -36,6 +36,7 @@ func (g *Gateway) routes() {
 	g.batchRoutes(v1)
 	g.adminRoutes(v1)
 	g.adminTypeRoutes(v1)
+	g.adminEndpointRoutes(v1)
 	g.adminConsoleRoutes(v1)
 	g.pageRoutes()
 	a.Use(func(c *fiber.Ctx) error { return writeProblem(c, job.ErrNotFound) })

@@ -347,22 +347,26 @@ type typeInfo struct {
 	Workers int `json:"workers"`
 	// Paused is an operator's pause: jobs are admitted and wait queued.
 	Paused bool `json:"paused"`
+	// Endpoint hides the declaration's endpoint URL behind its host
+	// (gateway/type_endpoint.go).
+	Endpoint *endpointSummary `json:"endpoint,omitempty"`
 }
 
 // typeSummary is one entry of GET /v1/types: a declaration without its
 // schema, which GET /v1/types/{name} gives.
 type typeSummary struct {
-	Name           string    `json:"name"`
-	Description    string    `json:"description,omitempty"`
-	TimeoutSeconds int       `json:"timeout_seconds"`
-	Attempts       int       `json:"attempts"`
-	MaxResultBytes int64     `json:"max_result_bytes"`
-	ContentType    string    `json:"content_type"`
-	DeclaredAt     time.Time `json:"declared_at"`
-	SchemaBytes    int       `json:"schema_bytes"`
-	Workers        int       `json:"workers"`
-	Paused         bool      `json:"paused"`
-	Links          typeLinks `json:"links"`
+	Name           string           `json:"name"`
+	Description    string           `json:"description,omitempty"`
+	TimeoutSeconds int              `json:"timeout_seconds"`
+	Attempts       int              `json:"attempts"`
+	MaxResultBytes int64            `json:"max_result_bytes"`
+	ContentType    string           `json:"content_type"`
+	DeclaredAt     time.Time        `json:"declared_at"`
+	SchemaBytes    int              `json:"schema_bytes"`
+	Workers        int              `json:"workers"`
+	Paused         bool             `json:"paused"`
+	Endpoint       *endpointSummary `json:"endpoint,omitempty"`
+	Links          typeLinks        `json:"links"`
 }
 
 type typeLinks struct {
@@ -401,7 +405,7 @@ func (t *typeRegistry) list(now time.Time) []typeInfo {
 	live := t.liveWorkers(now)
 	out := make([]typeInfo, 0, len(t.decls))
 	for _, d := range t.decls {
-		out = append(out, typeInfo{TypeDecl: d, Workers: live[d.Name], Paused: d.Paused})
+		out = append(out, typeInfo{TypeDecl: d, Workers: live[d.Name], Paused: d.Paused, Endpoint: summarizeEndpoint(d)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -415,7 +419,7 @@ func (t *typeRegistry) info(name string, now time.Time) (typeInfo, bool) {
 	if !ok {
 		return typeInfo{}, false
 	}
-	return typeInfo{TypeDecl: d, Workers: t.liveWorkers(now)[name], Paused: d.Paused}, true
+	return typeInfo{TypeDecl: d, Workers: t.liveWorkers(now)[name], Paused: d.Paused, Endpoint: summarizeEndpoint(d)}, true
 }
 
 // page returns up to limit types whose names sort after after, by name,
@@ -442,6 +446,7 @@ func (t *typeRegistry) page(now time.Time, after string, limit int) ([]typeSumma
 			Name: d.Name, Description: d.Description, TimeoutSeconds: d.TimeoutSeconds, Attempts: d.Attempts,
 			MaxResultBytes: d.MaxResultBytes, ContentType: d.ContentType, DeclaredAt: d.DeclaredAt,
 			SchemaBytes: len(d.Schema), Workers: live[name], Paused: d.Paused, Links: typeLinks{Self: "/v1/types/" + name},
+			Endpoint: summarizeEndpoint(d),
 		}
 	}
 	return out, more

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/egress"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
@@ -219,7 +220,7 @@ func (n *Notifier) backoff(attempt int, retryAfter time.Duration) time.Duration 
 // environment (the SSRF check must see the real target), no redirects (a 3xx
 // is a failed attempt), the guarded dialer.
 func newHTTPClient(cfg *Config) *http.Client {
-	dialer := guardedDialer(cfg.AllowPrivate, cfg.Timeout)
+	dialer := egress.Dialer(egress.Policy{AllowAll: cfg.AllowPrivate}, cfg.Timeout)
 	return &http.Client{
 		Timeout: cfg.Timeout,
 		Transport: &http.Transport{

@@ -290,9 +290,16 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	if err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
+	if (req.Kind == wire.KindEndpointRejected || req.Kind == wire.KindEndpointError) && r.cred != wire.JobgateCredential {
+		// The endpoint categories say jobgate called the handler itself.
+		return refuse(wire.CodeBadRequest, "failure kind %s is jobgate's endpoint caller's", req.Kind)
+	}
+	if req.RetryAfterMS < 0 {
+		return refuse(wire.CodeBadRequest, "retry_after_ms must not be negative")
+	}
 	maxAttempts := h.rec.AttemptsOr(h.decl.Attempts)
 	now := b.cfg.Now().UTC()
-	retryAt := now.Add(b.retryDelay(h.rec.Attempt))
+	retryAt := now.Add(max(b.retryDelay(h.rec.Attempt), min(time.Duration(req.RetryAfterMS)*time.Millisecond, wire.MaxRetryAfter)))
 	outcome := "failed"
 	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
 		// The worker's own message is the operator's: it goes to the

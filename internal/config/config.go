@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/egress"
 	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/pkg/api"
 	"io"
@@ -71,6 +72,10 @@ type Config struct {
 	// Dev enables development helpers (the /dev/token login of the page).
 	// Only `serve` honours it.
 	Dev bool `yaml:"dev"`
+	// EndpointAllow lists the CIDRs (comma separated) that endpoint types'
+	// URLs may reach besides public addresses (JOBGATE_ENDPOINT_ALLOW);
+	// `serve --dev` adds loopback.
+	EndpointAllow string `yaml:"endpoint_allow"`
 
 	NATS     NATS     `yaml:"nats"`
 	Renderer Renderer `yaml:"renderer"`
@@ -307,6 +312,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	str("JOBGATE_LOG_FORMAT", &c.LogFormat)
 	str("JOBGATE_LOG_LEVEL", &c.LogLevel)
 	boolean("JOBGATE_DEV", &c.Dev)
+	str("JOBGATE_ENDPOINT_ALLOW", &c.EndpointAllow)
 	num("JOBGATE_MAX_STREAMS_PER_REQUESTER", &c.Gateway.MaxStreamsPerRequester)
 	num("JOBGATE_MAX_LONG_POLLS_PER_REQUESTER", &c.Gateway.MaxLongPollsPerRequester)
 	num("JOBGATE_MAX_STREAMS_PER_TENANT", &c.Gateway.MaxStreamsPerTenant)
@@ -354,6 +360,9 @@ func (c *Config) Validate() error {
 	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("max_attempts must be 1 to 100, got %d", c.MaxAttempts))
 	}
+	if _, err := egress.ParseAllow(c.EndpointAllow); err != nil {
+		errs = append(errs, fmt.Errorf("endpoint_allow (JOBGATE_ENDPOINT_ALLOW): %w", err))
+	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("nats.replicas must be 1 to 5, got %d", c.NATS.Replicas))
 	}
@@ -394,4 +403,14 @@ func (c *Config) Embedded() bool { return c.NATS.URL == "" }
 // Path returns a path under the data dir.
 func (c *Config) Path(elem ...string) string {
 	return filepath.Join(append([]string{c.DataDir}, elem...)...)
+}
+
+// EndpointPolicy is the address rule of the requests to endpoint types:
+// public addresses, EndpointAllow's ranges, and loopback in development.
+func (c *Config) EndpointPolicy() egress.Policy {
+	allow, _ := egress.ParseAllow(c.EndpointAllow) // Validate reported a bad list
+	if c.Dev {
+		allow = append(allow, egress.Loopback...)
+	}
+	return egress.Policy{Allow: allow}
 }

@@ -36,6 +36,12 @@ type TypeDecl struct {
 	// the type's jobs are admitted and wait queued, and no broker starts
 	// one until it is resumed. A worker's declaration never changes it.
 	Paused bool `json:"paused,omitempty"`
+	// Endpoint, on an endpoint type (PUT /v1/admin/types/{name}), is the
+	// HTTP handler jobgate's endpoint caller sends the attempts to; such a
+	// type is owned by jobgate (wire.JobgateCredential), and no worker may
+	// declare its name. Its signing secret is kept apart, with the
+	// deployment's secrets (natsjs.Secrets).
+	Endpoint *api.Endpoint `json:"endpoint,omitempty"`
 }
 
 // Public is the declaration as its worker wrote it.
@@ -51,5 +57,11 @@ func (d *TypeDecl) Timeout() time.Duration { return time.Duration(d.TimeoutSecon
 // Validate checks the declaration's own fields (api.TypeDecl.Validate).
 func (d *TypeDecl) Validate() error {
 	p := d.Public()
-	return p.Validate()
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if d.Endpoint != nil {
+		return d.Endpoint.Validate()
+	}
+	return nil
 }

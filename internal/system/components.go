@@ -24,9 +24,9 @@ import (
 // newDispatcher builds the dispatcher: relay, indexer, sweeper and the
 // broker that answers the workers, with the batch relay beside it
 // (batches.go).
-func (s *System) newDispatcher(res *natsjs.Resources) (Service, error) {
+func (s *System) newDispatcher(res *natsjs.Resources, adjust func(*dispatcher.Config)) (Service, error) {
 	c := &s.settings
-	d, err := dispatcher.New(dispatcher.Config{
+	dc := dispatcher.Config{
 		MaxAttempts:   c.MaxAttempts,
 		RenderTimeout: c.RenderTimeout,
 		Metrics:       s.metrics,
@@ -40,11 +40,19 @@ func (s *System) newDispatcher(res *natsjs.Resources) (Service, error) {
 			ResultQuota:           s.quota, // nil unless the gateway runs here too
 			OnResultQuotaFull:     func() { s.metrics.TenantResultsFull("upload") },
 		},
-	}, DispatcherStores(res), s.log.With("service", "dispatcher"))
+	}
+	if adjust != nil {
+		adjust(&dc)
+	}
+	d, err := dispatcher.New(dc, DispatcherStores(res), s.log.With("service", "dispatcher"))
 	if err != nil {
 		return nil, err
 	}
-	return s.withBatchRelay(d, res)
+	withBatches, err := s.withBatchRelay(d, res)
+	if err != nil {
+		return nil, err
+	}
+	return s.withEndpointCaller(withBatches, res)
 }
 
 // newRenderer builds the renderer (the permit_report worker) on nc, with
@@ -133,6 +141,7 @@ func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 		MaxLongPolls:             c.Gateway.MaxLongPolls,
 		StreamWriteTimeout:       c.Gateway.StreamWriteTimeout,
 		Dev:                      c.Dev,
+		Endpoints:                c.EndpointPolicy(),
 		Failpoints:               s.fp,
 		Metrics:                  s.metrics,
 		MetricsToken:             c.MetricsToken,

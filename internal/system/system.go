@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jobgate/jobgate/dispatcher"
 	"io"
 	"log/slog"
 	"net"
@@ -88,6 +89,9 @@ type Config struct {
 	// Renderer, if set, adjusts the renderer's settings after they were
 	// taken from Settings (tests: OnRender, DrainTimeout, MaxPages).
 	Renderer func(*renderer.Config)
+	// Dispatcher, if set, adjusts the dispatcher's settings after they
+	// were taken from Settings (tests: the broker's RetryBase).
+	Dispatcher func(*dispatcher.Config)
 	// Workers are more workers of the process's own (see WorkerFunc).
 	Workers []WorkerFunc
 }
@@ -401,7 +405,7 @@ func (s *System) startComponents(ctx context.Context, cfg Config) error {
 		case Notifier:
 			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) { return s.newNotifier(r) })
 		case Dispatcher:
-			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) { return s.newDispatcher(r) })
+			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) { return s.newDispatcher(r, cfg.Dispatcher) })
 		case Renderer:
 			err = start(string(c), func(_ *natsjs.Resources, nc *nats.Conn) (Service, error) {
 				return s.newRenderer(nc, cfg.Renderer)

@@ -53,6 +53,13 @@ func Failure(req *wire.FailRequest, timeout time.Duration, maxResult int64) (*ap
 			Message: fmt.Sprintf("the result would be larger than the limit of %d bytes", maxResult)}, nil
 	case wire.KindBudget:
 		return &api.Failure{Category: api.CategoryBudgetExceeded, Retryable: req.Retryable, Message: pick("the job exceeds a limit of its worker")}, nil
+	case wire.KindEndpointRejected:
+		// jobgate's endpoint caller: a refusal's message for users is the
+		// handler's problem detail.
+		return &api.Failure{Category: api.CategoryEndpointRejected, Message: pick("the job's endpoint refused it")}, nil
+	case wire.KindEndpointError:
+		return &api.Failure{Category: api.CategoryEndpointError, Retryable: true,
+			Message: "the job's endpoint could not be reached or answered with an error"}, nil
 	case wire.KindInternal:
 		return &api.Failure{Category: api.CategoryInternal, Retryable: req.Retryable || user == "",
 			Message: pick("the result could not be stored; the job is retried")}, nil

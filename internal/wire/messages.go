@@ -193,6 +193,12 @@ const (
 	KindInternal  = "internal"  // the result could not be stored: retried
 	KindBudget    = "budget"    // the handler says the request exceeds a limit of its own (budget_exceeded)
 	KindPanic     = "panic"     // the handler panicked
+	// The kinds of jobgate's own endpoint caller (docs/endpoints.md),
+	// refused from any other credential: the handler answered a 4xx other
+	// than 408, 425 and 429 (not retried), or could not be reached or
+	// answered 408, 425, 429 or 5xx (retried).
+	KindEndpointRejected = "endpoint_rejected"
+	KindEndpointError    = "endpoint_error"
 )
 
 // FailRequest ends a held job's attempt with a failure.
@@ -208,7 +214,16 @@ type FailRequest struct {
 	// UserMessage, if set, is what the job's owner reads; without it they
 	// read a generic message of the category. At most 500 bytes.
 	UserMessage string `json:"user_message,omitempty"`
+	// RetryAfterMS (optional, added within v1), on a retryable failure, is
+	// the least time before the next attempt (an endpoint's Retry-After):
+	// the job waits the longer of it and its backoff, at most
+	// MaxRetryAfter.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
+
+// MaxRetryAfter bounds how long a failure's RetryAfterMS may postpone the
+// next attempt.
+const MaxRetryAfter = time.Hour
 
 // GiveBackRequest hands a held job back without a verdict (the worker is
 // stopping, or its result could not be stored): the attempt uses up none

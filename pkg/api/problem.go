@@ -74,6 +74,8 @@ var problemKinds = []ProblemKind{
 		"only a failed or canceled job can be retried", ErrNotRetryable},
 	{"type-in-use", 409, "Job type in use",
 		"jobs of this type are queued or running: cancel them or let them end, then delete the type", ErrTypeInUse},
+	{"type-name-taken", 409, "Job type name taken",
+		"a worker credential declared a job type of this name (or it is built in): an endpoint type needs a name of its own", ErrTypeNameTaken},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/api"
@@ -36,6 +37,8 @@ type failure struct {
 	retryable bool
 	user      string
 	err       error
+	// retryAfter: no next attempt sooner (FailRequest.RetryAfterMS).
+	retryAfter time.Duration
 }
 
 func (f *failure) Error() string {
@@ -63,7 +66,8 @@ func (f *failure) request(h wire.Held) wire.FailRequest {
 	if len(user) > 500 {
 		user = user[:500] + "…"
 	}
-	return wire.FailRequest{Held: h, Kind: f.kind, Retryable: f.retryable, Message: msg, UserMessage: user}
+	return wire.FailRequest{Held: h, Kind: f.kind, Retryable: f.retryable, Message: msg, UserMessage: user,
+		RetryAfterMS: f.retryAfter.Milliseconds()}
 }
 
 // Permanent marks err as final: the job fails now (render_error) without

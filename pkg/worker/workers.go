@@ -35,6 +35,9 @@ type Workers struct {
 
 	mu      sync.Mutex
 	started bool // Register is refused from the first Start on
+	// undeclared: the types are declared already (workerhook.Undeclared),
+	// Start declares none.
+	undeclared bool
 	nc      *nats.Conn
 	ownConn bool
 	pulls   sync.WaitGroup
@@ -115,6 +118,7 @@ func (w *Workers) start(sctx, runCtx context.Context) error {
 	w.mu.Lock()
 	w.started = true
 	n := len(w.types)
+	undeclared := w.undeclared
 	w.mu.Unlock()
 	if n == 0 {
 		return errors.New("worker: no types registered")
@@ -123,6 +127,9 @@ func (w *Workers) start(sctx, runCtx context.Context) error {
 		return err
 	}
 	for _, t := range w.types {
+		if undeclared {
+			break
+		}
 		req := wire.DeclareRequest{Worker: w.cfg.Name, Type: t.decl}
 		if err := w.call(sctx, t.decl.Name, wire.OpDeclare, req, nil, true); err != nil {
 			w.closeConn()

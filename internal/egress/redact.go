@@ -1,4 +1,4 @@
-package notifier
+package egress
 
 import (
 	"errors"
@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// RedactURL is a webhook URL as logs and stored states show it:
+// RedactURL is a URL of a user's (a webhook, an endpoint) as logs, errors
+// and listings show it:
 // scheme://host[:port], and "/…" when the URL has more. Receivers put their
 // tokens in path and query (and some in user info), so only the part that
 // says where a delivery went is ever written down.
@@ -22,10 +23,10 @@ func RedactURL(raw string) string {
 	return out
 }
 
-// redactErr rewrites the URL an HTTP client error quotes ("Post \"<url>\":
+// RedactErr rewrites the URL an HTTP client error quotes ("Post \"<url>\":
 // dial tcp ...") to its redacted form; the chain under it stays intact for
 // errors.Is. Any other error is scrubbed of the raw URL as a last resort.
-func redactErr(err error, raw string) error {
+func RedactErr(err error, raw string) error {
 	if err == nil {
 		return nil
 	}

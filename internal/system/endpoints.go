@@ -1,0 +1,48 @@
+package system
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jobgate/jobgate/internal/endpointcall"
+	"github.com/jobgate/jobgate/internal/natsjs"
+)
+
+// dispatcherWithEndpoints is the dispatcher component with the endpoint
+// caller (docs/endpoints.md) beside it: the caller is a worker of the
+// dispatcher's broker, so it starts after it and stops before it (its
+// requests in flight finish, or their jobs are given back, while the
+// broker still answers).
+type dispatcherWithEndpoints struct {
+	d  Service
+	ec *endpointcall.Caller
+}
+
+func (s *System) withEndpointCaller(d Service, res *natsjs.Resources) (Service, error) {
+	nc, err := s.OwnConn("endpoint-caller")
+	if err != nil {
+		return nil, err
+	}
+	ec, err := endpointcall.New(endpointcall.Config{
+		Conn: nc, Policy: s.settings.EndpointPolicy(), Logger: s.log.With("service", "endpoint-caller"),
+	}, endpointcall.Stores{Types: res.Types, Keys: res.Secrets})
+	if err != nil {
+		return nil, err
+	}
+	return &dispatcherWithEndpoints{d: d, ec: ec}, nil
+}
+
+func (c *dispatcherWithEndpoints) Start(ctx context.Context) error {
+	if err := c.d.Start(ctx); err != nil {
+		return err
+	}
+	if err := c.ec.Start(ctx); err != nil {
+		_ = c.d.Stop(context.WithoutCancel(ctx))
+		return err
+	}
+	return nil
+}
+
+func (c *dispatcherWithEndpoints) Stop(ctx context.Context) error {
+	return errors.Join(c.ec.Stop(ctx), c.d.Stop(ctx))
+}

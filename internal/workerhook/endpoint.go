@@ -1,0 +1,19 @@
+package workerhook
+
+import "time"
+
+// jobgate's endpoint caller (internal/endpointcall) runs the types an
+// operator declared (docs/endpoints.md) with pkg/worker, as jobgate's own
+// worker: these reach the two things it needs that pkg/worker's API does
+// not offer a user's worker.
+
+// Undeclared marks w (a *worker.Workers, before Start) as running types
+// that are declared already: Start declares none of them (a declaration
+// of the worker's would replace the operator's).
+var Undeclared func(w any)
+
+// Failure is the error a handler returns to fail its attempt with kind
+// (wire.Kind*), retried or not as retryable says, with user as the
+// owner's message (may be empty), cause for the operator and, when
+// retried, no next attempt before retryAfter.
+var Failure func(kind string, retryable bool, user string, cause error, retryAfter time.Duration) error

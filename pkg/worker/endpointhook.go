@@ -1,0 +1,21 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/jobgate/jobgate/internal/workerhook"
+)
+
+// The hooks of jobgate's own endpoint caller (internal/workerhook): no
+// user's worker reaches them.
+func init() {
+	workerhook.Undeclared = func(wa any) {
+		w := wa.(*Workers)
+		w.mu.Lock()
+		w.undeclared = true
+		w.mu.Unlock()
+	}
+	workerhook.Failure = func(kind string, retryable bool, user string, cause error, retryAfter time.Duration) error {
+		return &failure{kind: kind, retryable: retryable, user: user, err: cause, retryAfter: retryAfter}
+	}
+}
