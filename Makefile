@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test bench lint fuzz clean cluster-demo chaos
+.PHONY: build run test test-python bench lint fuzz clean cluster-demo chaos
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -20,12 +20,22 @@ run: build
 ## internal/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it),
 ## a minimal OpenTelemetry Collector for the tracing test (tools/otelcol, built once into
 ## bin/tools; JOBGATE_SKIP_OTELCOL=1 skips it, except under CI=true)
+## and then the Python SDK's checks (test-python)
 test:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-interop.sh
 	@scripts/ensure-otelcol.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory test-python
+
+## test-python: the Python SDK (sdk/python): ruff, mypy --strict and pytest against a real
+##        `jobgate serve`, in bin/pyenv with the versions pinned in sdk/python/requirements-dev.txt
+##        (scripts/ensure-python.sh creates it when missing and installs the package with pip)
+PYENV := $(CURDIR)/bin/pyenv/bin
+test-python: build
+	@scripts/ensure-python.sh
+	cd sdk/python && $(PYENV)/ruff check . && $(PYENV)/ruff format --check . && $(PYENV)/mypy && $(PYENV)/python -m pytest -q
 
 ## bench: every package's Go benchmarks, then `jobgate bench`: the system measured
 ##        against the raw JetStream floor in one run (one table + bench.json; see

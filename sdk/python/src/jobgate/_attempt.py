@@ -30,7 +30,7 @@ Outcome = Literal["succeeded", "retry_or_failed", "lost", "given_back", "unrecor
 
 
 class Permanent(Exception):
-    """Fails the job now, without further attempts (category render_error); its message is shown to
+    """Fails the job now, without further attempts; its message is shown to
     the job's owner: say what is wrong with the request, nothing internal. Any other exception a handler
     raises is retried while attempts remain, and its text reaches only the operator."""
 
