@@ -216,25 +216,10 @@ func (n *Notifier) backoff(attempt int, retryAfter time.Duration) time.Duration 
 	return retry.NotBefore(d, retryAfter, n.cfg.MaxRetryAfter)
 }
 
-// newHTTPClient builds the client of webhook deliveries: no proxy from the
-// environment (the SSRF check must see the real target), no redirects (a 3xx
-// is a failed attempt), the guarded dialer.
+// newHTTPClient builds the client of webhook deliveries (egress.NewClient:
+// no proxy, no redirects, the guarded dialer).
 func newHTTPClient(cfg *Config) *http.Client {
-	dialer := egress.Dialer(egress.Policy{AllowAll: cfg.AllowPrivate}, cfg.Timeout)
-	return &http.Client{
-		Timeout: cfg.Timeout,
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          100,
-			MaxIdleConnsPerHost:   4,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return egress.NewClient(egress.Policy{AllowAll: cfg.AllowPrivate}, cfg.Timeout, 4)
 }
 
 // transient logs a failure of the notifier's own state store; the event is

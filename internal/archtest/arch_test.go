@@ -149,6 +149,7 @@ var hiddenLeaves = map[string]string{
 	"/internal/workerhook": "test hooks, empty in a user's build",
 	"/internal/schema":     "a worker checks its schema as the gateway will before declaring it",
 	"/internal/startstop":  "the one lifecycle of Start and Stop that every service has",
+	"/internal/stdwebhook": "Standard Webhooks signatures, which pkg/endpoint verifies as jobgate makes them",
 }
 
 // What a user's application or worker links of jobgate is the API and a few
@@ -157,7 +158,7 @@ var hiddenLeaves = map[string]string{
 func TestClientAndWorkerLinkOnlyTheAPIAndHiddenLeaves(t *testing.T) {
 	t.Parallel()
 	pkgs := load(t)
-	for _, pub := range []string{"/pkg/client", "/pkg/worker"} {
+	for _, pub := range []string{"/pkg/client", "/pkg/worker", "/pkg/endpoint"} {
 		p := pkgs[module+pub]
 		require.NotNil(t, p, pub)
 		for _, dep := range p.Deps {
@@ -165,7 +166,7 @@ func TestClientAndWorkerLinkOnlyTheAPIAndHiddenLeaves(t *testing.T) {
 				continue
 			}
 			_, ok := hiddenLeaves[strings.TrimPrefix(dep, module)]
-			require.True(t, ok || dep == module+"/pkg/client" || dep == module+"/pkg/worker",
+			require.True(t, ok || dep == module+"/pkg/client" || dep == module+"/pkg/worker" || dep == module+"/pkg/endpoint",
 				"%s depends on %s: public packages link only pkg/api and the hidden leaves", pub, dep)
 		}
 	}
@@ -224,6 +225,20 @@ func TestClientStaysLight(t *testing.T) {
 		}
 		for _, svc := range services {
 			require.False(t, dep == module+"/"+svc, "pkg/client depends on the %s service", svc)
+		}
+	}
+}
+
+// A team's web app imports pkg/endpoint beside its own routes: it links
+// no NATS at all, nor the server's HTTP stack.
+func TestEndpointPackageLinksNoNATS(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	p := pkgs[module+"/pkg/endpoint"]
+	require.NotNil(t, p)
+	for _, dep := range p.Deps {
+		for _, heavy := range []string{"github.com/nats-io/", "github.com/gofiber/", "github.com/valyala/fasthttp"} {
+			require.False(t, strings.HasPrefix(dep, heavy), "pkg/endpoint depends on %s", dep)
 		}
 	}
 }

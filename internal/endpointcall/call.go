@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/internal/egress"
@@ -36,33 +35,7 @@ const (
 	// maxDetail bounds the problem detail kept as the owner's message
 	// (the protocol keeps 500 printable bytes of it).
 	maxDetail = 1 << 10
-	// maxResponseHeaderBytes bounds a response's header.
-	maxResponseHeaderBytes = 64 << 10
 )
-
-// newClient is the one pooled client of a caller's requests: keep-alive,
-// HTTP/2 when the server offers it, no proxy from the environment (the
-// address check must see the real target), no redirects, TLS verified
-// (the default), every connection's address checked against the policy.
-// A request's time, to its first byte and to its last, is its attempt's
-// (the request's context).
-func newClient(p egress.Policy) *http.Client {
-	dialer := egress.Dialer(p, 10*time.Second)
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                  nil,
-			DialContext:            dialer.DialContext,
-			ForceAttemptHTTP2:      true,
-			MaxIdleConns:           1024,
-			MaxIdleConnsPerHost:    256,
-			IdleConnTimeout:        90 * time.Second,
-			TLSHandshakeTimeout:    10 * time.Second,
-			ExpectContinueTimeout:  time.Second,
-			MaxResponseHeaderBytes: maxResponseHeaderBytes,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
 
 // WebhookID is the webhook-id of an attempt's request: stable across the
 // deliveries of one attempt, new for each attempt.

@@ -47,7 +47,11 @@ type Config struct {
 	// on, with jobgate's own permissions.
 	Conn *nats.Conn
 	// Policy is the address rule every connection to an endpoint is
-	// checked against (JOBGATE_ENDPOINT_ALLOW, `serve --dev`).
+	// checked against (JOBGATE_ENDPOINT_ALLOW, `serve --dev`). The one
+	// pooled client of the caller's requests (egress.NewClient) keeps
+	// connections alive, speaks HTTP/2 when offered, follows no redirect
+	// and verifies TLS; a request's time, to its first byte and to its
+	// last, is its attempt's (the request's context).
 	Policy egress.Policy
 	// BeatInterval is the longest time between two beats of a request in
 	// flight, and so how late a cancel may reach it. Default 500ms.
@@ -123,7 +127,7 @@ func New(cfg Config, stores Stores) (*Caller, error) {
 	if stores.Types == nil || stores.Keys == nil {
 		return nil, errors.New("endpoint caller: the type and key stores are required")
 	}
-	c := &Caller{cfg: cfg, stores: stores, log: cfg.Logger, http: newClient(cfg.Policy), name: processName(),
+	c := &Caller{cfg: cfg, stores: stores, log: cfg.Logger, http: egress.NewClient(cfg.Policy, 0, 256), name: processName(),
 		changes: make(chan *natsjs.TypeChange, 256), done: make(chan struct{}), runners: map[string]*runner{}}
 	c.keys = &keyCache{src: stores.Keys, ttl: cfg.KeyCacheTTL, now: cfg.Now, m: map[string]cachedKeys{}}
 	return c, nil

@@ -30,53 +30,12 @@ func (s *TypeStore) DeclareEndpoint(ctx context.Context, d *job.TypeDecl) (creat
 	if d.Endpoint == nil {
 		return false, nil, fmt.Errorf("type %s: %w: no endpoint", d.Name, job.ErrInvalidType)
 	}
-	if err := d.Validate(); err != nil {
-		return false, nil, err
-	}
-	want := *d
-	for range 5 {
-		cur, err := s.types.Get(ctx, d.Name)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			want.Paused = false
-			data, err := json.Marshal(&want)
-			if err != nil {
-				return false, nil, fmt.Errorf("encode type %s: %w", d.Name, err)
-			}
-			if _, err := s.types.Create(ctx, d.Name, data); err != nil {
-				if errors.Is(err, jetstream.ErrKeyExists) {
-					continue
-				}
-				return false, nil, fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
-			}
-			return true, &want, nil
-		}
-		if err != nil {
-			return false, nil, fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
-		}
-		var have job.TypeDecl
-		if err := json.Unmarshal(cur.Value(), &have); err != nil {
-			return false, nil, fmt.Errorf("type %s: %w", d.Name, err)
-		}
+	return s.put(ctx, d, func(have *job.TypeDecl) error {
 		if have.Endpoint == nil {
-			return false, nil, fmt.Errorf("type %s: %w", d.Name, ErrNameTaken)
+			return fmt.Errorf("type %s: %w", d.Name, ErrNameTaken)
 		}
-		want.Paused = have.Paused
-		if sameDecl(&have, &want) {
-			return false, &have, nil
-		}
-		data, err := json.Marshal(&want)
-		if err != nil {
-			return false, nil, fmt.Errorf("encode type %s: %w", d.Name, err)
-		}
-		if _, err := s.types.Update(ctx, d.Name, data, cur.Revision()); err != nil {
-			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-				continue
-			}
-			return false, nil, fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
-		}
-		return false, &want, nil
-	}
-	return false, nil, fmt.Errorf("declare type %s: %w", d.Name, ErrStale)
+		return nil
+	})
 }
 
 // EndpointKeyOverlap is how long a rotated-out signing key still signs

@@ -26,8 +26,23 @@ func (s *TypeStore) DeclareOwned(ctx context.Context, d *job.TypeDecl) error {
 // declare is Declare (owned false) and DeclareOwned, by compare-and-set so
 // that a pause written meanwhile is never lost.
 func (s *TypeStore) declare(ctx context.Context, d *job.TypeDecl, owned bool) error {
+	_, _, err := s.put(ctx, d, func(have *job.TypeDecl) error {
+		if owned && have.Owner != "" && have.Owner != d.Owner {
+			return fmt.Errorf("type %s: %w", d.Name, ErrOwned)
+		}
+		return nil
+	})
+	return err
+}
+
+// put stores d by compare-and-set: created if the name is free, else
+// replaced once check accepts the declaration stored (an error of check's
+// is returned as it is; an undecodable one is replaced unchecked), keeping
+// its pause. An unchanged declaration is not written again. It returns
+// whether it created the type and the declaration as stored.
+func (s *TypeStore) put(ctx context.Context, d *job.TypeDecl, check func(have *job.TypeDecl) error) (bool, *job.TypeDecl, error) {
 	if err := d.Validate(); err != nil {
-		return err
+		return false, nil, err
 	}
 	want := *d
 	for range 5 {
@@ -36,40 +51,40 @@ func (s *TypeStore) declare(ctx context.Context, d *job.TypeDecl, owned bool) er
 			want.Paused = false
 			data, err := json.Marshal(&want)
 			if err != nil {
-				return fmt.Errorf("encode type %s: %w", d.Name, err)
+				return false, nil, fmt.Errorf("encode type %s: %w", d.Name, err)
 			}
 			if _, err := s.types.Create(ctx, d.Name, data); err != nil {
 				if errors.Is(err, jetstream.ErrKeyExists) {
 					continue
 				}
-				return fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
+				return false, nil, fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
 			}
-			return nil
+			return true, &want, nil
 		}
 		if err != nil {
-			return fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
+			return false, nil, fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
 		}
 		var have job.TypeDecl
 		if json.Unmarshal(cur.Value(), &have) == nil {
-			if owned && have.Owner != "" && have.Owner != d.Owner {
-				return fmt.Errorf("type %s: %w", d.Name, ErrOwned)
+			if err := check(&have); err != nil {
+				return false, nil, err
 			}
 			want.Paused = have.Paused
 			if sameDecl(&have, &want) {
-				return nil
+				return false, &have, nil
 			}
 		}
 		data, err := json.Marshal(&want)
 		if err != nil {
-			return fmt.Errorf("encode type %s: %w", d.Name, err)
+			return false, nil, fmt.Errorf("encode type %s: %w", d.Name, err)
 		}
 		if _, err := s.types.Update(ctx, d.Name, data, cur.Revision()); err != nil {
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 				continue
 			}
-			return fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
+			return false, nil, fmt.Errorf("declare type %s: %w", d.Name, mapErr(err))
 		}
-		return nil
+		return false, &want, nil
 	}
-	return fmt.Errorf("declare type %s: %w", d.Name, ErrStale)
+	return false, nil, fmt.Errorf("declare type %s: %w", d.Name, ErrStale)
 }

@@ -23,6 +23,7 @@
 package endpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,18 +66,16 @@ type Request struct {
 // Headers of a request (Standard Webhooks); webhook-id is
 // "<job id>.a<attempt>".
 const (
-	HeaderID        = stdwebhook.HeaderID
-	HeaderTimestamp = stdwebhook.HeaderTimestamp
-	HeaderSignature = stdwebhook.HeaderSignature
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
 )
 
-// Errors of Verify: each matches ErrUnverified too.
-var (
-	ErrUnverified  = errors.New("endpoint: request not signed by jobgate")
-	ErrNoSignature = stdwebhook.ErrNoSignature
-	ErrTimestamp   = stdwebhook.ErrTimestamp
-	ErrSignature   = stdwebhook.ErrSignature
-)
+// ErrUnverified is the error of Verify (and Decode) for a request whose
+// signature headers are missing, whose timestamp is outside the
+// tolerance, or whose signatures match none of the secrets; its text
+// says which.
+var ErrUnverified = errors.New("endpoint: request not signed by jobgate")
 
 // DefaultTolerance is how far a request's timestamp may be from the
 // handler's clock (Standard Webhooks' default).
@@ -239,4 +238,27 @@ func problem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// NewTestRequest is a request as jobgate sends attempt a to url, signed
+// with secret at now: for a handler's tests.
+func NewTestRequest(secret, url string, a Attempt, now time.Time) (*http.Request, error) {
+	key, err := stdwebhook.DecodeSecret(secret)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	body, err := json.Marshal(Request{Job: a})
+	if err != nil {
+		return nil, err
+	}
+	r, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	id := a.ID + ".a" + strconv.Itoa(a.Attempt)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(HeaderID, id)
+	r.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	r.Header.Set(HeaderSignature, stdwebhook.Sign(key, id, now.Unix(), body))
+	return r, nil
 }
