@@ -177,8 +177,11 @@ func (d *Dispatcher) recoverSilent(ctx context.Context, key string) {
 		span.SetAttributes(attribute.String("jobgate.error.category", string(next.Error.Category)))
 	}
 	if cur.Worker != "" {
-		// The silent attempt ended here: its worker vanished.
+		// The silent attempt ended here: its worker vanished, which is
+		// the operator's to look into (a crash, a kill, a frozen host).
 		d.attemptEnded(next, job.OutcomeWorkerLost, cur.Attempt)
+		d.log.WarnContext(octx, "attempt lost: its worker went silent", "job_id", cur.ID, "type", cur.Type, "tenant", cur.Tenant,
+			"worker", cur.Worker, "attempt", cur.Attempt, "silent_for", now.Sub(lastSign(cur)).Round(time.Second), "action", action)
 	}
 	d.settled(octx, next, "sweeper")
 }

@@ -195,7 +195,8 @@ func TestAdminRetryAndAttempts(t *testing.T) {
 	require.NotContains(t, string(own.body), "inode", "the owner never reads the full message")
 	require.NotContains(t, string(own.body), "attempts")
 
-	r = b.do(t, http.MethodPost, "/v1/admin/jobs/"+id+"/retry", admin, "", "Idempotency-Key: r1")
+	// It failed permanently: the retry is confirmed (issue 34).
+	r = b.do(t, http.MethodPost, "/v1/admin/jobs/"+id+"/retry?confirm_permanent=true", admin, "", "Idempotency-Key: r1")
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	n := adminJob(t, r)
 	require.Equal(t, id, n.RetryOf)

@@ -56,6 +56,9 @@ type bulkCall struct {
 	limit  int
 	dryRun bool
 	key    string // bulk retry: the caller's Idempotency-Key
+	// confirmPermanent (bulk retry): the caller confirmed retrying jobs
+	// that failed permanently; without it they are skipped.
+	confirmPermanent bool
 }
 
 func (g *Gateway) adminBulk(c *fiber.Ctx, action string) error {
@@ -92,7 +95,7 @@ func (g *Gateway) adminBulk(c *fiber.Ctx, action string) error {
 		return writeProblem(c, err)
 	}
 	g.log.Info("admin bulk "+action, "by", id.Requester, "operator", id.Operator, "tenant", call.q.Tenant, "dry_run", call.dryRun,
-		"matched", res.Matched, "canceled", res.Canceled, "retried", res.Retried, "replayed", res.Replayed,
+		"matched", res.Matched, "canceled", res.Canceled, "retried", res.Retried, "replayed", res.Replayed, "permanent", res.Permanent,
 		"skipped", res.Skipped, "failed", res.Failed, "truncated", res.Truncated, "took", time.Since(start).Round(time.Millisecond))
 	return g.writeAdmin(c, http.StatusOK, res)
 }
@@ -167,8 +170,11 @@ func (g *Gateway) runBulk(ctx context.Context, x queryIndex, id auth.Identity, c
 type bulkOutcome struct {
 	matched bool // it still matches and the role reaches it
 	did     int  // bulkCanceled ... bulkFailed
-	jobID   string
-	problem string
+	// permanent: a retry of a job that failed permanently, made or, for
+	// want of confirm_permanent, skipped.
+	permanent bool
+	jobID     string
+	problem   string
 }
 
 const (
@@ -184,6 +190,9 @@ func (o bulkOutcome) add(r *api.AdminBulkResult) {
 		return
 	}
 	r.Matched++
+	if o.permanent {
+		r.Permanent++
+	}
 	switch o.did {
 	case bulkCanceled:
 		r.Canceled++
@@ -235,11 +244,20 @@ func (g *Gateway) bulkOne(ctx context.Context, id auth.Identity, call *bulkCall,
 		return bulkOutcome{matched: true, did: bulkCanceled}
 	}
 	retryable := rec.State == job.StateFailed || rec.State == job.StateCanceled
+	// wouldRetry is a retry about to be made, of a job that may have
+	// failed permanently: skipped then without the confirmation.
+	wouldRetry := func() bulkOutcome {
+		perm := rec.FailedPermanently()
+		if perm && !call.confirmPermanent {
+			return bulkOutcome{matched: true, did: bulkSkipped, permanent: true}
+		}
+		return bulkOutcome{matched: true, did: bulkRetried, permanent: perm}
+	}
 	if call.key == "" { // a dry run without a key: no replays to find
 		if !retryable || rec.RetriedAs != "" {
 			return bulkOutcome{matched: true, did: bulkSkipped}
 		}
-		return bulkOutcome{matched: true, did: bulkRetried}
+		return wouldRetry()
 	}
 	rk := bulkRetryKey(rec.ID, call.key)
 	newID := g.ids.Derive(rec.Tenant, rec.Requester, rk)
@@ -256,15 +274,17 @@ func (g *Gateway) bulkOne(ctx context.Context, id auth.Identity, call *bulkCall,
 		case !retryable:
 			return bulkOutcome{matched: true, did: bulkSkipped}
 		}
-		return bulkOutcome{matched: true, did: bulkRetried}
+		return wouldRetry()
 	}
-	switch _, created, err := g.adminRetry(ctx, id, rec, rk, slog.LevelDebug); {
+	switch _, created, err := g.adminRetry(ctx, id, rec, rk, call.confirmPermanent, slog.LevelDebug); {
 	case errors.Is(err, job.ErrNotRetryable):
 		return bulkOutcome{matched: true, did: bulkSkipped}
+	case errors.Is(err, job.ErrPermanentFailure):
+		return bulkOutcome{matched: true, did: bulkSkipped, permanent: true}
 	case err != nil:
 		return fail(rec.ID, err)
 	case created:
-		return bulkOutcome{matched: true, did: bulkRetried}
+		return bulkOutcome{matched: true, did: bulkRetried, permanent: rec.FailedPermanently()}
 	}
 	return bulkOutcome{matched: true, did: bulkReplayed}
 }
@@ -277,7 +297,7 @@ func (g *Gateway) bulkOne(ctx context.Context, id auth.Identity, call *bulkCall,
 func bulkRetryKey(oldID, key string) string { return "\x00admin-bulk-retry\x00" + oldID + "\x00" + key }
 
 var bulkFields = map[string]bool{"tenant": true, "requester": true, "type": true, "state": true, "category": true,
-	"created_after": true, "created_before": true, "limit": true, "cursor": true, "dry_run": true}
+	"created_after": true, "created_before": true, "limit": true, "cursor": true, "dry_run": true, "confirm_permanent": true}
 
 var bulkFilters = []string{"tenant", "requester", "type", "state", "category", "created_after", "created_before"}
 
@@ -353,7 +373,7 @@ func decodeBulk(c *fiber.Ctx, id auth.Identity, action string) (bulkCall, error)
 	}
 	if s, ok := str("category"); ok {
 		if !categories[s] {
-			bad("category", "enum", "must be a failure category (timeout, budget_exceeded, render_error, worker_lost, exhausted, expired, internal, canceled)")
+			bad("category", "enum", categoryHint)
 		}
 		q.Category = s
 	}
@@ -391,6 +411,16 @@ func decodeBulk(c *fiber.Ctx, id auth.Identity, action string) (bulkCall, error)
 			bad("dry_run", "type", "must be a boolean")
 		}
 		call.dryRun = b
+	}
+	if raw, present := top["confirm_permanent"]; present {
+		b, ok := raw.(bool)
+		if !ok {
+			bad("confirm_permanent", "type", "must be a boolean")
+		}
+		if action != api.BulkRetry {
+			bad("confirm_permanent", "additionalProperties", "is for a bulk retry only")
+		}
+		call.confirmPermanent = b
 	}
 	named := false
 	for _, f := range bulkFilters {

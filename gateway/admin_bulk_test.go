@@ -37,15 +37,30 @@ func (b *testBundle) submitN(t *testing.T, token, prefix string, n int) []string
 	return ids
 }
 
-// failAll fails each job as a worker would (claim, then fail).
+// failAll fails each job as a worker would (claim, then fail) on its last
+// attempt with a failure that may be retried: an admin retry needs no
+// confirmation (failPermanently's would).
 func (b *testBundle) failAll(t *testing.T, tenant, requester string, ids []string) {
+	t.Helper()
+	b.failWith(t, tenant, requester, ids, &job.Failure{Category: job.CategoryRenderError,
+		Message: "the job's worker reported an error (attempt 3 of 3)", Retryable: true})
+}
+
+// failPermanently fails each job with a verdict that another attempt
+// cannot help (retryable false).
+func (b *testBundle) failPermanently(t *testing.T, tenant, requester string, ids []string) {
+	t.Helper()
+	b.failWith(t, tenant, requester, ids, &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker could not do it"})
+}
+
+func (b *testBundle) failWith(t *testing.T, tenant, requester string, ids []string, f *job.Failure) {
 	t.Helper()
 	for _, id := range ids {
 		b.advance(t, tenant, requester, id, func(r *job.Record) error {
 			if err := r.Claim("w1", time.Now()); err != nil {
 				return err
 			}
-			return r.Fail(&job.Failure{Category: job.CategoryRenderError, Message: "the job's worker could not do it"}, time.Now())
+			return r.Fail(f, time.Now())
 		})
 	}
 }

@@ -85,7 +85,7 @@ func (g *Gateway) adminResultLink(c *fiber.Ctx) error {
 	switch rec.State {
 	case job.StateSucceeded:
 		if rec.Output == nil {
-			return writeProblem(c, fmt.Errorf("job %s succeeded without a result: %w", rec.ID, job.ErrNotFound))
+			return writeProblem(c, fmt.Errorf("job %s succeeded without a result: %w", rec.ID, job.ErrNoResult))
 		}
 		href, exp := g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
 		g.log.LogAttrs(ctx, slog.LevelInfo, "admin result link", slog.String("job", rec.ID), slog.String("tenant", rec.Tenant),

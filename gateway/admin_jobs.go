@@ -119,8 +119,21 @@ func reaches(id auth.Identity, rec *job.Record) bool {
 var adminListParams = map[string]bool{"tenant": true, "requester": true, "type": true, "state": true, "category": true,
 	"created_after": true, "created_before": true, "limit": true, "cursor": true}
 
-var categories = map[string]bool{job.CategoryTimeout: true, job.CategoryBudgetExceeded: true, job.CategoryRenderError: true,
-	job.CategoryWorkerLost: true, job.CategoryExhausted: true, api.CategoryExpired: true, job.CategoryInternal: true, job.CategoryCanceled: true}
+// failureCategories are the values of the category filter (GET
+// /v1/admin/jobs, the bulk calls): every failure category, and canceled.
+var failureCategories = []string{job.CategoryTimeout, job.CategoryBudgetExceeded, job.CategoryRenderError, job.CategoryHandlerError,
+	job.CategoryWorkerLost, job.CategoryExhausted, api.CategoryExpired, job.CategoryInternal, job.CategoryCanceled}
+
+var categories = func() map[string]bool {
+	m := make(map[string]bool, len(failureCategories))
+	for _, c := range failureCategories {
+		m[c] = true
+	}
+	return m
+}()
+
+// categoryHint is the message of a category filter that names none.
+var categoryHint = "must be a failure category (" + strings.Join(failureCategories, ", ") + ")"
 
 // checkParams refuses unknown and repeated query parameters.
 func checkParams(c *fiber.Ctx, allowed map[string]bool, path string) error {
@@ -177,7 +190,7 @@ func adminQuery(c *fiber.Ctx, id auth.Identity) (index.Query, error) {
 	}
 	if s := c.Query("category"); s != "" {
 		if !categories[s] {
-			return q, job.Userf(errBadQuery, "category must be a failure category (timeout, budget_exceeded, render_error, worker_lost, exhausted, expired, internal, canceled)")
+			return q, job.Userf(errBadQuery, "category %s", categoryHint)
 		}
 		q.Category = strings.Clone(s)
 	}
@@ -325,7 +338,9 @@ func (g *Gateway) adminGetJob(c *fiber.Ctx) error {
 		return writeProblem(c, err)
 	}
 	c.Set(fiber.HeaderETag, etag(rec))
-	return g.writeAdmin(c, http.StatusOK, adminView(rec, true))
+	v := adminView(rec, true)
+	v.WaitingFor = g.waitingFor(rec)
+	return g.writeAdmin(c, http.StatusOK, v)
 }
 
 // adminCancelJob is POST /v1/admin/jobs/{id}/cancel: DELETE /v1/jobs/{id}
@@ -379,11 +394,20 @@ func retryKey(oldID, key string) string { return "\x00admin-retry\x00" + oldID +
 // adminRetryJob is POST /v1/admin/jobs/{id}/retry: a failed or canceled job
 // gets a new job (same type, params, tenant and requester; retry_of the old
 // one), admitted once per Idempotency-Key; the old one keeps its state and
-// gains retried_as.
+// gains retried_as. A job that failed permanently is retried only with
+// ?confirm_permanent=true (else 409 permanent-failure).
 func (g *Gateway) adminRetryJob(c *fiber.Ctx) error {
 	key, err := idempotencyKey(c)
 	if err != nil {
 		return writeProblem(c, err)
+	}
+	confirm := false
+	switch s := c.Query("confirm_permanent"); s {
+	case "", "false":
+	case "true":
+		confirm = true
+	default:
+		return writeProblem(c, job.Userf(errBadQuery, "confirm_permanent must be true or false"))
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), admitTimeout+adminIndexWait)
 	defer cancel()
@@ -392,23 +416,27 @@ func (g *Gateway) adminRetryJob(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	rec, created, err := g.adminRetry(ctx, id, old, retryKey(old.ID, key), slog.LevelInfo)
+	rec, created, err := g.adminRetry(ctx, id, old, retryKey(old.ID, key), confirm, slog.LevelInfo)
 	if err != nil {
 		return writeProblem(c, err)
 	}
 	c.Set(fiber.HeaderLocation, "/v1/admin/jobs/"+rec.ID)
+	v := adminView(rec, true)
+	v.WaitingFor = g.waitingFor(rec)
 	if !created {
 		c.Set("Idempotent-Replayed", "true")
-		return g.writeAdmin(c, http.StatusOK, adminView(rec, true))
+		return g.writeAdmin(c, http.StatusOK, v)
 	}
-	return g.writeAdmin(c, http.StatusCreated, adminView(rec, true))
+	return g.writeAdmin(c, http.StatusCreated, v)
 }
 
 // adminRetry makes old's retry under the key rk (its id derived from old's
 // scope and rk), or finds the one rk already made (created false); a job
-// neither failed nor canceled is ErrNotRetryable. Both the single and the
-// bulk retry come through here; lvl is the level of its log line.
-func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Record, rk string, lvl slog.Level) (*job.Record, bool, error) {
+// neither failed nor canceled is ErrNotRetryable, one that failed
+// permanently is ErrPermanentFailure unless confirm (a replay needs no
+// confirmation: the retry is made already). Both the single and the bulk
+// retry come through here; lvl is the level of its log line.
+func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Record, rk string, confirm bool, lvl slog.Level) (*job.Record, bool, error) {
 	newID := g.ids.Derive(old.Tenant, old.Requester, rk)
 	newKey := job.StoreKey(old.Tenant, old.Requester, newID)
 	if existing, err := g.jobs.Get(ctx, newKey); err == nil {
@@ -418,6 +446,10 @@ func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Rec
 	}
 	if old.State != job.StateFailed && old.State != job.StateCanceled {
 		return nil, false, job.Userf(job.ErrNotRetryable, "the job is %s; only a failed or canceled job can be retried", old.State)
+	}
+	if old.FailedPermanently() && !confirm {
+		return nil, false, job.Userf(job.ErrPermanentFailure, "the job failed permanently (%s, retryable: false), so a retry will likely fail the same way; "+
+			"retry with ?confirm_permanent=true to go ahead", old.Error.Category)
 	}
 	now := g.cfg.Now().UTC()
 	rec := &job.Record{ID: newID, Tenant: old.Tenant, Requester: old.Requester, KeyHash: g.ids.KeyHash(old.Tenant, old.Requester, rk),
@@ -436,7 +468,8 @@ func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Rec
 	case err != nil:
 		return nil, false, err
 	}
-	g.log.Log(ctx, lvl, "job retried by an admin", "job_id", rec.ID, "retry_of", old.ID, "tenant", rec.Tenant, "by", id.Requester, "operator", id.Operator)
+	g.log.Log(ctx, lvl, "job retried by an admin", "job_id", rec.ID, "retry_of", old.ID, "tenant", rec.Tenant, "by", id.Requester, "operator", id.Operator,
+		"permanent", old.FailedPermanently())
 	if !g.cfg.LeaveWorkToRelay {
 		if err := g.work.Publish(ctx, rec, 0); err != nil {
 			g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
@@ -490,6 +523,10 @@ func (g *Gateway) adminStats(c *fiber.Ctx) error {
 	}
 	if types == nil {
 		types = []api.TypeStats{}
+	}
+	live, paused := g.types.liveWorkerCounts(now)
+	for i := range types {
+		types[i].Workers, types[i].Paused = live[types[i].Type], paused[types[i].Type]
 	}
 	if series != "" {
 		// The last hour minute by minute, for the console's chart.

@@ -38,6 +38,7 @@ func (g *Gateway) adminTypeRoutes(v1 fiber.Router) {
 	v1.Post("/admin/types/:name/resume", g.operatorRole, g.adminPauseType(false))
 	v1.Delete("/admin/types/:name", g.operatorRole, g.adminDeleteType)
 	v1.Get("/admin/workers", g.operatorRole, g.adminWorkers)
+	v1.Get("/admin/types", g.operatorRole, g.adminListTypes)
 }
 
 // operatorRole lets through operators only.

@@ -24,7 +24,7 @@ func (g *Gateway) resultRedirect(c *fiber.Ctx) error {
 		if rec.Output == nil {
 			// A type whose handler wrote nothing (a bulk operation) has
 			// no result to link to.
-			return writeProblem(c, fmt.Errorf("job %s succeeded without a result: %w", rec.ID, job.ErrNotFound))
+			return writeProblem(c, fmt.Errorf("job %s succeeded without a result: %w", rec.ID, job.ErrNoResult))
 		}
 		href, _ := g.signer.sign(rec.Tenant, rec.Requester, rec.ID, rec.Output.Object)
 		c.Set(fiber.HeaderLocation, href)

@@ -56,11 +56,9 @@ func (g *Gateway) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	var wait time.Duration
-	if w := c.Query("wait"); w != "" {
-		if wait, err = time.ParseDuration(w); err != nil || wait < 0 {
-			return writeProblem(c, job.Userf(errBadQuery, "wait must be a duration like 20s"))
-		}
+	wait, err := waitParam(c.Query("wait"))
+	if err != nil {
+		return writeProblem(c, err)
 	}
 	inm := c.Get(fiber.HeaderIfNoneMatch)
 	if floor := etagFloor(inm); rec.Revision < floor {

@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/natsserver"
+	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/internal/wire"
 )
 
@@ -58,6 +59,10 @@ func (m *Main) runNATSUser(_ context.Context, args []string) error {
 	url := ""
 	if cfg.NATS.Listen != "" {
 		url = "nats://" + cfg.NATS.Listen
+	} else {
+		// serve's --nats-listen is a flag of its own process: it leaves
+		// the URL it listens on in the data dir.
+		url = system.ServingNATSURL(cfg.DataDir)
 	}
 	if *worker {
 		user, err := natsserver.WorkerUser(types)

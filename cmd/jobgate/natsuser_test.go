@@ -136,3 +136,38 @@ func TestNATSUserWorkerBlockForAnOperatorRunNATS(t *testing.T) {
 	_, err = nc.Request(wire.Subject(cred, "export_sales", wire.OpNext), []byte(`{}`), 300*time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrNoResponders, "its own requests go out")
 }
+
+// `jobgate nats-user` run with the data dir alone prints the URL that
+// `serve --nats-listen` listens on (a flag of another process), and none
+// once that server stopped (issue 34).
+func TestNATSUserPrintsTheURLServeListensOn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := config.Default()
+	cfg.DataDir, cfg.NATS.Listen = dir, "127.0.0.1:-1"
+	sys, err := system.Start(ctx, system.Config{Settings: &cfg, Components: []system.Component{system.Dispatcher}, LogOutput: io.Discard})
+	require.NoError(t, err)
+	require.NotEmpty(t, sys.NATSURL())
+
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	for _, args := range [][]string{{"--worker", "--type", "csv_export"}, {"--tenant", "5"}} {
+		out.Reset()
+		require.NoError(t, m.Run(ctx, append([]string{"nats-user", "--data-dir", dir, "--json"}, args...)))
+		var creds struct{ URL string }
+		require.NoError(t, json.Unmarshal(out.Bytes(), &creds))
+		require.Equal(t, sys.NATSURL(), creds.URL, "%v", args)
+	}
+	out.Reset()
+	require.NoError(t, m.Run(ctx, []string{"nats-user", "--data-dir", dir, "--worker", "--type", "csv_export"}))
+	require.Contains(t, out.String(), "url:        "+sys.NATSURL())
+
+	require.NoError(t, sys.Stop(context.Background()))
+	out.Reset()
+	require.NoError(t, m.Run(ctx, []string{"nats-user", "--data-dir", dir, "--worker", "--type", "csv_export", "--json"}))
+	var creds struct{ URL string }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &creds))
+	require.Empty(t, creds.URL, "no server listens any more")
+}

@@ -20,7 +20,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet("csv-export", flag.ContinueOnError)
 	url := fs.String("nats", envOr("JOBGATE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URLs, comma separated (env JOBGATE_NATS_URL)")
-	user := fs.String("user", os.Getenv("JOBGATE_WORKER_USER"), "worker user from `jobgate nats-user --worker` (env JOBGATE_WORKER_USER)")
+	user := fs.String("user", os.Getenv("JOBGATE_WORKER_USER"), "worker user from `jobgate nats-user --worker --type export_sales_report` (env JOBGATE_WORKER_USER)")
 	password := fs.String("password", "", "worker password; prefer the env JOBGATE_WORKER_PASSWORD, which ps does not show")
 	name := fs.String("name", "", "this process's name in job records (default host-pid-random)")
 	if err := fs.Parse(os.Args[1:]); err != nil {

@@ -516,6 +516,17 @@
       const th = el('th', t.type, { scope: 'row' });
       tr.append(th);
       const n = (v) => (Number.isFinite(v) ? v : 0);
+      // Work and no worker: nothing will run the type's jobs until a
+      // worker of the type starts (or, paused, until it is resumed).
+      const idle = n(t.queued) + n(t.retrying) > 0 && (n(t.workers) === 0 || t.paused === true);
+      tr.dataset.noWorker = String(idle && n(t.workers) === 0);
+      const w = cell(tr, t.paused === true ? `${n(t.workers)}, paused` : n(t.workers));
+      w.dataset.k = 'workers';
+      if (idle) {
+        w.classList.add('flag');
+        w.title = t.paused === true ? 'Paused: its jobs wait until it is resumed.' : 'No live worker: its jobs wait until one starts.';
+        w.append(el('span', t.paused === true ? ' — jobs wait for the resume' : ' — no worker for this work'));
+      }
       for (const [k, v] of [['queued', t.queued], ['running', t.running], ['retrying', t.retrying]]) {
         cell(tr, n(v)).dataset.k = k;
       }
@@ -528,7 +539,7 @@
     });
     if (rows.length === 0) {
       const tr = el('tr');
-      cell(tr, 'No jobs counted yet.').colSpan = 11;
+      cell(tr, 'No jobs counted yet.').colSpan = 12;
       rows.push(tr);
     }
     $('stats-body').replaceChildren(...rows);
@@ -837,13 +848,24 @@
       const n = action === 'cancel' ? r.canceled : r.retried;
       const more = r.truncated ? ` (it counted the first ${r.matched} only)` : '';
       const verb = action === 'cancel' ? 'Cancel' : 'Retry';
+      // A job that failed permanently (its error not retryable) is left
+      // out of a retry unless the box is ticked: the server retries it
+      // only with confirm_permanent.
+      const permanent = action === 'retry' ? Number(r.permanent) || 0 : 0;
+      bulk.base = n;
+      bulk.permanent = permanent;
+      bulk.confirmPermanent = false;
       $('bulk-question').textContent = `${verb} ${n} of the ${jobs(r.matched)} matching ${describe(f)}${more}? ` +
-        `${r.skipped} would be left as they are.`;
-      $('bulk-go').textContent = `${verb} ${jobs(n)}`;
-      $('bulk-go').disabled = n === 0;
+        `${r.skipped - permanent} would be left as they are.` +
+        (permanent ? ` ${permanent} of these failed permanently (their error is not retryable): ` +
+          'a retry will likely fail the same way, so they are left out unless you tick the box.' : '');
+      $('bulk-permanent-box').hidden = permanent === 0;
+      $('bulk-permanent').checked = false;
+      $('bulk-permanent-label').textContent = `Retry the ${jobs(permanent)} that failed permanently too`;
+      bulkGoLabel();
       $('bulk-confirm').hidden = false;
       $('bulk-confirm').dataset.action = action;
-      $('bulk-confirm').dataset.count = String(n);
+      $('bulk-confirm').dataset.permanent = String(permanent);
       $('bulk-status').textContent = '';
       $('bulk-go').focus();
     } catch (e) {
@@ -855,6 +877,16 @@
     }
   }
 
+  // bulkGoLabel names what the confirm button does: the dry run's count,
+  // with the permanent failures when the box is ticked.
+  function bulkGoLabel() {
+    if (!bulk) return;
+    const total = bulk.base + (bulk.confirmPermanent ? bulk.permanent : 0);
+    $('bulk-go').textContent = `${bulk.action === 'cancel' ? 'Cancel' : 'Retry'} ${jobs(total)}`;
+    $('bulk-go').disabled = total === 0;
+    $('bulk-confirm').dataset.count = String(total);
+  }
+
   // runBulk does it: one Idempotency-Key for this confirmation, used by
   // every call (a resend, or the next part after a truncated answer).
   async function runBulk() {
@@ -863,7 +895,8 @@
     b.key = b.key || newKey();
     $('bulk-go').disabled = true;
     $('bulk-back').disabled = true;
-    const total = { canceled: 0, retried: 0, replayed: 0, skipped: 0, failed: 0 };
+    const total = { canceled: 0, retried: 0, replayed: 0, skipped: 0, failed: 0, permanent: 0 };
+    const confirm = b.action === 'retry' && b.confirmPermanent ? { confirm_permanent: true } : {};
     let cursor = '';
     let stopped = '';
     try {
@@ -871,7 +904,7 @@
         const headers = { 'Content-Type': 'application/json' };
         if (b.action === 'retry') headers['Idempotency-Key'] = b.key;
         const resp = await send(`/v1/admin/jobs/${b.action}`, {
-          method: 'POST', headers, body: bulkBody(b, cursor ? { cursor } : {}),
+          method: 'POST', headers, body: bulkBody(b, cursor ? { cursor, ...confirm } : confirm),
         }, (ms) => { $('bulk-status').textContent = `The server is busy; going on in ${Math.ceil(ms / 1000)} s…`; });
         if (!resp.ok) {
           stopped = await problemText(resp);
@@ -895,7 +928,10 @@
     }
     const done = b.action === 'cancel' ? `Canceled ${jobs(total.canceled)}` :
       `Retried ${jobs(total.retried)}${total.replayed ? ` (${total.replayed} already retried by this action)` : ''}`;
-    const msg = `${done}; ${total.skipped} left as they were${total.failed ? `, ${total.failed} could not be changed (confirm again to finish)` : ''}.` +
+    const leftPermanent = b.action === 'retry' && !b.confirmPermanent ? total.permanent : 0;
+    const msg = `${done}; ${total.skipped} left as they were` +
+      `${leftPermanent ? ` (${leftPermanent} of them failed permanently and were not retried)` : ''}` +
+      `${total.failed ? `, ${total.failed} could not be changed (confirm again to finish)` : ''}.` +
       (stopped ? ` ${stopped}` : '');
     $('bulk-status').textContent = msg;
     announce(msg);
@@ -965,6 +1001,8 @@
       $('d-retried-as').replaceChildren();
       $('attempts-body').replaceChildren();
       $('d-error').hidden = true;
+      $('d-waiting').hidden = true;
+      $('d-retry-confirm').hidden = true;
       $('d-cancel').disabled = true;
       $('d-retry').disabled = true;
       return;
@@ -986,6 +1024,14 @@
     $('d-retry-of').replaceChildren(j.retry_of ? jobLink(j.retry_of) : '—');
     $('d-retried-as').replaceChildren(j.retried_as ? jobLink(j.retried_as) : '—');
     $('d-error').hidden = !j.error;
+    // What a waiting job waits for (waiting_for): nothing starts it until
+    // a worker of its type runs, or its type is resumed.
+    const waits = j.waiting_for === 'worker' ? `Waiting for a worker: no live worker runs ${j.type}; ` +
+      'the job stays queued until one starts (see Workers).' :
+      j.waiting_for === 'resume' ? `Waiting for the resume: an operator paused ${j.type}; the job stays queued until it is resumed.` : '';
+    $('d-waiting').textContent = waits;
+    $('d-waiting').hidden = !waits;
+    $('d-waiting').dataset.waitingFor = j.waiting_for || '';
     $('d-error-category').textContent = j.error ? j.error.category : '';
     $('d-error-message').textContent = j.error ? j.error.message : '';
     let params = '';
@@ -1100,18 +1146,56 @@
     }
   }
 
+  // failedPermanently mirrors the server's rule (job.FailedPermanently):
+  // failed with an error that is not retryable, other than exhausted and
+  // expired (the attempts or the time ran out).
+  function failedPermanently(j) {
+    return !!j && j.state === 'failed' && !!j.error && j.error.retryable === false &&
+      j.error.category !== 'exhausted' && j.error.category !== 'expired';
+  }
+
+  // askRetryAnyway shows the confirmation a retry of a job that failed
+  // permanently needs.
+  function askRetryAnyway(j) {
+    const cat = j && j.error ? j.error.category : 'a permanent error';
+    $('d-retry-question').textContent = `This job failed permanently (${cat}, not retryable): ` +
+      'a retry will likely fail the same way. Retry it anyway?';
+    $('d-retry-confirm').hidden = false;
+    $('d-status').textContent = '';
+    $('d-retry-anyway').focus();
+  }
+
   // retryJob makes the job's retry: one Idempotency-Key per click, the
   // same on every resend of that request, so a lost answer makes no second
-  // job.
-  async function retryJob() {
+  // job. A job that failed permanently is retried only once confirmed
+  // (confirm: the "Retry anyway" button), with ?confirm_permanent=true.
+  async function retryJob(confirm) {
     const id = $('view-job').dataset.jobId;
     if (!id) return;
+    confirm = confirm === true;
+    if (!confirm && failedPermanently(currentJob)) {
+      askRetryAnyway(currentJob);
+      return;
+    }
+    $('d-retry-confirm').hidden = true;
     const key = newKey();
     $('d-retry').disabled = true;
     $('d-status').textContent = 'Retrying…';
     try {
-      const resp = await send(`/v1/admin/jobs/${encodeURIComponent(id)}/retry`, { method: 'POST', headers: { 'Idempotency-Key': key } },
+      const q = confirm ? '?confirm_permanent=true' : '';
+      const resp = await send(`/v1/admin/jobs/${encodeURIComponent(id)}/retry${q}`, { method: 'POST', headers: { 'Idempotency-Key': key } },
         (ms) => { $('d-status').textContent = `The server is busy; trying again in ${Math.ceil(ms / 1000)} s…`; });
+      if (resp.status === 409 && !confirm) {
+        const text = await problemText(resp);
+        if (text.includes('permanently')) {
+          askRetryAnyway(currentJob);
+          $('d-retry').disabled = false;
+          return;
+        }
+        $('d-status').textContent = text;
+        $('d-retry').disabled = false;
+        return;
+      }
       if (resp.ok) {
         const j = await resp.json();
         const msg = document.createDocumentFragment();
@@ -1293,6 +1377,11 @@
     $('bulk-cancel').addEventListener('click', () => startBulk('cancel'));
     $('bulk-retry').addEventListener('click', () => startBulk('retry'));
     $('bulk-go').addEventListener('click', runBulk);
+    $('bulk-permanent').addEventListener('change', () => {
+      if (!bulk) return;
+      bulk.confirmPermanent = $('bulk-permanent').checked;
+      bulkGoLabel();
+    });
     $('bulk-back').addEventListener('click', () => {
       bulk = null;
       $('bulk-confirm').hidden = true;
@@ -1300,7 +1389,12 @@
     });
     $('chart-type').addEventListener('change', renderChart);
     $('d-cancel').addEventListener('click', cancelJob);
-    $('d-retry').addEventListener('click', retryJob);
+    $('d-retry').addEventListener('click', () => retryJob(false));
+    $('d-retry-anyway').addEventListener('click', () => retryJob(true));
+    $('d-retry-keep').addEventListener('click', () => {
+      $('d-retry-confirm').hidden = true;
+      $('d-retry').focus();
+    });
     $('types-refresh').addEventListener('click', () => { typesCursor = ''; loadTypes(false); });
     $('types-more').addEventListener('click', () => loadTypes(true));
     $('workers-refresh').addEventListener('click', () => { workersCursor = ''; loadWorkers(false); });

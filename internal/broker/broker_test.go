@@ -434,7 +434,7 @@ func TestFailureMessagesForTheOwner(t *testing.T) {
 	retry := tb.record(t, rec.Key())
 	require.Equal(t, job.StateRunning, retry.State)
 	require.NotNil(t, retry.RetryAt, "retried while attempts remain")
-	require.Equal(t, job.CategoryRenderError, retry.Error.Category)
+	require.Equal(t, job.CategoryHandlerError, retry.Error.Category)
 	require.NotContains(t, retry.Error.Message, "10.1.2.3")
 	require.NotEmpty(t, retry.Attempts)
 	last := retry.Attempts[len(retry.Attempts)-1]

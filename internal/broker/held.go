@@ -286,7 +286,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	if bad != nil {
 		return bad
 	}
-	f, err := failures.Failure(&req, h.rec.TimeoutOr(h.decl.Timeout()), h.decl.MaxResultBytes)
+	f, err := failures.Failure(&req, h.rec.Type, h.rec.TimeoutOr(h.decl.Timeout()), h.decl.MaxResultBytes)
 	if err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
@@ -327,7 +327,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	b.log.InfoContext(b.traceAttempt(rec, outcome, string(f.Category)), "attempt failed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "outcome", outcome,
+	b.log.InfoContext(b.traceAttempt(rec, outcome, string(f.Category)), "attempt failed", "job_id", rec.ID, "type", rec.Type, "tenant", rec.Tenant, "attempt", rec.Attempt, "worker", h.rec.Worker, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
 	b.ended(r.typ, rec, outcome)
 	return ok

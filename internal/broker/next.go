@@ -353,8 +353,13 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 			return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 		}
 		if cur.Worker != "" {
-			// A stale claim taken over: its attempt ended worker_lost.
+			// A stale claim taken over: its attempt ended worker_lost. A
+			// warning: a worker that vanishes mid-attempt is the
+			// operator's to look into (a crash, a kill, a frozen host).
 			b.observe(d.Name, job.OutcomeWorkerLost, next, cur.Attempt)
+			b.log.WarnContext(jobCtx(ctx, cur), "attempt lost: its worker went silent", "job_id", cur.ID, "type", cur.Type,
+				"tenant", cur.Tenant, "worker", cur.Worker, "attempt", cur.Attempt, "silent_for", now.Sub(b.signOf(cur)).Round(time.Millisecond),
+				"taken_by", worker)
 		}
 		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0}
 	}

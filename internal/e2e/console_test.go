@@ -229,10 +229,12 @@ func TestConsole(t *testing.T) {
 		"no element was made of the error")
 	require.True(t, evalJS[bool](t, p, `window.__xss === undefined`), "no handler of the error ran")
 
-	// Retry it: a new job, linked both ways. The first answer is lost on
-	// its way back after the server made the job; the console sends the
-	// request again with the same Idempotency-Key, and the server replays
-	// that job instead of making a second one.
+	// Retry it: a new job, linked both ways. It failed permanently, so the
+	// console asks first, and the confirmed retry says so
+	// (?confirm_permanent=true). The first answer is lost on its way back
+	// after the server made the job; the console sends the request again
+	// with the same Idempotency-Key, and the server replays that job
+	// instead of making a second one.
 	var lost atomic.Int32
 	intercept(t, p, func(ctx context.Context, ev fetch.EventRequestPaused) error {
 		if lost.Add(1) == 1 {
@@ -240,15 +242,21 @@ func TestConsole(t *testing.T) {
 			return err
 		}
 		return pass(ctx, ev)
-	}, &fetch.RequestPattern{URLPattern: "*/v1/admin/jobs/" + failed + "/retry", RequestStage: fetch.RequestStageResponse})
+	}, &fetch.RequestPattern{URLPattern: "*/v1/admin/jobs/" + failed + "/retry*", RequestStage: fetch.RequestStageResponse})
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("d-retry"))))
+	waitJS(t, p, `!document.getElementById('d-retry-confirm').hidden`, "the question a permanent failure's retry asks")
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('d-retry-question').textContent`), "failed permanently (handler_error")
+	require.Zero(t, lost.Load(), "nothing sent before the confirmation")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("d-retry-anyway"))))
 	waitJS(t, p, `!!document.querySelector('#d-retried-as a')`, "the retried_as link")
 	retry := evalJS[string](t, p, `document.querySelector('#d-retried-as a').textContent`)
 	require.NotEqual(t, failed, retry)
 	old := sys.adminGet(t, op, "/v1/admin/jobs/"+failed)
 	require.Equal(t, retry, old["retried_as"])
 	require.Equal(t, "failed", old["state"], "the old job keeps its state")
-	posts := net.matching(func(r sentRequest) bool { return r.method == "POST" && r.path == "/v1/admin/jobs/"+failed+"/retry" })
+	posts := net.matching(func(r sentRequest) bool {
+		return r.method == "POST" && r.path == "/v1/admin/jobs/"+failed+"/retry?confirm_permanent=true"
+	})
 	require.Len(t, posts, 2, "the request whose answer was lost, and its resend")
 	require.NotEmpty(t, posts[0].header("Idempotency-Key"))
 	require.Equal(t, posts[0].header("Idempotency-Key"), posts[1].header("Idempotency-Key"), "one key per click")
@@ -532,6 +540,11 @@ func TestConsoleLive(t *testing.T) {
 		"the failed job opened by Enter")
 	pressTabUntil(t, p, `e.id === 'd-retry'`, 20, "the retry button")
 	require.Equal(t, "solid", evalJS[string](t, p, `getComputedStyle(document.activeElement).outlineStyle`), "the focus is drawn")
+	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("\r")))
+	// It failed permanently: the question takes the focus, and Enter
+	// confirms.
+	waitJS(t, p, `!document.getElementById('d-retry-confirm').hidden && document.activeElement.id === 'd-retry-anyway'`,
+		"the confirmation, focused")
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.KeyEvent("\r")))
 	waitJS(t, p, `!!document.querySelector('#d-retried-as a')`, "retried by Enter")
 

@@ -31,6 +31,7 @@ const (
 	CategoryTimeout        = api.CategoryTimeout
 	CategoryBudgetExceeded = api.CategoryBudgetExceeded
 	CategoryRenderError    = api.CategoryRenderError
+	CategoryHandlerError   = api.CategoryHandlerError
 	CategoryWorkerLost     = api.CategoryWorkerLost
 	CategoryExhausted      = api.CategoryExhausted
 	CategoryExpired        = api.CategoryExpired
@@ -65,6 +66,8 @@ var (
 	ErrResultNotReady   = api.ErrResultNotReady
 	ErrJobFailed        = api.ErrJobFailed
 	ErrJobCanceled      = api.ErrJobCanceled
+	ErrNoResult         = api.ErrNoResult
+	ErrPermanentFailure = api.ErrPermanentFailure
 	ErrUnauthorized     = api.ErrUnauthorized
 	ErrUnavailable      = api.ErrUnavailable
 	ErrStorageFull      = api.ErrStorageFull

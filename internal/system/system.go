@@ -303,6 +303,7 @@ func (s *System) open(ctx context.Context) error {
 		if s.embedded, err = natsserver.StartEmbedded(ec); err != nil {
 			return err
 		}
+		s.noteNATSURL()
 		s.connect = func(n string) (*nats.Conn, error) { return s.embedded.Connect("jobgate-" + n) }
 	} else {
 		n := s.settings.NATS
@@ -490,6 +491,7 @@ func (s *System) Stop(ctx context.Context) error {
 		}
 		s.closeConns()
 		if s.embedded != nil {
+			s.forgetNATSURL()
 			s.embedded.Shutdown()
 		}
 		// The listener is closed by the gateway when it stops; closing it

@@ -43,7 +43,19 @@ type AdminJob struct {
 	Attempts  []Attempt `json:"attempts,omitempty"`
 	RetryOf   string    `json:"retry_of,omitempty"`
 	RetriedAs string    `json:"retried_as,omitempty"`
+	// WaitingFor, on the detail of a job that waits to run (queued, or
+	// running between attempts), names what nothing will start it without:
+	// WaitingForWorker or WaitingForResume. Absent when a worker is there.
+	WaitingFor string `json:"waiting_for,omitempty"`
 }
+
+// What a job that waits to run waits for (AdminJob.WaitingFor).
+const (
+	// WaitingForWorker: no live worker process runs the job's type.
+	WaitingForWorker = "worker"
+	// WaitingForResume: an operator paused the job's type.
+	WaitingForResume = "resume"
+)
 
 // AdminJobPage is a page of GET /v1/admin/jobs, newest first.
 type AdminJobPage struct {
@@ -78,6 +90,11 @@ type TypeStats struct {
 	Queued   int64  `json:"queued"`
 	Running  int64  `json:"running"`
 	Retrying int64  `json:"retrying"` // running, waiting for the next attempt
+	// Workers counts the live worker processes of the type (as GET
+	// /v1/types does); 0 with jobs queued or retrying means nothing runs
+	// them. Paused is an operator's pause of the type.
+	Workers int  `json:"workers"`
+	Paused  bool `json:"paused"`
 	// OldestQueuedSeconds is the age of the oldest queued job (0: none).
 	OldestQueuedSeconds float64  `json:"oldest_queued_seconds"`
 	LastHour            Finishes `json:"last_hour"`
@@ -161,6 +178,10 @@ type AdminBulkRequest struct {
 	Limit         int       `json:"limit,omitempty"`
 	Cursor        string    `json:"cursor,omitempty"`
 	DryRun        bool      `json:"dry_run,omitempty"`
+	// ConfirmPermanent (bulk retry) retries the jobs that failed
+	// permanently (retryable false) too; without it they are skipped
+	// and counted in AdminBulkResult.Permanent.
+	ConfirmPermanent bool `json:"confirm_permanent,omitempty"`
 }
 
 // AdminBulkResult is the answer of a bulk call: what it did (with DryRun,
@@ -182,6 +203,11 @@ type AdminBulkResult struct {
 	// neither failed nor canceled or already retried under another key
 	// (retry).
 	Skipped int `json:"skipped"`
+	// Permanent (bulk retry) counts the retries, made or to be made, of
+	// jobs that failed permanently (retryable false): with
+	// confirm_permanent they are among Retried, without it among Skipped
+	// ("n of these failed permanently").
+	Permanent int `json:"permanent"`
 	// Failed counts the jobs that could not be changed (the store did not
 	// answer in time); the same call again, with the same key, finishes
 	// them and changes nothing twice.

@@ -36,6 +36,12 @@ var (
 	// ErrTypeInUse: an operator's delete of a job type while any of its
 	// jobs is queued or running.
 	ErrTypeInUse = errors.New("job type in use")
+	// ErrNoResult: the result of a job that succeeded without one (its
+	// handler wrote nothing).
+	ErrNoResult = errors.New("job succeeded without a result")
+	// ErrPermanentFailure: an admin retry of a job that failed
+	// permanently (retryable false), without the caller's confirmation.
+	ErrPermanentFailure = errors.New("job failed permanently")
 )
 
 // FieldError names one invalid field of a request. Field is a JSON pointer

@@ -9,7 +9,8 @@ import (
 const (
 	CategoryTimeout        = "timeout"
 	CategoryBudgetExceeded = "budget_exceeded"
-	CategoryRenderError    = "render_error"
+	CategoryRenderError    = "render_error"  // jobgate's own renderer (permit_report) failed
+	CategoryHandlerError   = "handler_error" // the handler of a user's type failed
 	CategoryWorkerLost     = "worker_lost"
 	CategoryExhausted      = "exhausted"
 	CategoryExpired        = "expired" // still queued or running when its retention was about to end

@@ -107,7 +107,9 @@ type Retried struct {
 // RetriedAs. The key is chosen once — the caller's (WithKey; WithFreshKey
 // does nothing here) or a new one — and every attempt of the call sends
 // it, so a retried request makes one job. A job neither failed nor
-// canceled is a *ProblemError matching api.ErrNotRetryable. Without a
+// canceled is a *ProblemError matching api.ErrNotRetryable, one that
+// failed permanently api.ErrPermanentFailure unless WithConfirmPermanent
+// is given. Without a
 // definitive answer the error is a *NotConfirmedError (ErrNotConfirmed)
 // whose Key finishes the retry when passed again with WithKey.
 func (a *Admin) Retry(ctx context.Context, id string, opts ...SubmitOption) (*Retried, error) {
@@ -115,7 +117,15 @@ func (a *Admin) Retry(ctx context.Context, id string, opts ...SubmitOption) (*Re
 	if err != nil {
 		return nil, err
 	}
-	r := &request{method: http.MethodPost, path: adminJobPath(id) + "/retry", header: http.Header{"Idempotency-Key": {key}}, keyHash: keyTag(key)}
+	var o submitOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	path := adminJobPath(id) + "/retry"
+	if o.confirmPermanent {
+		path += "?confirm_permanent=true"
+	}
+	r := &request{method: http.MethodPost, path: path, header: http.Header{"Idempotency-Key": {key}}, keyHash: keyTag(key)}
 	resp, attempts, err := a.c.send(ctx, r)
 	if err != nil {
 		return nil, &NotConfirmedError{Key: key, Err: err}

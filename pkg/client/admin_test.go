@@ -42,8 +42,32 @@ func (b *testBundle) fail(t *testing.T, id string) {
 		if err := r.Claim("worker-a", time.Now()); err != nil {
 			return err
 		}
-		return r.Fail(&job.Failure{Category: job.CategoryRenderError, Message: "fonts missing on worker-a"}, time.Now())
+		return r.Fail(&job.Failure{Category: job.CategoryRenderError, Message: "fonts missing on worker-a", Retryable: true}, time.Now())
 	})
+}
+
+// A retry of a job that failed permanently is refused until confirmed.
+func TestAdminClientRetryOfAPermanentFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := submitN(t, newClient(t, b.URL, b.Token, client.WithoutJournal()), 1)[0]
+	b.mutate(t, id, func(r *job.Record) error {
+		if err := r.Claim("worker-a", time.Now()); err != nil {
+			return err
+		}
+		return r.Fail(&job.Failure{Category: job.CategoryHandlerError, Message: "no such region"}, time.Now())
+	})
+	ad := newClient(t, b.URL, b.mint(t, auth.Identity{Tenant: "4", Requester: "ops", Admin: true}), client.WithoutJournal()).Admin()
+	_, err := ad.Retry(t.Context(), id)
+	require.ErrorIs(t, err, api.ErrPermanentFailure)
+	require.NotErrorIs(t, err, client.ErrNotConfirmed, "a refusal is definitive")
+	r, err := ad.Retry(t.Context(), id, client.WithConfirmPermanent())
+	require.NoError(t, err)
+	require.Equal(t, id, r.Job.RetryOf)
+
+	dry, err := ad.BulkRetry(t.Context(), api.AdminBulkRequest{State: api.StateFailed, DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, api.AdminBulkResult{Action: api.BulkRetry, DryRun: true, Matched: 1, Skipped: 1}, *dry.Result, "retried already")
 }
 
 // Every admin endpoint through the SDK, typed with pkg/api: list with

@@ -41,6 +41,8 @@ type submitOptions struct {
 	key    string
 	fresh  bool
 	notify string // SubmitBatch only
+	// confirmPermanent: Admin.Retry only (WithConfirmPermanent).
+	confirmPermanent bool
 }
 
 // WithKey makes Submit use the caller's own idempotency key (1–255
@@ -51,6 +53,12 @@ func WithKey(key string) SubmitOption { return func(o *submitOptions) { o.key = 
 // WithFreshKey makes Submit start a new logical request even when an
 // identical one is still unfinished in the journal (a deliberate second job).
 func WithFreshKey() SubmitOption { return func(o *submitOptions) { o.fresh = true } }
+
+// WithConfirmPermanent makes Admin.Retry retry a job that failed
+// permanently (its error not retryable) all the same; without it such a
+// retry is a *ProblemError matching api.ErrPermanentFailure. A bulk retry
+// says so in its request (api.AdminBulkRequest.ConfirmPermanent).
+func WithConfirmPermanent() SubmitOption { return func(o *submitOptions) { o.confirmPermanent = true } }
 
 // NotConfirmedError is a submission without a definitive answer. Its key is
 // journaled; a repeated identical Submit or Resume finishes it.

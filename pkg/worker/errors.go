@@ -22,8 +22,13 @@ var ErrResultTooLarge = errors.New("result exceeds the type's size limit")
 // nothing more of the attempt.
 var ErrResultRefused = errors.New("result refused by jobgate: no room for it (the job failed budget_exceeded)")
 
-// Failure categories a handler may choose with Fail.
+// Failure categories a handler may choose with Fail. CategoryHandlerError
+// and CategoryRenderError are one choice: the handler's own failure,
+// which jobgate records as handler_error for a user's type and as
+// render_error for its built-in renderer's (docs/protocol.md, "Failure
+// kinds and categories").
 const (
+	CategoryHandlerError   = api.CategoryHandlerError
 	CategoryRenderError    = api.CategoryRenderError
 	CategoryBudgetExceeded = api.CategoryBudgetExceeded
 	CategoryInternal       = api.CategoryInternal
@@ -70,7 +75,7 @@ func (f *failure) request(h wire.Held) wire.FailRequest {
 		RetryAfterMS: f.retryAfter.Milliseconds()}
 }
 
-// Permanent marks err as final: the job fails now (render_error) without
+// Permanent marks err as final: the job fails now (handler_error) without
 // further attempts, and err's message is shown to the job's owner: say
 // what is wrong with the request, nothing internal. Any other error a
 // handler returns is retried, and its text reaches only the operator (the
@@ -82,8 +87,8 @@ func Permanent(err error) error {
 	return &failure{kind: wire.KindPermanent, user: err.Error(), err: err}
 }
 
-// Fail is a failure of a chosen category (render_error, budget_exceeded or
-// internal) that is retried or not as retryable says; its message is
+// Fail is a failure of a chosen category (handler_error, budget_exceeded
+// or internal) that is retried or not as retryable says; its message is
 // shown to the job's owner.
 func Fail(category string, retryable bool, format string, args ...any) error {
 	f := &failure{retryable: retryable, user: fmt.Sprintf(format, args...)}

@@ -56,7 +56,7 @@ func ExampleRun() {
 	// Hello, Ada! (1)
 	// Hello, Ada! (2)
 	// Hello, Ada! (3)
-	// failed: nobody cannot be greeted (render_error)
+	// failed: nobody cannot be greeted (handler_error)
 	// validation failed: /params/times: must be at most 100
 }
 

@@ -71,7 +71,7 @@ func TestPlainErrorIsARetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workertest.Retry, res.Outcome)
 	require.ErrorIs(t, res.Err, cause, "the operator's cause")
-	require.Equal(t, &api.Failure{Category: api.CategoryRenderError, Retryable: true,
+	require.Equal(t, &api.Failure{Category: api.CategoryHandlerError, Retryable: true,
 		Message: "the job's worker reported an error"}, res.Error, "the owner reads a generic message, not the cause")
 
 	// On the last attempt the job fails.
@@ -89,7 +89,7 @@ func TestPermanentIsPermanent(t *testing.T) {
 	res, err := workertest.Run(t.Context(), typ, rows{})
 	require.NoError(t, err)
 	require.Equal(t, workertest.Failed, res.Outcome)
-	require.Equal(t, &api.Failure{Category: api.CategoryRenderError, Message: "region North has no sales before 2020"}, res.Error)
+	require.Equal(t, &api.Failure{Category: api.CategoryHandlerError, Message: "region North has no sales before 2020"}, res.Error)
 
 	typ = typeOf("budget", func(context.Context, *worker.Job[rows]) error {
 		return worker.Fail(worker.CategoryBudgetExceeded, true, "too many rows for now")

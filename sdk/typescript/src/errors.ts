@@ -4,7 +4,7 @@ import type { Kind } from "./wire.js";
 
 /**
  * Permanent fails the job now, without further attempts (category
- * render_error), and its message is shown to the job's owner: say what is
+ * handler_error), and its message is shown to the job's owner: say what is
  * wrong with the request, nothing internal. Any other error a handler
  * throws is retried while attempts remain, and its text reaches only the
  * operator; the owner reads a generic message.
@@ -16,8 +16,14 @@ export class Permanent extends Error {
   }
 }
 
-/** Categories a handler may choose with Failure. */
-export type FailureCategory = "render_error" | "budget_exceeded" | "internal";
+/**
+ * Categories a handler may choose with Failure. "handler_error" and
+ * "render_error" are one choice, the handler's own failure: jobgate records
+ * it as handler_error for a user's type (render_error is its built-in
+ * renderer's; "render_error" is still accepted here for the SDK's earlier
+ * users).
+ */
+export type FailureCategory = "handler_error" | "render_error" | "budget_exceeded" | "internal";
 
 /**
  * Failure is a failure of a chosen category that is retried or not as

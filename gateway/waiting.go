@@ -1,0 +1,47 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/pkg/api"
+)
+
+// What a waiting job waits for, as the admin API tells the operator: a
+// job of a type no live worker runs stays queued however long one looks at
+// it, and a new operator reads that as jobgate being stuck. The job detail
+// says "waiting for a worker" (waiting_for), and the stats count each
+// type's live workers, so the console can flag a type with work and none.
+
+// liveWorkerCounts returns the live workers of each type and the paused
+// types.
+func (t *typeRegistry) liveWorkerCounts(now time.Time) (map[string]int, map[string]bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	paused := map[string]bool{}
+	for name, d := range t.decls {
+		if d.Paused {
+			paused[name] = true
+		}
+	}
+	return t.liveWorkers(now), paused
+}
+
+// waitingFor is what rec waits for: api.WaitingForResume when its type is
+// paused, api.WaitingForWorker when no live worker runs its type, "" when
+// it runs, is done, or a worker is there to take it. A job waits when it is
+// queued or running between attempts (no worker holds it).
+func (g *Gateway) waitingFor(rec *job.Record) string {
+	if rec.State != job.StateQueued && (rec.State != job.StateRunning || rec.Worker != "") {
+		return ""
+	}
+	info, ok := g.types.info(rec.Type, g.cfg.Now())
+	switch {
+	case ok && info.Paused:
+		return api.WaitingForResume
+	case info.Workers == 0:
+		// Also a type gone from the table: nothing runs its jobs.
+		return api.WaitingForWorker
+	}
+	return ""
+}
