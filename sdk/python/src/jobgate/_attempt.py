@@ -12,7 +12,7 @@ import math
 import threading
 import time
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -68,6 +68,15 @@ class _UploadError(Exception):
     """An upload that failed for a reason other than an outage (retried as internal)."""
 
 
+class JobLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Log lines of one attempt: its job id, type and attempt beside each call's own ``extra``
+    (Python 3.11's LoggerAdapter would drop the call's)."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
 class WorkerJob(Generic[P]):
     """One attempt's view of a job: ``params`` (validated by jobgate, defaults applied, decoded into
     the type's model when it has one), ``progress()``, ``output()``, and whether to stop
@@ -90,7 +99,7 @@ class WorkerJob(Generic[P]):
         # The W3C trace context of the attempt's span, when the job is traced.
         self.traceparent: str | None = asg.get("traceparent")
         self.tracestate: str | None = asg.get("tracestate")
-        self.log = logging.LoggerAdapter(
+        self.log = JobLog(
             logging.getLogger("jobgate.worker"), {"job_id": self.id, "type": self.type, "attempt": self.attempt}
         )
 
@@ -223,7 +232,7 @@ class _AttemptRun:
         self.w, self.t, self.asg = w, t, asg
         self.loop = asyncio.get_running_loop()
         self.held = {"key": asg["key"], "token": asg["token"]}
-        self.log = logging.LoggerAdapter(
+        self.log = JobLog(
             logging.getLogger("jobgate.worker"), {"job_id": asg["id"], "type": asg["type"], "attempt": asg["attempt"]}
         )
         self.timeout = float(asg["timeout_ms"]) / 1000

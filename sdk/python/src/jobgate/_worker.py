@@ -497,6 +497,23 @@ class Worker:
             wire.subject(self.credential, typ, op), data, timeout=timeout, patient=patient, deadline=deadline, stop=stop
         )
 
+    async def _request_once(
+        self, nc: NATS, subj: str, data: bytes, timeout: float, headers: dict[str, str] | None
+    ) -> Any:
+        if not subj.endswith(".declare"):
+            return await nc.request(subj, data, timeout=timeout, headers=headers)
+        # A declaration is the first request of a type: one the credential may not publish (a
+        # credential for other types) is refused by the server asynchronously, which would only
+        # show as a timeout. Watch for the refusal meanwhile and fail at once with it.
+        task = asyncio.ensure_future(nc.request(subj, data, timeout=timeout, headers=headers))
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.05)
+            if done:
+                return task.result()
+            if subj in self._denied:
+                task.cancel()
+                raise wire.WireError("forbidden", f"this credential may not publish to {subj}")
+
     async def request(
         self,
         subj: str,
@@ -515,7 +532,7 @@ class Worker:
         while True:
             err: Exception
             try:
-                msg = await nc.request(subj, data, timeout=timeout, headers=headers)
+                msg = await self._request_once(nc, subj, data, timeout, headers)
                 try:
                     reply = json.loads(msg.data)
                 except ValueError as e:
