@@ -56,6 +56,8 @@ type Broker struct {
 	decls   map[string]cachedDecl
 	types   typeWatch // of the declarations, for pauses (pause.go)
 	limits  map[string]*bucket
+	changes map[string]*bucket  // of declaration changes, by credential (takeChange)
+	bodies  map[string]declBody // the last declaration of each credential's type (declbody.go)
 	waiting map[string]int
 	uploads map[string]*upload
 	// quota counts each tenant's stored result bytes against its result
@@ -106,7 +108,7 @@ func New(cfg Config, stores Stores, log *slog.Logger) (*Broker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Broker{cfg: cfg, stores: stores, nc: nc, inFlight: make(chan struct{}, cfg.MaxInFlight), log: log.With("component", "broker", "host", cfg.Host),
-		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{},
+		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{}, changes: map[string]*bucket{}, bodies: map[string]declBody{},
 		waiting: map[string]int{}, uploads: map[string]*upload{},
 		presence: map[string]map[string]time.Time{}}
 	b.quota = cfg.ResultQuota

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/schemapool"
 	"github.com/jobgate/jobgate/internal/tenantquota"
 )
 
@@ -62,6 +63,22 @@ type Config struct {
 	// Rate and Burst bound the requests per second of one credential.
 	// Default 2000 and 4000.
 	Rate, Burst float64
+	// DeclareBurst and DeclareEvery bound how often one credential changes
+	// its declarations (a new schema or new limits, each compiled): a token
+	// bucket of DeclareBurst tokens, one more every DeclareEvery. A
+	// declaration identical to the stored one, a type's first declaration
+	// and jobgate's own take none. Past it a declaration is answered
+	// throttled with the wait (wire.Error.RetryAfterMS). Default 5 and
+	// 10s.
+	DeclareBurst int
+	DeclareEvery time.Duration
+	// CompileWait bounds how long a declaration waits for the schema
+	// compiler (Schemas) busy with others before it is answered throttled.
+	// Default 5s.
+	CompileWait time.Duration
+	// Schemas compiles the declarations' schemas. Default
+	// schemapool.Default, the process's, which its gateway shares.
+	Schemas *schemapool.Pool
 	// MaxWaiting bounds the next requests held at once per credential.
 	// Default 1024.
 	MaxWaiting int
@@ -121,6 +138,18 @@ func (c Config) withDefaults() Config {
 	if c.Burst == 0 {
 		c.Burst = 2 * c.Rate
 	}
+	if c.DeclareBurst == 0 {
+		c.DeclareBurst = 5
+	}
+	if c.DeclareEvery == 0 {
+		c.DeclareEvery = 10 * time.Second
+	}
+	if c.CompileWait == 0 {
+		c.CompileWait = 5 * time.Second
+	}
+	if c.Schemas == nil {
+		c.Schemas = schemapool.Default
+	}
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1024
 	}
@@ -139,8 +168,9 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("stale after (%s) must be at least twice the beat interval (%s)", c.StaleAfter, c.BeatInterval))
 	}
 	if c.RetryBase <= 0 || c.MaxAttempts < 1 || c.MaxUploads < 1 || c.MaxUploadsPer < 1 || c.MaxWorkers < 1 || c.UploadIdle <= 0 ||
-		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 || c.MaxInFlight < 1 || c.TenantResultsMaxBytes < 0 {
-		errs = append(errs, errors.New("retry base, max attempts, uploads, upload idle, rate, burst, waiting and the tenant result quota must be positive"))
+		c.Rate <= 0 || c.Burst < 1 || c.MaxWaiting < 1 || c.MaxInFlight < 1 || c.TenantResultsMaxBytes < 0 ||
+		c.DeclareBurst < 1 || c.DeclareEvery <= 0 || c.CompileWait <= 0 {
+		errs = append(errs, errors.New("retry base, max attempts, uploads, upload idle, rate, burst, waiting, the declaration limits and the tenant result quota must be positive"))
 	}
 	for tenant, w := range c.TenantWeights {
 		if w < 1 || w > 1000 {

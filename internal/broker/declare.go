@@ -2,20 +2,40 @@ package broker
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/internal/schemapool"
 	"github.com/jobgate/jobgate/internal/wire"
 )
 
 // declare stores the type of the subject for its credential: a built-in
 // type only for jobgate's own, a name declared by another credential never.
 // The schema is compiled here, with jobgate's bounds, whatever the worker
-// checked on its side.
+// checked on its side. Compiling costs a core for tens of milliseconds (it
+// took 250 ms before the bounds of issue 34), so declarations are cheap
+// to repeat and to flood: a declaration identical to the stored one
+// (schemapool.DeclKey) is answered at once with nothing compiled or
+// written (when it comes again in the same bytes, without even being
+// decoded); a change takes a token of its credential's bucket
+// (Config.DeclareBurst), and one that finds none is answered throttled
+// with the wait before anything is decoded; a change is compiled in the
+// process's bounded pool (Config.Schemas), and the stored version serves
+// until the new one is stored.
 func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
+	sum := sha256.Sum256(r.msg.Data)
+	repeat, known := b.repeated(r, sum)
+	if repeat {
+		return b.unchanged(r, "")
+	}
+	if r.cred != wire.JobgateCredential && !known {
+		if wait := b.changeWait(r.cred); wait > 0 {
+			return b.tooOften(r, wait)
+		}
+	}
 	var req wire.DeclareRequest
 	if bad := r.decode(&req); bad != nil {
 		return bad
@@ -26,33 +46,111 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 	if wire.Builtin(r.typ) && r.cred != wire.JobgateCredential {
 		return refuse(wire.CodeForbidden, "%s is a built-in type: only jobgate declares it", r.typ)
 	}
-	if _, err := schema.Compile(req.Type.Schema); err != nil {
-		return refuse(wire.CodeInvalid, "schema of %s: %v", r.typ, err)
-	}
 	d := &job.TypeDecl{
 		Name: req.Type.Name, Description: req.Type.Description, Schema: req.Type.Schema,
 		TimeoutSeconds: req.Type.TimeoutSeconds, Attempts: req.Type.Attempts,
-		MaxResultBytes: req.Type.MaxResultBytes, ContentType: req.Type.ContentType,
-		DeclaredAt: b.cfg.Now().UTC(), Owner: r.cred,
+		MaxResultBytes: req.Type.MaxResultBytes, ContentType: req.Type.ContentType, Owner: r.cred,
 	}
 	if err := d.Validate(); err != nil {
 		return refuse(wire.CodeInvalid, "%v", err)
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	err := b.stores.Types.DeclareOwned(octx, d)
+	stored, err := b.stores.Types.Get(octx, r.typ)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		stored = nil
+	case err != nil:
+		return refuse(wire.CodeUnavailable, "type %s could not be read", r.typ)
+	case stored.Owner != "" && stored.Owner != r.cred:
+		return b.squatted(r)
+	default:
+		b.mu.Lock()
+		b.decls[r.typ] = cachedDecl{d: stored, at: b.cfg.Now()}
+		b.mu.Unlock()
+	}
+	// identical compares by the schemas' canonical form; its cost (a
+	// millisecond for 32 KiB) is paid before the bucket only for bytes
+	// whose key is known already (the stored version's, declared again).
+	identical := func() bool {
+		return stored.Owner == r.cred && schemapool.DeclKey(stored) == schemapool.DeclKey(d)
+	}
+	if stored != nil && stored.Owner == r.cred {
+		schemapool.KeyOf(stored.Schema) // remembered after the first time
+		if schemapool.Known(d.Schema) && identical() {
+			b.rememberBody(r, sum, schemapool.DeclKey(d))
+			return b.unchanged(r, req.Worker)
+		}
+	}
+	// A change (not a type's first declaration, nor jobgate's own) takes
+	// a token before anything is compiled.
+	counted := stored != nil && r.cred != wire.JobgateCredential
+	if counted {
+		if wait, allowed := b.takeChange(r.cred); !allowed {
+			return b.tooOften(r, wait)
+		}
+	}
+	if stored != nil && identical() { // the same schema in other bytes
+		if counted {
+			b.giveChange(r.cred)
+		}
+		b.rememberBody(r, sum, schemapool.DeclKey(d))
+		return b.unchanged(r, req.Worker)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, b.cfg.CompileWait)
+	_, err = b.cfg.Schemas.Compile(cctx, req.Type.Schema)
+	ccancel()
+	switch {
+	case errors.Is(err, schemapool.ErrBusy):
+		if counted {
+			b.giveChange(r.cred)
+		}
+		return throttled(time.Second, "the schema compiler is busy with other declarations")
+	case err != nil:
+		return refuse(wire.CodeInvalid, "schema of %s: %v", r.typ, err)
+	}
+	d.DeclaredAt = b.cfg.Now().UTC()
+	err = b.stores.Types.DeclareOwned(octx, d)
 	b.forgetDecl(r.typ)
 	switch {
 	case errors.Is(err, natsjs.ErrOwned):
-		b.log.Warn("declaration refused: the type belongs to another credential", "type", r.typ, "credential", r.cred)
-		return refuse(wire.CodeForbidden, "type %s belongs to another credential", r.typ)
+		return b.squatted(r)
 	case errors.Is(err, job.ErrInvalidType):
 		return refuse(wire.CodeInvalid, "%v", err)
 	case err != nil:
 		return refuse(wire.CodeUnavailable, "the type could not be stored")
 	}
+	b.rememberBody(r, sum, schemapool.DeclKey(d))
 	b.log.Info("type declared", "type", r.typ, "credential", r.cred, "worker", req.Worker)
 	return ok
+}
+
+// tooOften refuses a change past the credential's bucket.
+func (b *Broker) tooOften(r *request, wait time.Duration) *wire.Reply {
+	b.log.Warn("declaration refused: its credential changes its declarations too often",
+		"type", r.typ, "credential", r.cred, "retry_after", wait)
+	return throttled(wait, "this credential changes its declarations too often (at most %d at once, then one every %s)",
+		b.cfg.DeclareBurst, b.cfg.DeclareEvery)
+}
+
+// unchanged answers a declaration identical to the stored one.
+func (b *Broker) unchanged(r *request, worker string) *wire.Reply {
+	b.log.Debug("type declared again, unchanged", "type", r.typ, "credential", r.cred, "worker", worker)
+	return ok
+}
+
+// squatted refuses a declaration of another credential's type.
+func (b *Broker) squatted(r *request) *wire.Reply {
+	b.log.Warn("declaration refused: the type belongs to another credential", "type", r.typ, "credential", r.cred)
+	return refuse(wire.CodeForbidden, "type %s belongs to another credential", r.typ)
+}
+
+// throttled refuses a request for now, saying how long to wait (rounded
+// up to the millisecond, at least one).
+func throttled(wait time.Duration, format string, args ...any) *wire.Reply {
+	r := refuse(wire.CodeThrottled, format, args...)
+	r.Error.RetryAfterMS = max(1, (wait + time.Millisecond - 1).Milliseconds())
+	return r
 }
 
 // hello records a process as serving the type.

@@ -34,6 +34,41 @@ func (b *Broker) allow(cred string) bool {
 	return true
 }
 
+// takeChange takes a token of cred's bucket of declaration changes
+// (Config.DeclareBurst, one more every DeclareEvery); when it has none, it
+// says how long until it has one.
+func (b *Broker) takeChange(cred string) (time.Duration, bool) {
+	now := b.cfg.Now()
+	every := b.cfg.DeclareEvery
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := b.changes[cred]
+	if k == nil {
+		if len(b.changes) >= maxCredentials {
+			clear(b.changes)
+		}
+		k = &bucket{tokens: float64(b.cfg.DeclareBurst), at: now}
+		b.changes[cred] = k
+	}
+	k.tokens = min(float64(b.cfg.DeclareBurst), k.tokens+float64(now.Sub(k.at))/float64(every))
+	k.at = now
+	if k.tokens < 1 {
+		return time.Duration((1 - k.tokens) * float64(every)), false
+	}
+	k.tokens--
+	return 0, true
+}
+
+// giveChange returns a token takeChange took for a change that did not
+// happen for want of the compiler.
+func (b *Broker) giveChange(cred string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if k := b.changes[cred]; k != nil {
+		k.tokens = min(float64(b.cfg.DeclareBurst), k.tokens+1)
+	}
+}
+
 // wait counts a held next request of cred; false past MaxWaiting.
 func (b *Broker) wait(cred string) (func(), bool) {
 	b.mu.Lock()

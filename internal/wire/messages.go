@@ -34,6 +34,10 @@ const (
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfterMS, on some throttled refusals (a declaration past its
+	// credential's limit of changes), is how long to wait before asking
+	// again: a request sooner is refused the same way.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
