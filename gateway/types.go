@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/internal/schema"
+	"github.com/jobgate/jobgate/internal/schemapool"
 )
 
 // typeSource is where the declared job types and the live workers are
@@ -59,11 +60,13 @@ type typeRegistry struct {
 	src     typeSource
 	log     *slog.Logger
 	schemas *schema.Registry
+	pool    *schemapool.Pool // compiles the schemas: schemapool.Default (tests set another, under mu)
 
 	mu      sync.RWMutex
 	decls   map[string]*job.TypeDecl
-	bytes   int  // declared bytes of decls (declBytes)
-	loading bool // the first load: declarations wait in pending until the watch caught up
+	keys    map[string]schemapool.Key // of decls, as compiled (declare)
+	bytes   int                       // declared bytes of decls (declBytes)
+	loading bool                      // the first load: declarations wait in pending until the watch caught up
 	pending map[string]pendingDecl
 	workers map[string]natsjs.Presence // by presence key
 	cancel  context.CancelFunc
@@ -75,8 +78,8 @@ type typeRegistry struct {
 }
 
 func newTypeRegistry(src typeSource, log *slog.Logger) *typeRegistry {
-	return &typeRegistry{src: src, log: log, schemas: schema.NewRegistry(),
-		decls: map[string]*job.TypeDecl{}, workers: map[string]natsjs.Presence{}}
+	return &typeRegistry{src: src, log: log, schemas: schema.NewRegistry(), pool: schemapool.Default,
+		decls: map[string]*job.TypeDecl{}, keys: map[string]schemapool.Key{}, workers: map[string]natsjs.Presence{}}
 }
 
 // start begins both watches, on run's values until stop, and returns once
@@ -245,16 +248,34 @@ func (t *typeRegistry) room(d *job.TypeDecl) string {
 // gateway cannot compile, or a new version the table has no room for,
 // keeps the type's previous version (the worker package compiles schemas
 // before declaring, so the first means a worker of another version, or one
-// not written with it).
+// not written with it). A declaration whose key (schemapool.DeclKey) is the
+// one compiled already (an operator's pause changes only the record)
+// compiles nothing; a new one is compiled in the process's bounded pool
+// (shared with the broker of a serve process, which compiled it a moment
+// ago), and until it is ready the previous version serves the
+// submissions.
 func (t *typeRegistry) declare(d *job.TypeDecl) {
+	key := schemapool.DeclKey(d)
 	t.mu.RLock()
 	full := t.room(d)
+	_, known := t.decls[d.Name]
+	same := known && t.keys[d.Name] == key
+	pool := t.pool
 	t.mu.RUnlock()
 	if full != "" { // before compiling: a refused declaration costs no more
 		t.refused(d, full)
 		return
 	}
-	s, err := schema.Compile(d.Schema)
+	if same {
+		t.mu.Lock()
+		if t.keys[d.Name] == key { // the bytes are the same too
+			t.decls[d.Name] = d
+		}
+		t.mu.Unlock()
+		t.log.Debug("job type declared again, unchanged", "type", d.Name)
+		return
+	}
+	s, err := pool.Compile(context.Background(), d.Schema)
 	if err != nil {
 		t.log.Error("job type declared with a schema this gateway cannot use; keeping its previous version",
 			"type", d.Name, "err", err)
@@ -270,6 +291,7 @@ func (t *typeRegistry) declare(d *job.TypeDecl) {
 		t.bytes -= declBytes(old)
 	}
 	t.decls[d.Name] = d
+	t.keys[d.Name] = key
 	t.bytes += declBytes(d)
 	t.mu.Unlock()
 	t.schemas.Set(d.Name, s)
@@ -308,6 +330,7 @@ func (t *typeRegistry) remove(name string) {
 	if old, ok := t.decls[name]; ok {
 		t.bytes -= declBytes(old)
 		delete(t.decls, name)
+		delete(t.keys, name)
 	}
 	t.mu.Unlock()
 	if known {
