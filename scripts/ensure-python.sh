@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 py=""
 for cand in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
   [ -n "$cand" ] || continue
-  if command -v "$cand" >/dev/null && "$cand" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  if command -v "$cand" >/dev/null && "$cand" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     py="$cand"
     break
   fi

@@ -368,6 +368,7 @@ class _AsyncWaiter:
         req = self.c._request("GET", core.job_path(self.id) + "/events", headers=h, timeout=timeout)
         resp = await self.c._send(req, stream=True)
         if resp.status_code == 204:
+            await resp.aclose()
             raise _NoStream  # the terminal event was ours already: one read gets the end
         if resp.status_code in (405, 406, 501):
             raise _NoStream

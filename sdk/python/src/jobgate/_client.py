@@ -380,6 +380,7 @@ class _Waiter:
         req = self.c._request("GET", core.job_path(self.id) + "/events", headers=h, timeout=timeout)
         resp = self.c._send(req, stream=True)
         if resp.status_code == 204:
+            resp.close()
             raise _NoStream  # the terminal event was ours already: one read gets the end
         if resp.status_code in (405, 406, 501):
             raise _NoStream
