@@ -151,12 +151,9 @@ func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) er
 	var f *failure
 	cause := context.Cause(handlerCtx)
 	switch {
-	case a.isLost() || errors.Is(err, errLost) || errors.Is(cause, errLost):
-		return errLost
-	case errors.Is(cause, errShutdown) || errors.Is(err, errShutdown) || a.w.hardCtx.Err() != nil:
-		return errShutdown
-	case errors.Is(err, errStoreOutage):
-		return errStoreOutage
+	// A refused result comes first: jobgate failed the job when it
+	// refused it, so a beat after that finds the claim lost, and the
+	// refusal is what the owner must read in the log.
 	case errors.Is(err, ErrResultRefused):
 		return err
 	case a.out != nil && errors.Is(a.out.err, ErrResultRefused):
@@ -164,6 +161,12 @@ func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) er
 		// Write returned it, or it failed for another reason): the job is
 		// failed all the same.
 		return a.out.err
+	case a.isLost() || errors.Is(err, errLost) || errors.Is(cause, errLost):
+		return errLost
+	case errors.Is(cause, errShutdown) || errors.Is(err, errShutdown) || a.w.hardCtx.Err() != nil:
+		return errShutdown
+	case errors.Is(err, errStoreOutage):
+		return errStoreOutage
 	case a.out != nil && a.out.tooLarge:
 		return &failure{kind: wire.KindTooLarge, err: err}
 	case errors.As(err, &f):

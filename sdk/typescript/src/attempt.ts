@@ -178,6 +178,13 @@ class AttemptRun implements Attempt {
   /** What ended an attempt without a result, as a verdict to report. */
   private classify(err: unknown): Verdict {
     const reason = this.abortReason();
+    const message = clipBytes(describe(err), 2048);
+    // A refused result comes first: jobgate failed the job when it refused
+    // it, so a beat after that finds the claim lost, and the refusal is
+    // what the owner must read in the log.
+    if (this.out?.refused) {
+      return { do: "refused", message };
+    }
     if (this.lost || reason === "lost" || reason === "canceled") {
       return { do: "lost" };
     }
@@ -186,10 +193,6 @@ class AttemptRun implements Attempt {
     }
     if (err instanceof StoreOutageError) {
       return { do: "giveback", reason: "store_outage" };
-    }
-    const message = clipBytes(describe(err), 2048);
-    if (this.out?.refused) {
-      return { do: "refused", message };
     }
     if (this.out?.tooLarge) {
       return { do: "fail", kind: "too_large", retryable: false, message, user: "" };
