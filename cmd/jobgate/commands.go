@@ -13,6 +13,8 @@ func (m *Main) extraCommands() map[string]func(context.Context, []string) error 
 		"watch":     m.runWatch,
 		"jobs":      m.runJobs,
 		"fetch":     m.runFetch,
+		// The worker protocol's conformance runner, for any language.
+		"conformance": m.runConformance,
 	}
 	// The load generator is built only into the bench binary (make bench,
 	// -tags bench): it is not part of what production runs.

@@ -66,6 +66,7 @@ Services:
 Tools:
   token                 print a bearer token (--tenant T --subject S [--ttl 1h] [--admin])
   nats-user             print NATS credentials for a tenant's event subscribers
+  conformance           check a worker implementation, any language (--worker-cmd CMD)
   bench                 (bin/jobgate-bench only, make bench) measure the system (docs/performance.md)
 Client:
   submit|status|watch|jobs|fetch

@@ -3,11 +3,11 @@ package jobtest
 import (
 	"context"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/childproc"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,17 +43,8 @@ func FreeAddr(t testing.TB) string {
 }
 
 // ChildEnv is the environment of a child process: this one's without any
-// JOBGATE_ or OTEL_ setting (a developer's shell must not change what is
-// tested), plus extra.
-func ChildEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JOBGATE_") && !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
+// JOBGATE_ or OTEL_ setting, plus extra (childproc.Env).
+func ChildEnv(extra ...string) []string { return childproc.Env(extra...) }
 
 // GoBuild builds a package of the module at root into out. The deadline
 // keeps a wedged toolchain from hanging the suite until its own timeout.

@@ -7,7 +7,11 @@
 // CONF_SPEC (testdata/types.json), CONF_KINDS (comma-separated kinds of
 // CONF_SPEC to run), CONF_PREFIX (type name prefix of unshared kinds),
 // CONF_GATES (the directory whose files open hold-mode gates), CONF_NAME,
-// CONF_HEARTBEAT_MS, CONF_DRAIN_MS.
+// CONF_LABEL (what its handlers write: "done by <label>"), CONF_HEARTBEAT_MS,
+// CONF_DRAIN_MS (docs/conformance.md). CONF_BREAK makes it skip a duty, for
+// the runner's own tests: "cancel" (a handler that never sees its job
+// canceled) or "drain" (SIGTERM ends the process at once, giving nothing
+// back).
 package main
 
 import (
@@ -104,7 +108,8 @@ func run() error {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return err
 	}
-	prefix, gates := env("CONF_PREFIX", "go"), env("CONF_GATES", "")
+	prefix, gates, label := env("CONF_PREFIX", "go"), env("CONF_GATES", ""), env("CONF_LABEL", "go")
+	broken := os.Getenv("CONF_BREAK")
 	w, err := worker.New(worker.Config{
 		URL: env("JOBGATE_NATS_URL", ""), User: env("JOBGATE_WORKER_USER", ""), Password: env("JOBGATE_WORKER_PASSWORD", ""),
 		Name:              env("CONF_NAME", "go-conformance-"+strconv.Itoa(os.Getpid())),
@@ -153,6 +158,9 @@ func run() error {
 			return nil
 		case "hold":
 			j.Progress(1, 2, "steps")
+			if broken == "cancel" {
+				ctx = context.WithoutCancel(ctx)
+			}
 			for {
 				if ctx.Err() != nil {
 					say("aborted", map[string]any{"id": j.ID, "attempt": j.Attempt, "reason": reason(ctx)})
@@ -161,7 +169,7 @@ func run() error {
 				if p.Gate != "" {
 					if _, err := os.Stat(filepath.Join(gates, p.Gate)); err == nil {
 						j.Progress(2, 2, "steps")
-						_, err := fmt.Fprintf(j.Output(), "done by go at attempt %d\n", j.Attempt)
+						_, err := fmt.Fprintf(j.Output(), "done by %s at attempt %d\n", label, j.Attempt)
 						return err
 					}
 				}
@@ -203,6 +211,9 @@ func run() error {
 	}
 	say("ready", map[string]any{"name": w.Name()})
 	<-ctx.Done()
+	if broken == "drain" {
+		os.Exit(0)
+	}
 	say("stopping", nil)
 	return w.Stop(context.Background())
 }

@@ -6,7 +6,8 @@
 // CONF_SPEC (testdata/types.json), CONF_KINDS (comma-separated kinds of
 // CONF_SPEC to run), CONF_PREFIX (type name prefix of unshared kinds),
 // CONF_GATES (the directory whose files open hold-mode gates), CONF_NAME,
-// CONF_HEARTBEAT_MS, CONF_DRAIN_MS.
+// CONF_LABEL (what its handlers write: "done by <label>"), CONF_HEARTBEAT_MS,
+// CONF_DRAIN_MS (docs/conformance.md).
 
 import { once } from "node:events";
 import { existsSync, readFileSync } from "node:fs";
@@ -44,6 +45,7 @@ const say = (event: string, fields: Record<string, unknown> = {}): void => {
 
 const spec = JSON.parse(readFileSync(env("CONF_SPEC"), "utf8")) as { schema: object; types: Record<string, Kind> };
 const prefix = env("CONF_PREFIX", "ts");
+const label = env("CONF_LABEL", "ts");
 const gates = env("CONF_GATES");
 
 const w = new Workers({
@@ -90,7 +92,7 @@ async function work(job: Job<Params>, ctx: WorkContext): Promise<void> {
         }
         if (p.gate !== "" && existsSync(join(gates, p.gate))) {
           job.progress(2, 2, "steps");
-          await job.write(`done by ts at attempt ${job.attempt}\n`);
+          await job.write(`done by ${label} at attempt ${job.attempt}\n`);
           return;
         }
         await new Promise((r) => setTimeout(r, 50));
