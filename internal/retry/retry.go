@@ -84,6 +84,10 @@ type Policy struct {
 	First, Limit, Try time.Duration
 	// Retryable says whether an error is worth another try; nil: every one.
 	Retryable func(error) bool
+	// After, if set, is the least wait an error asks for before the next
+	// try (a server's Retry-After), 0 for none; the wait is the longer of
+	// it and the backoff's.
+	After func(error) time.Duration
 }
 
 // Until runs op until it succeeds, fails for good or ctx ends, and returns
@@ -99,7 +103,11 @@ func Until(ctx context.Context, p Policy, op func(context.Context) error) error 
 		if err == nil || ctx.Err() != nil || (p.Retryable != nil && !p.Retryable(err)) {
 			return err
 		}
-		t := time.NewTimer(Spread(Exponential(p.First, p.Limit, n), 0.5, rand.Float64))
+		wait := Spread(Exponential(p.First, p.Limit, n), 0.5, rand.Float64)
+		if p.After != nil {
+			wait = max(wait, p.After(err))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

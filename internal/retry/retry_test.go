@@ -80,3 +80,29 @@ func TestUntil(t *testing.T) {
 		t.Fatalf("at the deadline: %v, want the last error", err)
 	}
 }
+
+// An error that asks for a wait (Policy.After) gets at least that wait
+// before the next try, however short the backoff.
+func TestUntilWaitsWhatTheErrorAsks(t *testing.T) {
+	t.Parallel()
+	throttled := errors.New("throttled")
+	p := retry.Policy{First: time.Millisecond, Limit: time.Millisecond,
+		After: func(err error) time.Duration {
+			if errors.Is(err, throttled) {
+				return 150 * time.Millisecond
+			}
+			return 0
+		}}
+	var tries []time.Time
+	err := retry.Until(context.Background(), p, func(context.Context) error {
+		if tries = append(tries, time.Now()); len(tries) < 3 {
+			return throttled
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, tries, 3)
+	for i := 1; i < len(tries); i++ {
+		require.GreaterOrEqual(t, tries[i].Sub(tries[i-1]), 150*time.Millisecond, "try %d", i)
+	}
+}

@@ -444,7 +444,8 @@ func (w *Workers) call(ctx context.Context, typ, op string, req, out any, patien
 		Retryable: func(err error) bool {
 			return patient && (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil || unavailable(err))
-		}}
+		},
+		After: retryAfter}
 	patientFor := policy.Retryable
 	policy.Retryable = func(err error) bool {
 		if _, refused := w.refused.Load(subject); refused {
@@ -516,6 +517,17 @@ func violatedSubject(msg string) (string, bool) {
 func unavailable(err error) bool {
 	var e *wire.Error
 	return errors.As(err, &e) && (e.Code == wire.CodeUnavailable || e.Code == wire.CodeThrottled)
+}
+
+// retryAfter is the wait a refusal asks for (a declaration past its
+// credential's limit of changes says how long until it may change one
+// more), 0 for none.
+func retryAfter(err error) time.Duration {
+	var e *wire.Error
+	if errors.As(err, &e) && e.RetryAfterMS > 0 {
+		return time.Duration(min(e.RetryAfterMS, int64(time.Hour/time.Millisecond))) * time.Millisecond
+	}
+	return 0
 }
 
 // refusedAs reports whether err is a refusal with code.
