@@ -92,6 +92,9 @@ export const validWorkerName = (s: string): boolean => workerNameRE.test(s);
 export interface WireErrorBody {
   code: Code | string;
   message: string;
+  /** On some throttled refusals (a declaration past its credential's limit
+   * of changes): how long to wait before asking again. */
+  retry_after_ms?: number;
 }
 
 export interface UploadTarget {
@@ -163,11 +166,14 @@ export class WireError extends Error {
   readonly canceled: boolean;
   /** Set on a refused upload whose job jobgate failed itself: report nothing. */
   readonly failed: boolean;
-  constructor(code: string, message: string, canceled = false, failed = false) {
+  /** The wait a throttled refusal asks for before the next request, in ms (0: none). */
+  readonly retryAfterMs: number;
+  constructor(code: string, message: string, canceled = false, failed = false, retryAfterMs = 0) {
     super(`${code}: ${message}`);
     this.name = "WireError";
     this.code = code;
     this.canceled = canceled;
     this.failed = failed;
+    this.retryAfterMs = retryAfterMs;
   }
 }

@@ -188,6 +188,9 @@ export interface CallOptions {
 /** Bounds one request outside a next request's wait. */
 export const OP_TIMEOUT_MS = 10_000;
 
+/** Bounds the wait a refusal's retry_after_ms may ask for. */
+const MAX_RETRY_AFTER_MS = 3_600_000;
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -505,7 +508,14 @@ export class Workers {
           throw new Error(`undecodable reply to ${subj}`);
         }
         if (reply.error) {
-          throw new WireError(String(reply.error.code), String(reply.error.message ?? ""), reply.canceled === true, reply.failed === true);
+          const after = Number(reply.error.retry_after_ms);
+          throw new WireError(
+            String(reply.error.code),
+            String(reply.error.message ?? ""),
+            reply.canceled === true,
+            reply.failed === true,
+            Number.isFinite(after) && after > 0 ? Math.min(after, MAX_RETRY_AFTER_MS) : 0,
+          );
         }
         return reply;
       } catch (e) {
@@ -514,7 +524,9 @@ export class Workers {
       if (!opts.patient || !(transient(err) || unavailable(err)) || opts.signal?.aborted || nc.isClosed()) {
         throw err;
       }
-      await sleep(jitter(delay), opts.signal);
+      // A refusal that says how long to wait (a declaration past its
+      // credential's limit of changes) is asked again after it, not sooner.
+      await sleep(Math.max(jitter(delay), err instanceof WireError ? err.retryAfterMs : 0), opts.signal);
       delay = Math.min(2 * delay, 2000);
       if (opts.signal?.aborted) {
         throw err;
