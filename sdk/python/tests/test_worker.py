@@ -14,7 +14,7 @@ from conftest import Deployment, Proc, child_env, spawn, until
 
 import jobgate
 
-MAIN_TYPES = ("py_echo", "py_async_echo", "py_fail", "py_hold_async")
+MAIN_TYPES = ("py_echo", "py_async_echo", "py_fail", "py_hold_async", "py_bytes")
 
 
 def worker_env(d: Deployment, types: tuple[str, ...], name: str, gates: Path, **extra: str) -> dict[str, str]:
@@ -96,6 +96,20 @@ def test_schema_generated_from_the_dataclass(c: jobgate.Client, deployment: Depl
     # The defaults apply: lines = 3.
     job = c.submit("py_echo", {"text": "dflt"}, fresh=True)
     assert c.wait(job.id, timeout=30).progress == jobgate.Progress(3, 3, "lines")
+
+
+def test_results_stream_in_chunks_within_the_limit(c: jobgate.Client, tmp_path: Path) -> None:
+    size = 600_001  # three chunks, the last one short
+    job = submit(c, "py_bytes", {"size": size})
+    done = c.wait(job.id, timeout=30)
+    assert done.state == "succeeded", done.error
+    got = c.download(job.id, tmp_path / "bytes.bin")
+    assert got.size == size and (tmp_path / "bytes.bin").read_bytes() == bytes((i * 31) & 0xFF for i in range(size))
+    # Past the type's max_result_bytes (1 MiB) the attempt fails, and no retry helps it.
+    big = c.wait(c.submit("py_bytes", {"size": 1_500_000}, fresh=True).id, timeout=30)
+    assert big.state == "failed" and big.error is not None
+    assert big.error.category == "budget_exceeded", big.error
+    assert big.result is None
 
 
 def test_handler_exception_fails_the_job(c: jobgate.Client) -> None:

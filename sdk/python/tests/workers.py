@@ -89,7 +89,21 @@ def py_hold(job: WorkerJob[Hold]) -> None:
     job.progress(2, 2, "steps")
 
 
+@dataclass
+class Bytes:
+    size: int = param(minimum=0, maximum=4_000_000)
+
+
+def py_bytes(job: WorkerJob[Bytes]) -> None:
+    """size bytes of a pattern, written in uneven pieces (the upload's chunks are 256 KiB)."""
+    out = job.output()
+    data = bytes((i * 31) & 0xFF for i in range(job.params.size))
+    for off in range(0, len(data), 100_003):
+        out.write(data[off : off + 100_003])
+
+
 TYPES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "py_bytes": (py_bytes, {"max_result_bytes": 1 << 20, "attempts": 1}),
     "py_echo": (py_echo, {"content_type": "text/plain", "description": "Repeats a text"}),
     "py_async_echo": (py_async_echo, {"content_type": "text/plain"}),
     "py_fail": (py_fail, {"attempts": 1}),
