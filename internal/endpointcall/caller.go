@@ -11,7 +11,8 @@
 // the caller beats every half second, so the request's context (and with
 // it the connection) ends within a second. Each type's requests in flight
 // are bounded by its endpoint's concurrency, and their rate by its
-// rate_per_second, in each process that runs a caller.
+// rate_per_second. The concurrency holds across every dispatcher of the
+// deployment (slots.go); the rate, in each process that runs a caller.
 package endpointcall
 
 import (
@@ -97,6 +98,9 @@ type Stores struct {
 	Keys interface {
 		EndpointKeys(ctx context.Context, typ string) (*natsjs.EndpointKeys, error)
 	}
+	// Slots leases each type's request slots across the deployment
+	// (natsjs.SlotStore); nil bounds them in this process only.
+	Slots slotLeaser
 }
 
 // Caller runs the endpoint types of a deployment.
@@ -106,6 +110,7 @@ type Caller struct {
 	log    *slog.Logger
 	http   *http.Client
 	keys   *keyCache
+	leases *leases
 	name   string
 	life   startstop.Lifecycle
 
@@ -130,6 +135,9 @@ func New(cfg Config, stores Stores) (*Caller, error) {
 	c := &Caller{cfg: cfg, stores: stores, log: cfg.Logger, http: egress.NewClient(cfg.Policy, 0, 256), name: processName(),
 		changes: make(chan *natsjs.TypeChange, 256), done: make(chan struct{}), runners: map[string]*runner{}}
 	c.keys = &keyCache{src: stores.Keys, ttl: cfg.KeyCacheTTL, now: cfg.Now, m: map[string]cachedKeys{}}
+	if stores.Slots != nil {
+		c.leases = &leases{store: stores.Slots, holder: c.name, every: natsjs.SlotTTL / 3, log: c.log, held: map[*natsjs.Slot]struct{}{}}
+	}
 	return c, nil
 }
 
@@ -154,6 +162,9 @@ func (c *Caller) start(sctx, runCtx context.Context) error {
 		return fmt.Errorf("endpoint caller: follow the types: %w", err)
 	}
 	go c.loop(runCtx)
+	if c.leases != nil {
+		go c.leases.run(runCtx)
+	}
 	c.log.Info("endpoint caller started", "worker", c.name)
 	return nil
 }
@@ -294,6 +305,10 @@ func (c *Caller) newRunner(d *job.TypeDecl) (*runner, error) {
 		return nil, err
 	}
 	workerhook.Undeclared(w)
+	if c.leases != nil {
+		var waiting sync.Mutex
+		workerhook.Gate(w, c.leases.gate(d.Name, func() int { return r.endpoint.Load().Concurrency }, &waiting))
+	}
 	err = worker.Register(w, worker.Type[json.RawMessage]{
 		Name: d.Name, Description: d.Description, Schema: d.Schema,
 		Timeout: d.Timeout(), Attempts: d.Attempts, MaxResultBytes: d.MaxResultBytes, ContentType: d.ContentType,

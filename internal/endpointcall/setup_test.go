@@ -41,6 +41,13 @@ func startOn(t *testing.T, dataDir string) *deployment {
 	t.Helper()
 	settings := config.Default()
 	settings.DataDir, settings.HTTPAddr = dataDir, "127.0.0.1:0"
+	return startWith(t, settings)
+}
+
+// startWith starts serve with settings, loopback allowed for endpoints.
+func startWith(t *testing.T, settings config.Config) *deployment {
+	t.Helper()
+	dataDir := settings.DataDir
 	settings.EndpointAllow = "127.0.0.0/8"
 	settings.Gateway.ReadRate, settings.Gateway.ReadBurst = 10000, 10000 // the tests poll
 	logs := &jobtest.SyncBuffer{}

@@ -14,6 +14,7 @@ const (
 	BucketResults = "JOBGATE_RESULTS" // object store: rendered results
 	BucketTypes   = "JOBGATE_TYPES"   // KV: one declaration per job type, written by its workers
 	BucketWorkers = "JOBGATE_WORKERS" // KV: live worker processes, key type.worker, expiring
+	BucketSlots   = "JOBGATE_SLOTS"   // KV: endpoint types' request slots, key type.n, expiring leases
 	StreamWork    = "JOBGATE_WORK"    // work queue, one subject tree per job type
 	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
 

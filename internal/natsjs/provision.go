@@ -38,14 +38,14 @@ type Layout struct {
 }
 
 // smallBucketBytes is the budget of the small buckets (secrets, type
-// declarations, worker presence): a gateway keeps at most 4 MiB of
-// declarations, the others hold a few keys.
+// declarations, worker presence, endpoint slots): a gateway keeps at most
+// 4 MiB of declarations, the others hold a few keys.
 const smallBucketBytes = 64 << 20
 
 // StorageReserve is what the layout's budgets add up to: the JetStream
 // storage a server must grant them (an embedded server is given it).
 func (l Layout) StorageReserve() int64 {
-	return 6*l.StoreMaxBytes + l.ResultsMaxBytes + 3*smallBucketBytes
+	return 6*l.StoreMaxBytes + l.ResultsMaxBytes + 4*smallBucketBytes
 }
 
 // DefaultLayout is the layout of an embedded single-node deployment.
@@ -188,6 +188,7 @@ type Resources struct {
 	Notices    *Notices     // the notifier's send records (JOBGATE_NOTICES)
 	Deliveries *Deliveries  // the notifier's pending deliveries (JOBGATE_DELIVERIES)
 	Types      *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
+	Slots      *SlotStore   // endpoint types' request slots (JOBGATE_SLOTS)
 	Batches    *BatchStore  // batch records (JOBGATE_BATCHES)
 	Layout     Layout
 
@@ -335,7 +336,7 @@ func settled(ctx context.Context, res *Resources) error {
 // bind opens every bucket; all also opens the ones only services use.
 func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, error) {
 	res := &Resources{JS: js, Types: &TypeStore{}}
-	var jobs, notices, batches jetstream.KeyValue
+	var jobs, notices, batches, slots jetstream.KeyValue
 	buckets := []struct {
 		bucket string
 		dst    *jetstream.KeyValue
@@ -344,7 +345,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 		buckets = append(buckets, []struct {
 			bucket string
 			dst    *jetstream.KeyValue
-		}{{BucketMeta, &res.Meta}, {BucketNotices, &notices}, {BucketBatches, &batches}}...)
+		}{{BucketMeta, &res.Meta}, {BucketNotices, &notices}, {BucketBatches, &batches}, {BucketSlots, &slots}}...)
 	}
 	for _, o := range buckets {
 		err := retryTransient(ctx, func(ctx context.Context) (err error) {
@@ -370,6 +371,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 		res.Secrets, res.Notices = NewSecrets(res.Meta), NewNotices(notices)
 		res.Deliveries = NewDeliveries(js)
 		res.Batches = newBatchStore(js, batches)
+		res.Slots = &SlotStore{kv: slots}
 	}
 	return res, nil
 }
@@ -474,6 +476,10 @@ func (l Layout) resources() []resource {
 		Bucket: BucketWorkers, Description: "jobgate live worker processes per job type", History: 1,
 		TTL: PresenceTTL, LimitMarkerTTL: time.Minute, MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
 	}
+	slotsKV := jetstream.KeyValueConfig{
+		Bucket: BucketSlots, Description: "jobgate endpoint types' request slots, leased", History: 1,
+		TTL: SlotTTL, MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
+	}
 	results := jetstream.ObjectStoreConfig{
 		Bucket: BucketResults, Description: "jobgate rendered results",
 		TTL: l.ResultTTL, MaxBytes: l.ResultsMaxBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
@@ -498,6 +504,8 @@ func (l Layout) resources() []resource {
 			replicas: l.Replicas, history: 1, maxBytes: smallBucketBytes, bytesName: settingSmallBytes}},
 		{name: BucketWorkers, bucket: true, stream: "KV_" + BucketWorkers, create: kv(workersKV), want: expect{
 			replicas: l.Replicas, maxAge: PresenceTTL, ageSetting: "worker presence TTL", history: 1, markerTTL: time.Minute, maxBytes: smallBucketBytes, bytesName: settingSmallBytes}},
+		{name: BucketSlots, bucket: true, stream: "KV_" + BucketSlots, create: kv(slotsKV), want: expect{
+			replicas: l.Replicas, maxAge: SlotTTL, ageSetting: "endpoint slot lease TTL", history: 1, maxBytes: smallBucketBytes, bytesName: settingSmallBytes}},
 		{name: StreamWork, stream: StreamWork, create: stream(work), want: expect{
 			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
 			retention: &workQueue, subjects: work.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},

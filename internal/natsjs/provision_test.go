@@ -116,7 +116,7 @@ func TestProvisionReplicaMismatch(t *testing.T) {
 	_, err = provision(js, r3)
 	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 1 on JOBGATE_JOBS, "+
-		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_TYPES, JOBGATE_WORKERS, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_BATCHES, JOBGATE_RESULTS, but this process is configured for 3")
+		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_TYPES, JOBGATE_WORKERS, JOBGATE_SLOTS, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_BATCHES, JOBGATE_RESULTS, but this process is configured for 3")
 	var mm *natsjs.MismatchError
 	require.ErrorAs(t, err, &mm)
 	require.Equal(t, natsjs.SettingReplicas, mm.Setting)

@@ -32,7 +32,7 @@ func TestEveryResourceHasAByteBudgetAndRefusesPastIt(t *testing.T) {
 		require.Equal(t, "DiscardNew", cfg.Discard.String(), "%s: a full stream refuses writes, it never drops what it holds", s)
 	}
 	require.EqualValues(t, 64<<10, streamConfig(t, js, "OBJ_"+natsjs.BucketResults).MaxBytes)
-	for _, s := range []string{"KV_" + natsjs.BucketMeta, "KV_" + natsjs.BucketTypes, "KV_" + natsjs.BucketWorkers} {
+	for _, s := range []string{"KV_" + natsjs.BucketMeta, "KV_" + natsjs.BucketTypes, "KV_" + natsjs.BucketWorkers, "KV_" + natsjs.BucketSlots} {
 		require.Positive(t, streamConfig(t, js, s).MaxBytes, s)
 	}
 

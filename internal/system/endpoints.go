@@ -25,7 +25,7 @@ func (s *System) withEndpointCaller(d Service, res *natsjs.Resources) (Service, 
 	}
 	ec, err := endpointcall.New(endpointcall.Config{
 		Conn: nc, Policy: s.settings.EndpointPolicy(), Logger: s.log.With("service", "endpoint-caller"),
-	}, endpointcall.Stores{Types: res.Types, Keys: res.Secrets})
+	}, endpointcall.Stores{Types: res.Types, Keys: res.Secrets, Slots: res.Slots})
 	if err != nil {
 		return nil, err
 	}

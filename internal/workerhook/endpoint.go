@@ -1,6 +1,9 @@
 package workerhook
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // jobgate's endpoint caller (internal/endpointcall) runs the types an
 // operator declared (docs/endpoints.md) with pkg/worker, as jobgate's own
@@ -17,3 +20,9 @@ var Undeclared func(w any)
 // owner's message (may be empty), cause for the operator and, when
 // retried, no next attempt before retryAfter.
 var Failure func(kind string, retryable bool, user string, cause error, retryAfter time.Duration) error
+
+// Gate makes every slot of w (a *worker.Workers, before Start) hold a
+// pass from gate before it asks for a job, and give it back (release)
+// once it has no job: the endpoint caller's slots leased across the
+// deployment. An error of gate's waits a moment and asks again.
+var Gate func(w any, gate func(ctx context.Context) (release func(), err error))

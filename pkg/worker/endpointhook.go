@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/workerhook"
@@ -13,6 +14,12 @@ func init() {
 		w := wa.(*Workers)
 		w.mu.Lock()
 		w.undeclared = true
+		w.mu.Unlock()
+	}
+	workerhook.Gate = func(wa any, gate func(ctx context.Context) (func(), error)) {
+		w := wa.(*Workers)
+		w.mu.Lock()
+		w.gate = gate
 		w.mu.Unlock()
 	}
 	workerhook.Failure = func(kind string, retryable bool, user string, cause error, retryAfter time.Duration) error {

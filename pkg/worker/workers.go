@@ -38,6 +38,9 @@ type Workers struct {
 	// undeclared: the types are declared already (workerhook.Undeclared),
 	// Start declares none.
 	undeclared bool
+	// gate, when set (workerhook.Gate), gives a slot the pass it holds
+	// from before it asks for a job until it has none.
+	gate    func(ctx context.Context) (release func(), err error)
 	nc      *nats.Conn
 	ownConn bool
 	pulls   sync.WaitGroup
@@ -345,6 +348,17 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 	// A regular slot's success asks for its next job in the same request
 	// (wire.DoneRequest.Next): under load a job costs one request, not two.
 	var chained *wire.Assignment
+	// With a gate (workerhook.Gate) a slot asks for a job only while it
+	// holds a pass, and gives it back once it has none: the job, and the
+	// ones its successes chain, run under the pass.
+	var release func()
+	drop := func() {
+		if release != nil {
+			release()
+			release = nil
+		}
+	}
+	defer drop()
 	for ctx.Err() == nil {
 		if chained != nil {
 			a := chained
@@ -355,6 +369,15 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			t.busy.Add(-1)
 			t.ended(a.Tenant)
 			continue
+		}
+		drop()
+		if w.gate != nil && !newcomer {
+			r, err := w.gate(ctx)
+			if err != nil {
+				sleepCtx(ctx, jitter(200*time.Millisecond))
+				continue
+			}
+			release = r
 		}
 		req := wire.NextRequest{Worker: w.cfg.Name, WaitMS: w.cfg.PullWait.Milliseconds()}
 		if newcomer {

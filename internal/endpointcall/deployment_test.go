@@ -1,0 +1,76 @@
+package endpointcall_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/dispatcher"
+	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsserver"
+	"github.com/jobgate/jobgate/internal/system"
+	"github.com/stretchr/testify/require"
+)
+
+// The endpoint's concurrency holds across the deployment: two more
+// dispatchers beside serve's on one NATS run the type's requests, never
+// more of them at once than the declared concurrency. Without the leased
+// slots each dispatcher would run that many.
+func TestConcurrencyHoldsAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	require.NoError(t, err)
+	t.Cleanup(emb.Shutdown)
+
+	settings := config.Default()
+	settings.DataDir, settings.HTTPAddr, settings.NATS.URL = t.TempDir(), "127.0.0.1:0", emb.ClientURL()
+	settings.AuthSecret = "0123456789abcdef0123456789abcdef"
+	d := startWith(t, settings)
+	for range 2 {
+		more := config.Default()
+		more.DataDir, more.NATS.URL, more.EndpointAllow = t.TempDir(), emb.ClientURL(), "127.0.0.0/8"
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		sys, err := system.Start(ctx, system.Config{Settings: &more, LogOutput: &jobtest.SyncBuffer{},
+			Components: []system.Component{system.Dispatcher},
+			Dispatcher: func(c *dispatcher.Config) { c.Broker.RetryBase = 200 * time.Millisecond }})
+		cancel()
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, sys.Stop(ctx))
+		})
+	}
+
+	var inFlight, most, calls atomic.Int64
+	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		now := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if now <= m || most.CompareAndSwap(m, now) {
+				break
+			}
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	d.declare(t, "shared", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 3}})
+	var ids []string
+	for range 30 {
+		ids = append(ids, d.submit(t, "shared", `{}`))
+	}
+	for _, id := range ids {
+		require.Equal(t, "succeeded", d.until(t, id, 60*time.Second, terminal).State)
+	}
+	require.Equal(t, int64(30), calls.Load(), "each job's one attempt, one request")
+	require.LessOrEqual(t, most.Load(), int64(3), "in flight across three dispatchers")
+	require.Equal(t, int64(3), most.Load(), "the bound is reached, not undercut")
+}
