@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pydantic
 import pytest
@@ -104,3 +105,34 @@ async def test_pydantic_params_and_stop(deployment: Deployment, tmp_path: Path) 
     finally:
         await asyncio.wait_for(w.stop(), 30)
         await asyncio.wait_for(running, 5)
+
+
+class CountingWorker(jobgate.Worker):
+    """A worker that counts the declarations it sends."""
+
+    declares = 0
+
+    async def _request_once(self, nc: Any, subj: str, data: bytes, timeout: float, headers: Any) -> Any:
+        if subj.endswith(".declare"):
+            self.declares += 1
+        return await super()._request_once(nc, subj, data, timeout, headers)
+
+
+@pytest.mark.anyio
+async def test_a_throttled_declaration_is_asked_again_after_the_wait_it_names(deployment: Deployment) -> None:
+    """A credential changes its declarations a few times at once, then slowly: a start past that is
+    refused throttled with retry_after_ms, and asks again once, after that wait (then starts)."""
+    cred = deployment.worker_credential("py_changing")
+    for n in range(10):
+        w = CountingWorker(deployment.nats_url, cred["user"], cred["password"], pull_wait=1.0)
+        w.register(
+            "py_changing", noop, schema={"type": "object", "additionalProperties": False}, description=f"version {n}"
+        )
+        began = time.monotonic()
+        await asyncio.wait_for(w.start(), 60)
+        took = time.monotonic() - began
+        await asyncio.wait_for(w.stop(), 30)
+        if w.declares > 1:
+            break
+    assert w.declares == 2, f"{w.declares} declarations sent; the throttled one is asked again once"
+    assert took >= 1.0, f"asked again after {took:.1f}s"

@@ -379,16 +379,18 @@ class _AttemptRun:
     def _classify(self, err: BaseException) -> dict[str, Any]:
         """What ended an attempt without a result, as a verdict to report."""
         reason = self.reason
+        message = _clip(_describe(err), 2048)
+        up = self._upload
+        # A refused result comes first: jobgate failed the job when it refused it, so a beat after
+        # that finds the claim lost, and the refusal is what the operator must read in the log.
+        if up is not None and up.refused:
+            return {"do": "refused", "message": message}
         if self.lost or reason in ("lost", "canceled"):
             return {"do": "lost"}
         if reason == "shutdown" or self.w._hard:
             return {"do": "giveback", "reason": "shutdown"}
         if isinstance(err, StoreOutageError):
             return {"do": "giveback", "reason": "store_outage"}
-        message = _clip(_describe(err), 2048)
-        up = self._upload
-        if up is not None and up.refused:
-            return {"do": "refused", "message": message}
         if up is not None and up.too_large:
             return {"do": "fail", "kind": "too_large", "retryable": False, "message": message, "user": ""}
         if isinstance(err, _UploadError):

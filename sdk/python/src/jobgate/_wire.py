@@ -17,6 +17,8 @@ HEADER_SEQ = "Jobgate-Seq"
 HEADER_LAST = "Jobgate-Last"
 # Bounds one request outside a next request's wait.
 OP_TIMEOUT = 10.0
+# Bounds the wait a refusal's retry_after_ms may ask for.
+MAX_RETRY_AFTER = 3600.0
 
 _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _CREDENTIAL = re.compile(r"^(jobgate|[0-9a-f]{16})$")
@@ -62,11 +64,15 @@ class WireError(Exception):
     """A refused request: the reply's error. ``canceled`` is set on a lost beat whose job its owner
     canceled; ``failed`` on a refused upload whose job jobgate failed itself (report nothing more)."""
 
-    def __init__(self, code: str, message: str, canceled: bool = False, failed: bool = False) -> None:
+    def __init__(
+        self, code: str, message: str, canceled: bool = False, failed: bool = False, retry_after: float = 0.0
+    ) -> None:
         self.code = code
         self.message = message
         self.canceled = canceled
         self.failed = failed
+        # The wait a throttled refusal asks for before the next request, in seconds (0: none).
+        self.retry_after = retry_after
         super().__init__(f"{code}: {message}")
 
 

@@ -541,11 +541,15 @@ class Worker:
                     raise RuntimeError(f"undecodable reply to {subj}")
                 refusal = reply.get("error")
                 if isinstance(refusal, dict):
+                    after = refusal.get("retry_after_ms")
                     raise wire.WireError(
                         str(refusal.get("code", "")),
                         str(refusal.get("message", "")),
                         reply.get("canceled") is True,
                         reply.get("failed") is True,
+                        min(after / 1000, wire.MAX_RETRY_AFTER)
+                        if isinstance(after, int | float) and not isinstance(after, bool) and after > 0
+                        else 0.0,
                     )
                 return reply
             except nats.errors.TimeoutError as e:
@@ -563,7 +567,10 @@ class Worker:
                 or nc.is_closed
             ):
                 raise err
-            pause = min(jitter(delay), left)
+            # A refusal that says how long to wait (a declaration past its credential's limit of
+            # changes) is asked again after it, not sooner.
+            asked = err.retry_after if isinstance(err, wire.WireError) else 0.0
+            pause = min(max(jitter(delay), asked), left)
             if stop is not None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), pause)
