@@ -256,3 +256,36 @@ func TestConcurrencyBoundsTheRequestsInFlight(t *testing.T) {
 	}
 	require.Equal(t, int64(2), most.Load())
 }
+
+// A 200 the handler sends right after the job was canceled, before the
+// caller's next beat could abort the request, changes nothing: the
+// broker refuses the success of an attempt that is no longer the job's.
+func TestAnAnswerAfterTheCancelChangesNothing(t *testing.T) {
+	t.Parallel()
+	d := start(t)
+	started := make(chan struct{}, 1)
+	goAhead := make(chan struct{})
+	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		started <- struct{}{}
+		<-goAhead
+		io.WriteString(w, "too late")
+	}))
+	d.declare(t, "quick", url, nil)
+	id := d.submit(t, "quick", `{}`)
+	<-started
+	status, data, _ := d.do(t, d.user, http.MethodDelete, "/v1/jobs/"+id, nil)
+	require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, status, string(data))
+	close(goAhead)
+	// Past the caller's next beat and any report it made.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		j := d.job(t, id)
+		require.Equal(t, "canceled", j.State)
+		require.Nil(t, j.Result)
+		time.Sleep(50 * time.Millisecond)
+	}
+	status, data, _ = d.do(t, d.user, http.MethodGet, "/v1/jobs/"+id+"/result", nil)
+	require.Equal(t, http.StatusConflict, status)
+	require.Contains(t, string(data), "job-canceled")
+}
