@@ -2,8 +2,6 @@ package endpointcall_test
 
 import (
 	"context"
-	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,23 +43,8 @@ func TestConcurrencyHoldsAcrossDispatchers(t *testing.T) {
 		})
 	}
 
-	var inFlight, most, calls atomic.Int64
-	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		now := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := most.Load()
-			if now <= m || most.CompareAndSwap(m, now) {
-				break
-			}
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-r.Context().Done():
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
+	var c counting
+	url := c.serve(t, 100*time.Millisecond)
 	d.declare(t, "shared", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 3}})
 	var ids []string
 	for range 30 {
@@ -70,7 +53,7 @@ func TestConcurrencyHoldsAcrossDispatchers(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, "succeeded", d.until(t, id, 60*time.Second, terminal).State)
 	}
-	require.Equal(t, int64(30), calls.Load(), "each job's one attempt, one request")
-	require.LessOrEqual(t, most.Load(), int64(3), "in flight across three dispatchers")
-	require.Equal(t, int64(3), most.Load(), "the bound is reached, not undercut")
+	require.Equal(t, int64(30), c.calls.Load(), "each job's one attempt, one request")
+	require.LessOrEqual(t, c.most.Load(), int64(3), "in flight across three dispatchers")
+	require.Equal(t, int64(3), c.most.Load(), "the bound is reached, not undercut")
 }

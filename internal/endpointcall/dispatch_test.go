@@ -230,22 +230,8 @@ func TestAnAnswerAfterItsAttemptEndedChangesNothing(t *testing.T) {
 func TestConcurrencyBoundsTheRequestsInFlight(t *testing.T) {
 	t.Parallel()
 	d := start(t)
-	var inFlight, most atomic.Int64
-	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		now := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := most.Load()
-			if now <= m || most.CompareAndSwap(m, now) {
-				break
-			}
-		}
-		select {
-		case <-time.After(150 * time.Millisecond):
-		case <-r.Context().Done():
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
+	var c counting
+	url := c.serve(t, 150*time.Millisecond)
 	d.declare(t, "bounded", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 2}})
 	var ids []string
 	for range 8 {
@@ -254,7 +240,7 @@ func TestConcurrencyBoundsTheRequestsInFlight(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, "succeeded", d.until(t, id, 30*time.Second, terminal).State)
 	}
-	require.Equal(t, int64(2), most.Load())
+	require.Equal(t, int64(2), c.most.Load())
 }
 
 // A 200 the handler sends right after the job was canceled, before the

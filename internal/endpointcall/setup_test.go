@@ -213,3 +213,28 @@ func handler(t *testing.T, h http.Handler) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// counting is a handler that answers 204 after hold (or when the request
+// ends), counting its requests and the most in flight at once.
+type counting struct {
+	inFlight, most, calls atomic.Int64
+}
+
+func (c *counting) serve(t *testing.T, hold time.Duration) string {
+	return handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.calls.Add(1)
+		now := c.inFlight.Add(1)
+		defer c.inFlight.Add(-1)
+		for {
+			m := c.most.Load()
+			if now <= m || c.most.CompareAndSwap(m, now) {
+				break
+			}
+		}
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+}
