@@ -267,12 +267,25 @@ func TestConsole(t *testing.T) {
 		(document.querySelector('#d-retry-of a') || {}).textContent === `+jsString(failed), "the new job, linked to the old")
 	require.Equal(t, failed, sys.adminGet(t, op, "/v1/admin/jobs/"+retry)["retry_of"])
 
-	// Cancel the queued job from its detail.
+	// Cancel the queued job from its detail. It waits for its type's one
+	// busy worker: nothing to say. Paused (through the API), its type is
+	// flagged in the stats and the job says it waits for the resume.
 	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs&state=queued'`)
 	waitJS(t, p, jobRows+`.join() === `+jsString(queued), "the queued job alone")
+	require.Equal(t, "1", evalJS[string](t, p, stat("slow", "workers")), "the slow type's live worker")
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#jobs-body tr[data-job-id="`+queued+`"] a`))))
 	waitJS(t, p, `document.getElementById('view-job').dataset.jobId === `+jsString(queued)+` && !document.getElementById('d-cancel').disabled`,
 		"the queued job's detail")
+	require.True(t, evalJS[bool](t, p, `document.getElementById('d-waiting').hidden`), "a worker of its type is there")
+	sys.adminPost(t, op, "/v1/admin/types/slow/pause")
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=jobs&state=queued'`)
+	waitJS(t, p, `(document.querySelector('#stats-body tr[data-type=slow] td.flag') || {}).textContent === '1, paused — jobs wait for the resume'`,
+		"the paused type with work, flagged")
+	evalJS[chromedp.Void](t, p, `location.hash = 'view=job&id=`+queued+`'`)
+	waitJS(t, p, `document.getElementById('d-waiting').dataset.waitingFor === 'resume' && !document.getElementById('d-waiting').hidden`,
+		"the queued job waits for the resume")
+	require.Contains(t, evalJS[string](t, p, `document.getElementById('d-waiting').textContent`), "an operator paused slow")
+	sys.adminPost(t, op, "/v1/admin/types/slow/resume")
 	require.NoError(t, chromedp.Do(p.ctx, chromedp.Click(chromedp.ID("d-cancel"))))
 	waitJS(t, p, `document.getElementById('view-job').dataset.state === 'canceled'`, "the job shown canceled")
 	require.Equal(t, "canceled", sys.adminGet(t, op, "/v1/admin/jobs/"+queued)["state"])
@@ -396,6 +409,20 @@ func startNotedWorker(t *testing.T, sys *system) {
 		}}))
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+}
+
+// adminPost is a POST of the admin API without a body, answered 200.
+func (s *system) adminPost(t *testing.T, tok, path string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "POST %s: %s", path, body)
 }
 
 // cancelAsOwner cancels a job through the requester API.
