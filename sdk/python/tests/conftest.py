@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -222,3 +223,51 @@ def idle_type(deployment: Deployment) -> str:
         p.popen.send_signal(signal.SIGTERM)
         p.popen.wait(20)
     return "py_idle"
+
+
+# The conformance suite (`jobgate conformance`) against this package's worker runs in the background
+# from the start of the session, beside the other tests (it mostly waits: a retry's backoff, a claim
+# going stale); tests/test_conformance.py reads its outcome last.
+CONFORMANCE: dict[str, Any] = {}
+
+
+def conformance_cmd(impl: str, *only: str) -> list[str]:
+    cmd = [
+        str(BIN),
+        "conformance",
+        "--worker-cmd",
+        f"{sys.executable} conformance_worker.py",
+        "--dir",
+        str(HERE),
+        "--name",
+        impl,
+    ]
+    return [*cmd, "--only", ",".join(only)] if only else cmd
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda it: it.path.name == "test_conformance.py")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not any(it.path.name == "test_conformance.py" for it in session.items) or not BIN.exists():
+        return
+    out = Path(tempfile.mkdtemp(prefix="jobgate-conformance-"))
+    runs = {
+        # Sync handlers through every scenario; async ones through those that differ for them.
+        "py": (conformance_cmd("py"), {}),
+        "pya": (conformance_cmd("pya", "result", "progress", "cancel", "timeout", "oversize"), {"CONF_ASYNC": "1"}),
+    }
+    for name, (cmd, extra) in runs.items():
+        log = (out / f"{name}.log").open("w")
+        CONFORMANCE[name] = (
+            subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(**extra), start_new_session=True),
+            out / f"{name}.log",
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for proc, _ in CONFORMANCE.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
