@@ -19,21 +19,40 @@ import (
 // took 250 ms before the bounds of issue 34), so declarations are cheap
 // to repeat and to flood: a declaration identical to the stored one
 // (schemapool.DeclKey) is answered at once with nothing compiled or
-// written (when it comes again in the same bytes, without even being
-// decoded); a change takes a token of its credential's bucket
-// (Config.DeclareBurst), and one that finds none is answered throttled
-// with the wait before anything is decoded; a change is compiled in the
-// process's bounded pool (Config.Schemas), and the stored version serves
-// until the new one is stored.
+// written (when it comes again in the bytes of the type's last one,
+// without even being decoded); any other takes one of its credential's
+// changes (Config.DeclareBurst) before it is decoded, given back unless
+// it turns out a change that was compiled, so that a flood past the
+// bucket costs a hash a request; a change is compiled in the process's
+// bounded pool (Config.Schemas), and the stored version serves until the
+// new one is stored.
 func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 	sum := sha256.Sum256(r.msg.Data)
 	repeat, known := b.repeated(r, sum)
 	if repeat {
 		return b.unchanged(r, "")
 	}
-	if r.cred != wire.JobgateCredential && !known {
-		if wait := b.changeWait(r.cred); wait > 0 {
+	free := r.cred == wire.JobgateCredential
+	charged, spent := false, false
+	charge := func() *wire.Reply {
+		if free || charged {
+			return nil
+		}
+		wait, allowed := b.takeChange(r.cred)
+		if !allowed {
 			return b.tooOften(r, wait)
+		}
+		charged = true
+		return nil
+	}
+	defer func() {
+		if charged && !spent {
+			b.giveChange(r.cred)
+		}
+	}()
+	if !known {
+		if refused := charge(); refused != nil {
+			return refused
 		}
 	}
 	var req wire.DeclareRequest
@@ -43,7 +62,7 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 	if req.Type.Name != r.typ {
 		return refuse(wire.CodeBadRequest, "the declaration names %q, the subject %q", req.Type.Name, r.typ)
 	}
-	if wire.Builtin(r.typ) && r.cred != wire.JobgateCredential {
+	if wire.Builtin(r.typ) && !free {
 		return refuse(wire.CodeForbidden, "%s is a built-in type: only jobgate declares it", r.typ)
 	}
 	d := &job.TypeDecl{
@@ -69,44 +88,23 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 		b.decls[r.typ] = cachedDecl{d: stored, at: b.cfg.Now()}
 		b.mu.Unlock()
 	}
-	// identical compares by the schemas' canonical form; its cost (a
-	// millisecond for 32 KiB) is paid before the bucket only for bytes
-	// whose key is known already (the stored version's, declared again).
-	identical := func() bool {
-		return stored.Owner == r.cred && schemapool.DeclKey(stored) == schemapool.DeclKey(d)
-	}
-	if stored != nil && stored.Owner == r.cred {
-		schemapool.KeyOf(stored.Schema) // remembered after the first time
-		if schemapool.Known(d.Schema) && identical() {
-			b.rememberBody(r, sum, schemapool.DeclKey(d))
-			return b.unchanged(r, req.Worker)
-		}
-	}
-	// A change (not a type's first declaration, nor jobgate's own) takes
-	// a token before anything is compiled.
-	counted := stored != nil && r.cred != wire.JobgateCredential
-	if counted {
-		if wait, allowed := b.takeChange(r.cred); !allowed {
-			return b.tooOften(r, wait)
-		}
-	}
-	if stored != nil && identical() { // the same schema in other bytes
-		if counted {
-			b.giveChange(r.cred)
-		}
+	if stored != nil && stored.Owner == r.cred && schemapool.DeclKey(stored) == schemapool.DeclKey(d) {
 		b.rememberBody(r, sum, schemapool.DeclKey(d))
 		return b.unchanged(r, req.Worker)
+	}
+	if stored != nil { // a change: the bytes of an older version count too
+		if refused := charge(); refused != nil {
+			return refused
+		}
 	}
 	cctx, ccancel := context.WithTimeout(ctx, b.cfg.CompileWait)
 	_, err = b.cfg.Schemas.Compile(cctx, req.Type.Schema)
 	ccancel()
-	switch {
-	case errors.Is(err, schemapool.ErrBusy):
-		if counted {
-			b.giveChange(r.cred)
-		}
+	if errors.Is(err, schemapool.ErrBusy) {
 		return throttled(time.Second, "the schema compiler is busy with other declarations")
-	case err != nil:
+	}
+	spent = stored != nil // a type's first declaration is free
+	if err != nil {
 		return refuse(wire.CodeInvalid, "schema of %s: %v", r.typ, err)
 	}
 	d.DeclaredAt = b.cfg.Now().UTC()

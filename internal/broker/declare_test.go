@@ -103,6 +103,18 @@ func TestDeclarationChangesAreThrottledPerCredential(t *testing.T) {
 	require.Nil(t, tb.ask(t, credB, "other", wire.OpDeclare, declaration("other", "q")).Error)
 	require.Nil(t, tb.ask(t, credB, "other", wire.OpDeclare, declaration("other", "q1")).Error, "another credential's bucket")
 
+	// Past the bucket a request is refused before it is even decoded:
+	// a flood costs a hash a request.
+	data, err := tb.conn.NC.Request(wire.Subject(credA, "export", wire.OpDeclare), []byte(`{"not json`), 5*time.Second)
+	require.NoError(t, err)
+	var garbage wire.Reply
+	require.NoError(t, json.Unmarshal(data.Data, &garbage))
+	require.NotNil(t, garbage.Error)
+	require.Equal(t, wire.CodeThrottled, garbage.Error.Code, "not decoded: %s", garbage.Error.Message)
+	r = tb.ask(t, credA, "fresh", wire.OpDeclare, declaration("fresh", "f"))
+	require.NotNil(t, r.Error, "with no change left, a first declaration waits its turn too")
+	require.Equal(t, wire.CodeThrottled, r.Error.Code)
+
 	later := start.Add(4 * time.Second)
 	now.Store(&later)
 	r = tb.ask(t, credA, "export", wire.OpDeclare, declaration("export", "p6"))
@@ -110,7 +122,10 @@ func TestDeclarationChangesAreThrottledPerCredential(t *testing.T) {
 	require.EqualValues(t, 6_000, r.Error.RetryAfterMS, "the wait shrinks as time passes")
 	later = start.Add(10 * time.Second)
 	now.Store(&later)
-	require.Nil(t, tb.ask(t, credA, "export", wire.OpDeclare, declaration("export", "p6")).Error, "after the wait")
+	require.Nil(t, tb.ask(t, credA, "fresh", wire.OpDeclare, declaration("fresh", "f")).Error, "after the wait")
+	require.Nil(t, tb.ask(t, credA, "export", wire.OpDeclare, declaration("export", "p6")).Error,
+		"the first declaration gave its change back")
+	require.NotNil(t, tb.ask(t, credA, "export", wire.OpDeclare, declaration("export", "p7")).Error, "and that was the one")
 }
 
 // Forty declarations at once, of forty credentials, run one compile at a

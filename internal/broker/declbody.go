@@ -2,7 +2,6 @@ package broker
 
 import (
 	"crypto/sha256"
-	"time"
 
 	"github.com/jobgate/jobgate/internal/schemapool"
 )
@@ -47,21 +46,4 @@ func (b *Broker) repeated(r *request, sum [sha256.Size]byte) (repeat, known bool
 		return false, true
 	}
 	return schemapool.DeclKey(c.d) == e.key, true
-}
-
-// changeWait is how long until cred's bucket of declaration changes has a
-// token (0: it has one), without taking it.
-func (b *Broker) changeWait(cred string) time.Duration {
-	now := b.cfg.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := b.changes[cred]
-	if k == nil {
-		return 0
-	}
-	tokens := min(float64(b.cfg.DeclareBurst), k.tokens+float64(now.Sub(k.at))/float64(b.cfg.DeclareEvery))
-	if tokens >= 1 {
-		return 0
-	}
-	return time.Duration((1 - tokens) * float64(b.cfg.DeclareEvery))
 }

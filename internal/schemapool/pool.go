@@ -79,16 +79,6 @@ func KeyOf(raw []byte) Key {
 	return k
 }
 
-// Known reports whether raw's key is remembered: KeyOf costs it a hash,
-// not a canonicalization.
-func Known(raw []byte) bool {
-	sum := sha256.Sum256(raw)
-	keys.Lock()
-	defer keys.Unlock()
-	_, ok := keys.m[sum]
-	return ok
-}
-
 // Pool compiles schemas, at most its size at a time, each key once while
 // someone holds its result.
 type Pool struct {
