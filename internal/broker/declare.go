@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
@@ -125,7 +126,11 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 
 // tooOften refuses a change past the credential's bucket.
 func (b *Broker) tooOften(r *request, wait time.Duration) *wire.Reply {
-	b.log.Warn("declaration refused: its credential changes its declarations too often",
+	level := slog.LevelDebug
+	if b.warnChange(r.cred) { // once a DeclareEvery: a flood is not a flood of lines
+		level = slog.LevelWarn
+	}
+	b.log.Log(context.Background(), level, "declaration refused: its credential changes its declarations too often",
 		"type", r.typ, "credential", r.cred, "retry_after", wait)
 	return throttled(wait, "this credential changes its declarations too often (at most %d at once, then one every %s)",
 		b.cfg.DeclareBurst, b.cfg.DeclareEvery)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,17 +22,26 @@ import (
 // testConfig) answering on it.
 func declareSetup(t *testing.T, adjust func(*Config)) (*Broker, *testBundle) {
 	t.Helper()
+	b, tb, _ := declareSetupLogged(t, adjust)
+	return b, tb
+}
+
+// declareSetupLogged is declareSetup with the broker's warnings kept.
+func declareSetupLogged(t *testing.T, adjust func(*Config)) (*Broker, *testBundle, *jobtest.SyncBuffer) {
+	t.Helper()
 	env := jobtest.Start(t)
 	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
 	cfg := testConfig()
 	adjust(&cfg)
-	b, err := New(cfg, storesOf(env.ConnectLayout(t, "broker", natsjs.DefaultLayout())), nil)
+	logs := &jobtest.SyncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := New(cfg, storesOf(env.ConnectLayout(t, "broker", natsjs.DefaultLayout())), log)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(b.Stop)
-	return b, tb
+	return b, tb, logs
 }
 
 // declaration is a closed type whose one property is named prop.
@@ -81,7 +92,7 @@ func TestDeclarationChangesAreThrottledPerCredential(t *testing.T) {
 	start := time.Now()
 	now.Store(&start)
 	pool := schemapool.New(1)
-	_, tb := declareSetup(t, func(c *Config) {
+	_, tb, logs := declareSetupLogged(t, func(c *Config) {
 		c.Schemas, c.Now = pool, func() time.Time { return *now.Load() }
 	})
 	require.Nil(t, tb.ask(t, credA, "export", wire.OpDeclare, declaration("export", "p0")).Error, "a first declaration is free")
@@ -122,6 +133,9 @@ func TestDeclarationChangesAreThrottledPerCredential(t *testing.T) {
 	require.EqualValues(t, 6_000, r.Error.RetryAfterMS, "the wait shrinks as time passes")
 	later = start.Add(10 * time.Second)
 	now.Store(&later)
+	require.Equal(t, 1, strings.Count(logs.String(), "changes its declarations too often"),
+		"four refusals, one warning a DeclareEvery: %s", logs.String())
+	require.NotContains(t, logs.String(), `{"not json`)
 	require.Nil(t, tb.ask(t, credA, "fresh", wire.OpDeclare, declaration("fresh", "f")).Error, "after the wait")
 	require.Nil(t, tb.ask(t, credA, "export", wire.OpDeclare, declaration("export", "p6")).Error,
 		"the first declaration gave its change back")

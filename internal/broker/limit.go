@@ -10,6 +10,9 @@ const maxCredentials = 10000
 type bucket struct {
 	tokens float64
 	at     time.Time
+	// warned is when a refusal of the bucket was last logged at warn
+	// (declaration changes: one line per DeclareEvery, not one a request).
+	warned time.Time
 }
 
 // allow takes a token of cred's bucket.
@@ -57,6 +60,20 @@ func (b *Broker) takeChange(cred string) (time.Duration, bool) {
 	}
 	k.tokens--
 	return 0, true
+}
+
+// warnChange reports whether a refusal of cred's declaration changes
+// should be logged at warn: the first in each DeclareEvery.
+func (b *Broker) warnChange(cred string) bool {
+	now := b.cfg.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := b.changes[cred]
+	if k == nil || now.Sub(k.warned) < b.cfg.DeclareEvery {
+		return false
+	}
+	k.warned = now
+	return true
 }
 
 // giveChange returns a token takeChange took for a change that did not
