@@ -524,9 +524,10 @@ func (g *Gateway) adminStats(c *fiber.Ctx) error {
 	if types == nil {
 		types = []api.TypeStats{}
 	}
-	live, paused := g.types.liveWorkerCounts(now)
+	run := g.types.runners(now)
 	for i := range types {
-		types[i].Workers, types[i].Paused = live[types[i].Type], paused[types[i].Type]
+		name := types[i].Type
+		types[i].Workers, types[i].Paused, types[i].Endpoint = run.workers[name], run.paused[name], run.endpoint[name]
 	}
 	if series != "" {
 		// The last hour minute by minute, for the console's chart.

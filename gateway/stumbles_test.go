@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/stretchr/testify/require"
@@ -206,4 +207,42 @@ func TestAdminListTypes(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, b.do(t, http.MethodGet, "/v1/admin/types?bogus=1", op, "").status)
 	one := b.do(t, http.MethodGet, "/v1/admin/types?limit=1", op, "")
 	require.Equal(t, http.StatusOK, one.status)
+}
+
+// An endpoint type has no worker processes (jobgate calls its HTTP
+// endpoint): its queued job waits for no worker, and the stats say it is
+// an endpoint type rather than one missing its workers.
+func TestAnEndpointTypesJobWaitsForNoWorker(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	d := jobtest.PermitReport()
+	d.Name, d.Endpoint = "thumbs", &api.Endpoint{URL: "https://hooks.example.org/thumbs", Concurrency: 4}
+	jobtest.DeclareTypes(t, b.res, d)
+	alice := b.token(t, "4", "alice", false)
+	admin := b.token(t, "4", "ops", true)
+	var id string
+	require.Eventually(t, func() bool {
+		r, err := b.try(http.MethodPost, "/v1/jobs", alice, `{"type":"thumbs","params":{"case_id":1,"revision":1}}`, "Idempotency-Key: t1")
+		if err != nil || r.status != http.StatusAccepted {
+			return false
+		}
+		id = r.job(t).ID
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "the gateway takes the endpoint type")
+	r := b.do(t, http.MethodGet, "/v1/admin/jobs/"+id, admin, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Empty(t, adminJob(t, r).WaitingFor)
+
+	r = b.do(t, http.MethodGet, "/v1/admin/stats", admin, "")
+	var s api.Stats
+	require.NoError(t, json.Unmarshal(r.body, &s))
+	found := false
+	for _, ts := range s.Types {
+		if ts.Type == "thumbs" {
+			found = true
+			require.True(t, ts.Endpoint)
+			require.Zero(t, ts.Workers)
+		}
+	}
+	require.True(t, found, "%s", r.body)
 }

@@ -13,24 +13,36 @@ import (
 // says "waiting for a worker" (waiting_for), and the stats count each
 // type's live workers, so the console can flag a type with work and none.
 
-// liveWorkerCounts returns the live workers of each type and the paused
-// types.
-func (t *typeRegistry) liveWorkerCounts(now time.Time) (map[string]int, map[string]bool) {
+// typeRunners is who runs each type, as the stats tell it: the live
+// workers of each type, the paused types, and the endpoint types (jobgate
+// runs those by calling their HTTP endpoint; no worker process announces
+// them).
+type typeRunners struct {
+	workers  map[string]int
+	paused   map[string]bool
+	endpoint map[string]bool
+}
+
+func (t *typeRegistry) runners(now time.Time) typeRunners {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	paused := map[string]bool{}
+	r := typeRunners{workers: t.liveWorkers(now), paused: map[string]bool{}, endpoint: map[string]bool{}}
 	for name, d := range t.decls {
 		if d.Paused {
-			paused[name] = true
+			r.paused[name] = true
+		}
+		if d.Endpoint != nil {
+			r.endpoint[name] = true
 		}
 	}
-	return t.liveWorkers(now), paused
+	return r
 }
 
 // waitingFor is what rec waits for: api.WaitingForResume when its type is
 // paused, api.WaitingForWorker when no live worker runs its type, "" when
-// it runs, is done, or a worker is there to take it. A job waits when it is
-// queued or running between attempts (no worker holds it).
+// it runs, is done, or a worker (or, for an endpoint type, jobgate's
+// endpoint caller) is there to take it. A job waits when it is queued or
+// running between attempts (no worker holds it).
 func (g *Gateway) waitingFor(rec *job.Record) string {
 	if rec.State != job.StateQueued && (rec.State != job.StateRunning || rec.Worker != "") {
 		return ""
@@ -39,6 +51,8 @@ func (g *Gateway) waitingFor(rec *job.Record) string {
 	switch {
 	case ok && info.Paused:
 		return api.WaitingForResume
+	case ok && info.TypeDecl.Endpoint != nil:
+		return "" // jobgate's endpoint caller runs it
 	case info.Workers == 0:
 		// Also a type gone from the table: nothing runs its jobs.
 		return api.WaitingForWorker

@@ -518,9 +518,13 @@
       const n = (v) => (Number.isFinite(v) ? v : 0);
       // Work and no worker: nothing will run the type's jobs until a
       // worker of the type starts (or, paused, until it is resumed).
-      const idle = n(t.queued) + n(t.retrying) > 0 && (n(t.workers) === 0 || t.paused === true);
-      tr.dataset.noWorker = String(idle && n(t.workers) === 0);
-      const w = cell(tr, t.paused === true ? `${n(t.workers)}, paused` : n(t.workers));
+      // An endpoint type has no worker processes: jobgate calls its HTTP
+      // endpoint.
+      const endpoint = t.endpoint === true;
+      const idle = n(t.queued) + n(t.retrying) > 0 && ((n(t.workers) === 0 && !endpoint) || t.paused === true);
+      tr.dataset.noWorker = String(idle && n(t.workers) === 0 && !endpoint);
+      const shown = endpoint ? 'endpoint' : n(t.workers);
+      const w = cell(tr, t.paused === true ? `${shown}, paused` : shown);
       w.dataset.k = 'workers';
       if (idle) {
         w.classList.add('flag');

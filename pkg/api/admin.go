@@ -95,6 +95,9 @@ type TypeStats struct {
 	// them. Paused is an operator's pause of the type.
 	Workers int  `json:"workers"`
 	Paused  bool `json:"paused"`
+	// Endpoint: jobgate runs the type by calling its HTTP endpoint; no
+	// worker process runs it, and none is missing.
+	Endpoint bool `json:"endpoint,omitempty"`
 	// OldestQueuedSeconds is the age of the oldest queued job (0: none).
 	OldestQueuedSeconds float64  `json:"oldest_queued_seconds"`
 	LastHour            Finishes `json:"last_hour"`
