@@ -43,6 +43,10 @@ type endpointSecrets interface {
 	DeleteEndpointKeys(ctx context.Context, typ string) error
 }
 
+// headerTypeChange says what a PUT of an endpoint type did: created,
+// changed or unchanged.
+const headerTypeChange = "Jobgate-Type-Change"
+
 // adminEndpointRoutes adds the operator's endpoint type routes.
 func (g *Gateway) adminEndpointRoutes(v1 fiber.Router) {
 	v1.Put("/admin/types/:name", g.operatorRole, g.adminPutEndpointType)
@@ -97,6 +101,10 @@ func (g *Gateway) adminPutEndpointType(c *fiber.Ctx) error {
 	}
 	view := endpointResource(stored)
 	status := http.StatusOK
+	change := "changed"
+	if !stored.DeclaredAt.Equal(d.DeclaredAt) {
+		change = "unchanged" // the declaration stored was the same: nothing was written
+	}
 	now := g.cfg.Now().UTC()
 	if created {
 		key, err := stdwebhook.NewKey()
@@ -109,7 +117,7 @@ func (g *Gateway) adminPutEndpointType(c *fiber.Ctx) error {
 			return writeProblem(c, fmt.Errorf("%w: the signing secret could not be stored: %w", job.ErrUnavailable, err))
 		}
 		view.Endpoint.Secret = stdwebhook.EncodeSecret(key)
-		status = http.StatusCreated
+		status, change = http.StatusCreated, "created"
 		g.log.Info("endpoint type created by an operator", "type", name, "host", egress.RedactURL(stored.Endpoint.URL), "by", identity(c).Requester)
 	} else {
 		// A type whose creation stored no key (the store failed right
@@ -128,6 +136,9 @@ func (g *Gateway) adminPutEndpointType(c *fiber.Ctx) error {
 		g.log.Info("endpoint type declared by an operator", "type", name, "host", egress.RedactURL(stored.Endpoint.URL), "by", identity(c).Requester)
 	}
 	c.Set(fiber.HeaderLocation, "/v1/types/"+name)
+	// What the call did, for tools that report it (jobgate types apply):
+	// 200 answers both a change and none.
+	c.Set(headerTypeChange, change)
 	return g.writeAdmin(c, status, view)
 }
 
@@ -171,7 +182,7 @@ func (g *Gateway) forgetEndpointKeys(ctx context.Context, name string) {
 }
 
 func endpointResource(d *job.TypeDecl) api.EndpointTypeResource {
-	return api.EndpointTypeResource{TypeDecl: d.Public(), Endpoint: api.EndpointView{Endpoint: *d.Endpoint}, Paused: d.Paused}
+	return api.EndpointTypeResource{TypeDecl: d.Public(), DeclaredAt: d.DeclaredAt, Endpoint: api.EndpointView{Endpoint: *d.Endpoint}, Paused: d.Paused}
 }
 
 // decodeEndpointType reads and checks a PUT body: one JSON object of at

@@ -13,6 +13,8 @@ func (m *Main) extraCommands() map[string]func(context.Context, []string) error 
 		"watch":     m.runWatch,
 		"jobs":      m.runJobs,
 		"fetch":     m.runFetch,
+		// The operator's endpoint types (docs/endpoints.md).
+		"types": m.runTypes,
 		// The worker protocol's conformance runner, for any language.
 		"conformance": m.runConformance,
 	}

@@ -37,6 +37,7 @@ func TestPutDeclaresAnEndpointTypeOnceAndShowsItsSecretOnlyThen(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(data, &again))
 	require.Equal(t, url, again.Endpoint.URL, "the operator sees the whole URL")
+	require.False(t, again.DeclaredAt.IsZero())
 
 	// The same body again changes nothing: not even the declaration's date.
 	status, data2, _ := d.do(t, d.operator, http.MethodPut, "/v1/admin/types/thumbnail", body)

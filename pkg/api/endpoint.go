@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Failure categories of endpoint types (docs/endpoints.md): the handler
@@ -81,8 +82,11 @@ type EndpointRequest struct {
 // declaration as stored, with the signing secret on creation only.
 type EndpointTypeResource struct {
 	TypeDecl
-	Endpoint EndpointView `json:"endpoint"`
-	Paused   bool         `json:"paused"`
+	// DeclaredAt is when this version of the declaration was written: a
+	// declaration sent again unchanged keeps it.
+	DeclaredAt time.Time    `json:"declared_at"`
+	Endpoint   EndpointView `json:"endpoint"`
+	Paused     bool         `json:"paused"`
 }
 
 // EndpointView is an endpoint as the admin API shows it; Secret only in
