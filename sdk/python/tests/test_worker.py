@@ -202,3 +202,21 @@ def test_sigterm_gives_running_jobs_back(c: jobgate.Client, hold: Any, gates: Pa
     assert done.state == "succeeded", done.error
     assert (gates / "drain").exists() and done.attempt == 2
     assert took < 5, f"the worker took {took:.1f}s to stop"
+
+
+def test_sigterm_abandons_a_handler_that_ignores_its_abort(
+    c: jobgate.Client, hold: Any, deployment: Deployment, gates: Path, procs: Any
+) -> None:
+    """A sync handler that never returns cannot be interrupted: after the drain and as long again the
+    process exits anyway, leaving the claim to go stale (jobgate hands the job on)."""
+    w: Proc = procs(
+        "py-stubborn", ["workers.py"], worker_env(deployment, ("py_stubborn",), "py-stubborn", gates, DRAIN="0.5")
+    )
+    job = submit(c, "py_stubborn", {"gate": "never-opened"})
+    w.wait_event(lambda e: e.get("event") == "started" and e.get("id") == job.id, 30, "handler start")
+    w.signal(signal.SIGTERM)
+    assert w.exit_code(10) == 0, "".join(w.stderr[-40:])
+    w.wait_event(lambda e: e.get("event") == "stopped", 1, "stop")
+    still = c.get(job.id)
+    assert still.state == "running" and still.attempt == 1
+    c.cancel(job.id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,15 @@ def py_bytes(job: WorkerJob[Bytes]) -> None:
         out.write(data[off : off + 100_003])
 
 
+def py_stubborn(job: WorkerJob[Hold]) -> None:
+    """Ignores its abort: only its gate ends it."""
+    emit("started", id=job.id, attempt=job.attempt)
+    while not (GATES / job.params.gate).exists():
+        time.sleep(0.05)
+
+
 TYPES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "py_stubborn": (py_stubborn, {"content_type": "text/plain", "concurrency": 1}),
     "py_bytes": (py_bytes, {"max_result_bytes": 1 << 20, "attempts": 1}),
     "py_echo": (py_echo, {"content_type": "text/plain", "description": "Repeats a text"}),
     "py_async_echo": (py_async_echo, {"content_type": "text/plain"}),

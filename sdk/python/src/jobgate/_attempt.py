@@ -333,13 +333,40 @@ class _AttemptRun:
             self._is_async = True
             self._task = asyncio.ensure_future(typing.cast(Awaitable[None], fn(job)))
         else:
-            ctx = contextvars.copy_context()
-            self._task = self.loop.run_in_executor(self.w._executor, ctx.run, fn, job)
+            self._task = self._in_thread(fn, job)
         if self.reason is not None and self._is_async:
             self._task.cancel()
         result = await self._task
         if inspect.isawaitable(result):  # a sync def that returned a coroutine
             await result
+
+    def _in_thread(self, fn: Callable[..., Any], job: WorkerJob[Any]) -> asyncio.Future[Any]:
+        """Runs a sync handler in a thread of its own (a slot runs one attempt at a time, so the slots
+        bound the threads). A daemon thread: a handler that ignores its abort and is abandoned at
+        shutdown does not keep the process from exiting."""
+        fut: asyncio.Future[Any] = self.loop.create_future()
+        ctx = contextvars.copy_context()
+
+        def settle(ok: bool, value: Any) -> None:
+            if fut.done():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+        def run() -> None:
+            try:
+                r = ctx.run(fn, job)
+            except BaseException as e:
+                ok, value = False, e
+            else:
+                ok, value = True, r
+            with contextlib.suppress(RuntimeError):  # the loop closed: an abandoned attempt
+                self.loop.call_soon_threadsafe(settle, ok, value)
+
+        threading.Thread(target=run, name=f"jobgate-{job.id}", daemon=True).start()
+        return fut
 
     async def _finish_output(self) -> dict[str, Any] | None:
         """Completes the upload of a handler that returned: the last chunk, the kept copy stored again

@@ -16,7 +16,6 @@ import threading
 import time
 import typing
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -154,7 +153,6 @@ class Worker:
         self._hard = False
         self._started_at = datetime.now(UTC)
         self._denied: set[str] = set()
-        self._executor: ThreadPoolExecutor | None = None
 
     # -- registration ----------------------------------------------------------------------------
 
@@ -310,8 +308,6 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         self._done = asyncio.Event()
-        slots = sum(t.concurrency + self.newcomer_slots for t in self._types)
-        self._executor = ThreadPoolExecutor(max_workers=max(slots, 1), thread_name_prefix="jobgate-handler")
         nc = NATS()
         await nc.connect(
             servers=self.servers,
@@ -388,8 +384,6 @@ class Worker:
                 await self._nc.drain()
             log.info("worker stopped")
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
             if self._done is not None:
                 self._done.set()
 
