@@ -17,6 +17,8 @@ func (m *Main) extraCommands() map[string]func(context.Context, []string) error 
 		"types": m.runTypes,
 		// The worker protocol's conformance runner, for any language.
 		"conformance": m.runConformance,
+		"backup":      m.runBackup,
+		"restore":     m.runRestore,
 	}
 	// The load generator is built only into the bench binary (make bench,
 	// -tags bench): it is not part of what production runs.

@@ -67,6 +67,7 @@ Tools:
   token                 print a bearer token (--tenant T --subject S [--ttl 1h] [--admin])
   nats-user             print NATS credentials for a tenant's event subscribers
   conformance           check a worker implementation, any language (--worker-cmd CMD)
+  backup|restore        copy a running deployment to a directory (--to DIR), or a copy into an empty one (--from DIR)
   types apply|rotate-secret
                         declare endpoint types from YAML (-f FILE), rotate one's secret (operator token)
   bench                 (bin/jobgate-bench only, make bench) measure the system (docs/performance.md)

@@ -17,8 +17,8 @@ import (
 // services of this process) keep full access without credentials: only code
 // inside the process can open one, because the server accepts them over an
 // in-memory pipe, never over its listener. Every network client must log in
-// as a tenant subscriber, confined to that tenant's events, or as a worker
-// (WorkerPermissions).
+// as a tenant subscriber, confined to that tenant's events, as a worker
+// (WorkerPermissions), or as the operator's tools (OperatorUser).
 type TenantAuth struct {
 	secret []byte
 	// Log, if set, receives a warning for refused logins, at most one per
@@ -95,6 +95,15 @@ func (a *TenantAuth) Check(c server.ClientAuthentication) bool {
 	opts := c.GetOpts()
 	if opts == nil {
 		return false
+	}
+	if opts.Username == OperatorUser {
+		want := OperatorPassword(a.secret)
+		if subtle.ConstantTimeCompare([]byte(opts.Password), []byte(want)) != 1 {
+			a.refused(c, opts.Username)
+			return false
+		}
+		c.RegisterUser(&server.User{Username: OperatorUser}) // full permissions, as in-process
+		return true
 	}
 	if types, ok := WorkerTypes(opts.Username); ok {
 		want := WorkerPassword(a.secret, opts.Username)

@@ -158,6 +158,7 @@ func TestOutsideClientsMustAuthenticate(t *testing.T) {
 		"not a tenant user":    {nats.UserInfo("admin", natsserver.TenantPassword(b.secret, "admin"))},
 		"invalid tenant id":    {nats.UserInfo(natsserver.TenantUser("a.b"), natsserver.TenantPassword(b.secret, "a.b"))},
 		"internal name by tcp": {nats.UserInfo("jobgate-internal", "")},
+		"operator, wrong pass": {nats.UserInfo(natsserver.OperatorUser, natsserver.TenantPassword(b.secret, "4"))},
 	}
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -167,6 +168,21 @@ func TestOutsideClientsMustAuthenticate(t *testing.T) {
 				err.Error() == "nats: Authorization Violation", "got %v", err)
 		})
 	}
+}
+
+// The operator's tools (jobgate backup) log in with the password derived
+// from the data dir's secret and reach the JetStream API, which tenants
+// and workers cannot.
+func TestOperatorUserReachesJetStream(t *testing.T) {
+	t.Parallel()
+	b := setupTenantAuth(t)
+	nc, err := nats.Connect(b.emb.ClientURL(), nats.UserInfo(natsserver.OperatorUser, natsserver.OperatorPassword(b.secret)), nats.MaxReconnects(0))
+	require.NoError(t, err)
+	defer nc.Close()
+	msg, err := nc.Request("$JS.API.INFO", nil, 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(msg.Data), `"type":"io.nats.jetstream.api.v1.account_info_response"`)
+	require.NotContains(t, string(msg.Data), `"error"`)
 }
 
 func TestTenantPasswordIsDeterministicPerTenant(t *testing.T) {
