@@ -7,8 +7,11 @@ import { finished } from "node:stream/promises";
 import { AbortedError, Failure, Permanent, StoreOutageError, type AbortReason } from "./errors.js";
 import { ResultWriter } from "./output.js";
 import { clipBytes, printable } from "./util.js";
+import type { Attempt, Host } from "./host.js";
+import { OP_TIMEOUT_MS } from "./rpc.js";
+import type { TypeRunner } from "./typerunner.js";
+import type { Job, Logger, Outcome } from "./types.js";
 import { WireError, type Assignment, type Held, type Kind, type Progress, type StoredResult } from "./wire.js";
-import { OP_TIMEOUT_MS, type Job, type Logger, type Outcome, type TypeRunner, type Workers } from "./workers.js";
 
 /** A verdict to report: a failure of kind, or no verdict (lost, given back). */
 type Verdict =
@@ -17,12 +20,8 @@ type Verdict =
   | { do: "refused"; message: string }
   | { do: "lost" };
 
-/** The running attempts' handle, for the workers' drain. */
-export interface Attempt {
-  abort(reason: AbortReason): void;
-}
-
-export async function runAttempt(w: Workers, t: TypeRunner, asg: Assignment): Promise<void> {
+/** Runs one claimed attempt to its end in w. */
+export async function runAttempt(w: Host, t: TypeRunner, asg: Assignment): Promise<void> {
   const a = new AttemptRun(w, t, asg);
   w.attempts.add(a);
   try {
@@ -45,7 +44,7 @@ class AttemptRun implements Attempt {
   private readonly deadline: AbortSignal;
 
   constructor(
-    private readonly w: Workers,
+    private readonly w: Host,
     private readonly t: TypeRunner,
     private readonly asg: Assignment,
   ) {
@@ -53,7 +52,7 @@ class AttemptRun implements Attempt {
     const fields = { job_id: asg.id, type: asg.type, attempt: asg.attempt };
     this.log = (level, msg, f) => w.log(level, msg, { ...fields, ...f });
     this.deadline = AbortSignal.timeout(asg.timeout_ms + OP_TIMEOUT_MS);
-    let every = w.cfg.heartbeatMs;
+    let every = w.heartbeatMs;
     if (asg.beat_ms > 0) every = Math.min(every, asg.beat_ms);
     this.beater = new Beater(Math.max(every, 100), () => this.beat());
   }
@@ -91,7 +90,7 @@ class AttemptRun implements Attempt {
       await this.beater.stop();
     }
     const outcome = verdict ? await this.conclude(verdict) : await this.succeed(stored);
-    this.w.cfg.onAttempt?.(this.t.decl.name, outcome, Date.now() - started);
+    this.w.onAttempt?.(this.t.decl.name, outcome, Date.now() - started);
   }
 
   /** Calls the type's handler with the job. */
@@ -126,7 +125,7 @@ class AttemptRun implements Attempt {
 
   private output(): ResultWriter {
     if (!this.out) {
-      this.out = new ResultWriter(this.w, this.t.decl.name, this.held, this.asg.max_result_bytes, this.deadline);
+      this.out = new ResultWriter(this.w.caller, this.t.decl.name, this.held, this.asg.max_result_bytes, this.deadline);
     }
     return this.out;
   }
@@ -204,7 +203,7 @@ class AttemptRun implements Attempt {
       return { do: "fail", kind: "permanent", retryable: false, message, user: userMessage(err.message) };
     }
     if (err instanceof Failure) {
-      return { do: "fail", kind: err.kind, retryable: err.retryable, message, user: userMessage(err.message) };
+      return { do: "fail", kind: failureKind(err), retryable: err.retryable, message, user: userMessage(err.message) };
     }
     if (reason === "timeout") {
       return { do: "fail", kind: "timeout", retryable: true, message, user: "" };
@@ -217,7 +216,7 @@ class AttemptRun implements Attempt {
     if (stored) req.result = stored;
     if (this.prog) req.progress = this.prog;
     try {
-      await this.w.call(this.t.decl.name, "done", req, { patient: true, signal: this.verdictDeadline() });
+      await this.w.caller.call(this.t.decl.name, "done", req, { patient: true, signal: this.verdictDeadline() });
       this.log("info", "job succeeded", { size: stored?.size ?? 0 });
       return "succeeded";
     } catch (err) {
@@ -243,7 +242,7 @@ class AttemptRun implements Attempt {
         return "retry_or_failed";
       case "giveback":
         try {
-          await this.w.call(name, "giveback", { ...this.held, reason: v.reason }, {
+          await this.w.caller.call(name, "giveback", { ...this.held, reason: v.reason }, {
             patient: true,
             signal: this.verdictDeadline(),
           });
@@ -258,7 +257,7 @@ class AttemptRun implements Attempt {
         if (v.retryable) req.retryable = true;
         if (v.user) req.user_message = v.user;
         try {
-          await this.w.call(name, "fail", req, { patient: true, signal: this.verdictDeadline() });
+          await this.w.caller.call(name, "fail", req, { patient: true, signal: this.verdictDeadline() });
           this.log("info", "attempt failed", { kind: v.kind, cause: v.message });
           return "retry_or_failed";
         } catch (err) {
@@ -295,7 +294,7 @@ class AttemptRun implements Attempt {
     const req: Record<string, unknown> = { ...this.held };
     if (this.prog) req.progress = this.prog;
     try {
-      await this.w.call(this.t.decl.name, "beat", req, { timeoutMs: this.beater.every });
+      await this.w.caller.call(this.t.decl.name, "beat", req, { timeoutMs: this.beater.every });
     } catch (err) {
       if (err instanceof WireError && err.code === "lost") {
         this.lost = true;
@@ -373,6 +372,18 @@ class Beater {
     } else {
       this.arm(this.every);
     }
+  }
+}
+
+/** The protocol's kind of a handler's Failure. */
+function failureKind(f: Failure): Kind {
+  switch (f.category) {
+    case "budget_exceeded":
+      return "budget";
+    case "internal":
+      return "internal";
+    default:
+      return f.retryable ? "error" : "permanent";
   }
 }
 

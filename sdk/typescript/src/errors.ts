@@ -1,7 +1,5 @@
 // What a handler throws, and why its signal aborts.
 
-import type { Kind } from "./wire.js";
-
 /**
  * Permanent fails the job now, without further attempts (category
  * handler_error), and its message is shown to the job's owner: say what is
@@ -39,18 +37,6 @@ export class Failure extends Error {
     this.category = category;
     this.retryable = retryable;
   }
-
-  /** The protocol's kind of this failure. */
-  get kind(): Kind {
-    switch (this.category) {
-      case "budget_exceeded":
-        return "budget";
-      case "internal":
-        return "internal";
-      default:
-        return this.retryable ? "error" : "permanent";
-    }
-  }
 }
 
 /** Thrown by a job's output once the result would exceed the type's maxResultBytes. */
@@ -87,5 +73,27 @@ export class StoreOutageError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(`result store unavailable: ${message}`, options);
     this.name = "StoreOutageError";
+  }
+}
+
+/** Why jobgate refused a type's declaration. */
+export type DeclarationRefusal =
+  /** the name belongs to another credential's types, or to jobgate's own */
+  | "forbidden"
+  /** the schema or a limit was refused (the message says which) */
+  | "invalid"
+  /** any other refusal */
+  | "refused";
+
+/** start() rejects with this when jobgate refuses a type's declaration. */
+export class DeclarationError extends Error {
+  /** The type whose declaration was refused. */
+  readonly type: string;
+  readonly reason: DeclarationRefusal;
+  constructor(type: string, reason: DeclarationRefusal, message: string, options?: ErrorOptions) {
+    super(`worker: declare ${type}: ${message}`, options);
+    this.name = "DeclarationError";
+    this.type = type;
+    this.reason = reason;
   }
 }

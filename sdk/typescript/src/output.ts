@@ -17,7 +17,7 @@ import {
   type StoredResult,
   type UploadTarget,
 } from "./wire.js";
-import { OP_TIMEOUT_MS, transient, unavailable, type Workers } from "./workers.js";
+import { OP_TIMEOUT_MS, transient, unavailable, type Caller } from "./rpc.js";
 
 /** A result up to this size is also kept in memory, to store it again when the store broke the upload off. */
 export const KEPT_MAX = 16 << 20;
@@ -48,7 +48,7 @@ export class ResultWriter extends Writable {
   private seq = 0;
 
   constructor(
-    private readonly w: Workers,
+    private readonly caller: Caller,
     private readonly type: string,
     private readonly held: Held,
     private readonly max: number,
@@ -154,7 +154,7 @@ export class ResultWriter extends Writable {
   private async open(): Promise<UploadTarget> {
     let reply;
     try {
-      reply = await this.w.call(this.type, "open", this.held, { patient: true, signal: this.deadline });
+      reply = await this.caller.call(this.type, "open", this.held, { patient: true, signal: this.deadline });
     } catch (err) {
       if (transient(err) || unavailable(err)) {
         throw new StoreOutageError(String(err), { cause: err });
@@ -177,10 +177,10 @@ export class ResultWriter extends Writable {
     const h = headers();
     h.set(HEADER_SEQ, String(this.seq));
     if (last) h.set(HEADER_LAST, "1");
-    const subj = uploadSubject(this.w.credential, this.type, this.target.host, this.target.id);
+    const subj = uploadSubject(this.caller.credential, this.type, this.target.host, this.target.id);
     let reply;
     try {
-      reply = await this.w.request(subj, data, { headers: h, timeoutMs: OP_TIMEOUT_MS });
+      reply = await this.caller.request(subj, data, { headers: h, timeoutMs: OP_TIMEOUT_MS });
     } catch (err) {
       if (transient(err) || (err instanceof WireError && err.code === "unavailable")) {
         throw new StoreOutageError(String(err), { cause: err });

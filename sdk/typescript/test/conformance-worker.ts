@@ -13,7 +13,7 @@ import { once } from "node:events";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { AbortedError, Permanent, Workers, type Job, type WorkContext } from "../src/index.js";
+import { AbortedError, Permanent, Worker, type Job, type WorkContext } from "../src/index.js";
 
 interface Params {
   mode: "result" | "hold" | "permanent" | "error";
@@ -48,7 +48,7 @@ const prefix = env("CONF_PREFIX", "ts");
 const label = env("CONF_LABEL", "ts");
 const gates = env("CONF_GATES");
 
-const w = new Workers({
+const w = new Worker({
   servers: env("JOBGATE_NATS_URL"),
   user: env("JOBGATE_WORKER_USER"),
   pass: env("JOBGATE_WORKER_PASSWORD"),
