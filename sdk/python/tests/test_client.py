@@ -106,7 +106,9 @@ def test_problems_are_typed(deployment: Deployment, tmp_path: Path) -> None:
         assert isinstance(nc.value.cause, jobgate.UnauthorizedError)
 
 
-def test_unreachable_server_keeps_the_key_for_the_next_run(deployment: Deployment, tmp_path: Path) -> None:
+def test_unreachable_server_keeps_the_key_for_the_next_run(
+    deployment: Deployment, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     journal = tmp_path / "journal.sqlite"
     token = deployment.token("py", "offline")
     params = {"case_id": 11, "revision": 2, "pages": 1}
@@ -127,6 +129,9 @@ def test_unreachable_server_keeps_the_key_for_the_next_run(deployment: Deploymen
     fwd.join(10)
     [entry] = jobgate.Journal(journal).entries()
     assert entry.key == key and entry.job_id == job.id
+    # The retries were logged, without the key or the token.
+    assert "request failed, retrying" in caplog.text
+    assert all(key not in str(r.__dict__) and token not in str(r.__dict__) for r in caplog.records)
 
 
 @pytest.mark.parametrize("point", ["journaled", "answered"])

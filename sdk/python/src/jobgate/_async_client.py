@@ -146,7 +146,7 @@ class AsyncClient:
                 "request failed, retrying",
                 extra={
                     "method": req.method,
-                    "path": req.url.path,
+                    "path": core.loggable(req.url.path),
                     "attempt": n,
                     "delay": round(delay, 3),
                     "err": str(err),

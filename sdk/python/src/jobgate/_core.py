@@ -266,5 +266,10 @@ class StreamBroken(Exception):
     """An event stream that ended or broke before the job's end (reconnect)."""
 
 
+def loggable(path: str) -> str:
+    """path for a log line: a signed result link is a credential of its own, so its signature stays out."""
+    return "/v1/results/…" if path.startswith("/v1/results/") else path
+
+
 def resolve(base: str, location: str) -> str:
     return urllib.parse.urljoin(base + "/", location)
