@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -108,4 +109,20 @@ func TestAnUnchangedSchemaIsNotCompiledAgain(t *testing.T) {
 	b.waitListed(t, alice, "shifting", func(m map[string]any) bool { return m["attempts"] == float64(5) })
 	require.EqualValues(t, 1, pool.Compiles(), "new limits, the same schema")
 	require.Equal(t, http.StatusAccepted, b.shiftingStatus(t, alice, "a"))
+}
+
+// Another spelling of the schema compiled already is not compiled again,
+// and the type table counts the bytes of the spelling it keeps.
+func TestAnotherSpellingOfTheSchemaIsNotCompiledAgain(t *testing.T) {
+	t.Parallel()
+	pool := schemapool.New(1)
+	reg := newTypeRegistry(nil, slog.New(slog.DiscardHandler))
+	reg.pool = pool
+	reg.declare(testDecl("spelled", `{"type":"object","additionalProperties":false,"properties":{"n":{"type":"integer","maximum":3}}}`))
+	longer := testDecl("spelled", `{"properties":{"n":{"maximum":3.000,"type":"integer"}},"additionalProperties":false,"type":"object"}`)
+	reg.declare(longer)
+	require.EqualValues(t, 1, pool.Compiles())
+	d, _ := reg.decl("spelled")
+	require.Equal(t, string(longer.Schema), string(d.Schema), "the declaration as stored last")
+	require.Equal(t, declBytes(longer), reg.bytes)
 }

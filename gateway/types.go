@@ -268,7 +268,8 @@ func (t *typeRegistry) declare(d *job.TypeDecl) {
 	}
 	if same {
 		t.mu.Lock()
-		if t.keys[d.Name] == key { // the bytes are the same too
+		if old, known := t.decls[d.Name]; known && t.keys[d.Name] == key {
+			t.bytes += declBytes(d) - declBytes(old) // another spelling may be longer ("3.0")
 			t.decls[d.Name] = d
 		}
 		t.mu.Unlock()
