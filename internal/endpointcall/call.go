@@ -83,12 +83,10 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 		if ctx.Err() != nil {
 			return ctx.Err() // canceled, taken over, timed out or stopping: pkg/worker's to classify
 		}
+		// A connection the address rule refused (JOBGATE_ENDPOINT_ALLOW)
+		// is retried as any other: the operator may allow the range.
 		cause := egress.RedactErr(err, ep.URL)
-		user := ""
-		if errors.Is(err, egress.ErrForbiddenAddress) {
-			user = "the endpoint's address is not allowed by this deployment (JOBGATE_ENDPOINT_ALLOW)"
-		}
-		return workerhook.Failure(wire.KindEndpointError, true, user, fmt.Errorf("POST %s: %w", egress.RedactURL(ep.URL), cause), 0)
+		return workerhook.Failure(wire.KindEndpointError, true, "", fmt.Errorf("POST %s: %w", egress.RedactURL(ep.URL), cause), 0)
 	}
 	defer resp.Body.Close()
 	return r.answer(ctx, j, ep, resp)

@@ -349,8 +349,9 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 	// (wire.DoneRequest.Next): under load a job costs one request, not two.
 	var chained *wire.Assignment
 	// With a gate (workerhook.Gate) a slot asks for a job only while it
-	// holds a pass, and gives it back once it has none: the job, and the
-	// ones its successes chain, run under the pass.
+	// holds a pass, and gives it back once a request for work came back
+	// without one: the jobs it runs one after the other keep it, so a busy
+	// slot does not give its pass back and take it again for each job.
 	var release func()
 	drop := func() {
 		if release != nil {
@@ -370,8 +371,7 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			t.ended(a.Tenant)
 			continue
 		}
-		drop()
-		if w.gate != nil && !newcomer {
+		if w.gate != nil && !newcomer && release == nil {
 			r, err := w.gate(ctx)
 			if err != nil {
 				sleepCtx(ctx, jitter(200*time.Millisecond))
@@ -399,6 +399,7 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			return
 		}
 		if err != nil {
+			drop()
 			if ctx.Err() == nil {
 				w.log.Warn("asking for work failed", "type", t.decl.Name, "err", err)
 				sleepCtx(ctx, jitter(time.Second))
@@ -406,6 +407,7 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			continue
 		}
 		if reply.Job == nil {
+			drop()
 			continue
 		}
 		a := reply.Job
