@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/internal/egress"
@@ -78,8 +79,17 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 	req.Header.Set(stdwebhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(stdwebhook.HeaderSignature, stdwebhook.SignAll(keys, id, ts, body))
 	tracing.SetHeader(ctx, req.Header, "", "")
+	m := r.c.cfg.Metrics
+	m.InFlight(j.Type, 1)
+	defer m.InFlight(j.Type, -1)
+	sent := time.Now()
 	resp, err := r.c.http.Do(req)
 	if err != nil {
+		answer := "error"
+		if ctx.Err() != nil {
+			answer = "aborted"
+		}
+		m.Request(j.Type, answer, time.Since(sent))
 		if ctx.Err() != nil {
 			return ctx.Err() // canceled, taken over, timed out or stopping: pkg/worker's to classify
 		}
@@ -89,7 +99,17 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 		return workerhook.Failure(wire.KindEndpointError, true, "", fmt.Errorf("POST %s: %w", egress.RedactURL(ep.URL), cause), 0)
 	}
 	defer resp.Body.Close()
-	return r.answer(ctx, j, ep, resp)
+	err = r.answer(ctx, j, ep, resp)
+	m.Request(j.Type, statusClass(resp.StatusCode), time.Since(sent))
+	return err
+}
+
+// statusClass is an answer's label: 2xx to 5xx.
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "error"
+	}
+	return strconv.Itoa(status/100) + "xx"
 }
 
 // answer turns the handler's answer into the attempt's outcome

@@ -32,6 +32,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/egress"
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/startstop"
 	"github.com/jobgate/jobgate/internal/wire"
@@ -64,6 +65,9 @@ type Config struct {
 	// are read again (a rotation signs with the new key at most this
 	// late). Default 5s.
 	KeyCacheTTL time.Duration
+	// Metrics records the requests (metrics.Metrics.NewEndpoints); nil
+	// records nothing.
+	Metrics *metrics.Endpoints
 	// Logger receives structured logs. Default: discarded.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -229,6 +233,7 @@ func (c *Caller) apply(ctx context.Context, name string, d *job.TypeDecl) bool {
 		if cur != nil {
 			delete(c.runners, name)
 			c.retire(cur, "the type was deleted")
+			c.cfg.Metrics.Forget(name)
 		}
 		return true
 	}
@@ -237,6 +242,7 @@ func (c *Caller) apply(ctx context.Context, name string, d *job.TypeDecl) bool {
 		cur.setEndpoint(&ep)
 		return true
 	}
+	c.cfg.Metrics.Limit(name, ep.Concurrency)
 	// A type made anew under an old name has a new key: read it now.
 	c.keys.forget(name)
 	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -60,6 +60,16 @@ func TestSignedRequestAndItsResult(t *testing.T) {
 	h := <-hdr
 	require.Equal(t, id+".a1", h.Get("webhook-id"))
 	require.Equal(t, "application/json", h.Get("Content-Type"))
+
+	resp, err := http.Get(d.url + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), `jobgate_endpoint_requests_total{answer="2xx",type="thumbnail"} 1`)
+	require.Contains(t, string(metrics), `jobgate_endpoint_concurrency{type="thumbnail"} 4`)
+	require.Contains(t, string(metrics), `jobgate_endpoint_requests_in_flight{type="thumbnail"} 0`)
+	require.Contains(t, string(metrics), `jobgate_endpoint_request_duration_seconds_count{type="thumbnail"} 1`)
 }
 
 func TestNoContentSucceedsWithoutAResult(t *testing.T) {

@@ -23,8 +23,12 @@ func (s *System) withEndpointCaller(d Service, res *natsjs.Resources) (Service, 
 	if err != nil {
 		return nil, err
 	}
+	m, err := s.metrics.NewEndpoints()
+	if err != nil {
+		return nil, err
+	}
 	ec, err := endpointcall.New(endpointcall.Config{
-		Conn: nc, Policy: s.settings.EndpointPolicy(), Logger: s.log.With("service", "endpoint-caller"),
+		Conn: nc, Policy: s.settings.EndpointPolicy(), Metrics: m, Logger: s.log.With("service", "endpoint-caller"),
 	}, endpointcall.Stores{Types: res.Types, Keys: res.Secrets, Slots: res.Slots})
 	if err != nil {
 		return nil, err
