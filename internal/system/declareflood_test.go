@@ -56,8 +56,8 @@ func p99(samples []time.Duration) time.Duration {
 // stream of submissions without declarations, then while 40 different
 // costly declarations of one credential arrive at once (each round a
 // credential of its own, whose bucket is full); the p99 of all the rounds'
-// samples during the declarations is held to ten times the p99 without,
-// a bound generous enough for a loaded two-core machine: there it measured
+// samples during the declarations is held to 12 times the p99 without, a
+// bound generous enough for a loaded two-core machine: there it measured
 // 1.0 to 7.3 (2.0 to 8.3 with the race detector), most of it the cost of
 // receiving 40 declarations of 29 KB and storing 5, whatever their
 // schemas. Without the throttle and the pool (the 40 compiled at once in
@@ -182,5 +182,5 @@ func TestSubmissionsDoNotNoticeADeclarationFlood(t *testing.T) {
 	}
 	ratio := float64(p99(allDuring)) / float64(p99(allBefore))
 	t.Logf("p99 %s without declarations, %s during them: %.1fx", p99(allBefore), p99(allDuring), ratio)
-	require.Less(t, ratio, 10.0, "p99 during 40 costly declarations over p99 without")
+	require.Less(t, ratio, 12.0, "p99 during 40 costly declarations over p99 without")
 }
