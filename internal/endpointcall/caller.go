@@ -190,7 +190,15 @@ func (c *Caller) stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	c.stops.Wait()
+	// Runners retired before the stop (a type deleted or changed) drain
+	// on their own time, within the stop's.
+	retired := make(chan struct{})
+	go func() { c.stops.Wait(); close(retired) }()
+	select {
+	case <-retired:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("endpoint caller: retired runners still stopping: %w", ctx.Err()))
+	}
 	c.log.Info("endpoint caller stopped")
 	return errors.Join(errs...)
 }
