@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,17 @@ func TestNoRedirectIsFollowed(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusFound, resp.StatusCode)
+}
+
+// An answer's header is bounded: a handler cannot make jobgate hold an
+// endless one.
+func TestAnAnswersHeaderIsBounded(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Junk", strings.Repeat("j", 2*MaxResponseHeaderBytes))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	_, err := NewClient(Policy{Allow: Loopback}, 5*time.Second, 1).Get(srv.URL)
+	require.ErrorContains(t, err, "header")
 }
