@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -72,6 +72,25 @@ test("the installed package is imported by its name, with the index's exports an
   const out = JSON.parse(await sh(project, "node", ["--input-type=module", "-e", probe])) as { keys: string[]; deep: string };
   assert.deepEqual(out.keys, Object.keys(api).sort());
   assert.equal(out.deep, "ERR_PACKAGE_PATH_NOT_EXPORTED");
+});
+
+test("the package's types refuse a wrong config, a mistyped param and the wire's names", async () => {
+  writeFileSync(
+    join(project, "misuse.ts"),
+    [
+      `import { Worker, credentialID } from "@jobgate/worker";`,
+      `const w = new Worker({ heartbeatMs: "fast" });`,
+      `w.register<{ name: string }>({ name: "x", schema: {}, work: (job) => { void job.params.nmae; } });`,
+      `void credentialID;`,
+      "",
+    ].join("\n"),
+  );
+  const tsc = join("node_modules", "typescript", "bin", "tsc");
+  const args = [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext", "--types", "node", "misuse.ts"];
+  const err = await sh(project, "node", args).then(() => "", (e: Error) => e.message);
+  assert.match(err, /misuse\.ts\(1,\d+\): error TS2305: Module '"@jobgate\/worker"' has no exported member 'credentialID'/);
+  assert.match(err, /misuse\.ts\(2,\d+\): error TS2322/);
+  assert.match(err, /misuse\.ts\(3,\d+\): error TS2339: Property 'nmae' does not exist on type '{ name: string; }'/);
 });
 
 test("the example compiles against the package's types and runs jobs of jobgate serve", async () => {
