@@ -60,6 +60,10 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 	if bad := r.decode(&req); bad != nil {
 		return bad
 	}
+	if !wire.ValidWorkerName(req.Worker) {
+		// As hello and next check it: the log line names the worker.
+		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}")
+	}
 	if req.Type.Name != r.typ {
 		return refuse(wire.CodeBadRequest, "the declaration names %q, the subject %q", req.Type.Name, r.typ)
 	}

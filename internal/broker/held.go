@@ -264,7 +264,14 @@ const chainPatience = 4 * time.Second
 // (DoneRequest.Next) with a job ready now, if any. The verdict stands
 // whatever the pick meets: a refusal of the pick answers ok with no job.
 func (b *Broker) chain(ctx context.Context, r *request, d *job.TypeDecl, next *wire.NextRequest) *wire.Reply {
-	if next == nil || next.Newcomer || checkNext(next) != nil {
+	if next == nil || next.Newcomer {
+		return ok
+	}
+	// A chained request never waits: its wait_ms is not used, so it is not
+	// held to next's bound either (docs/protocol/done.request.schema.json).
+	unheld := *next
+	unheld.WaitMS = 0
+	if checkNext(&unheld) != nil {
 		return ok
 	}
 	// A worker's verdict waits its own time for the answer (pkg/worker's

@@ -53,10 +53,13 @@ const (
 	replyMargin  = 500 * time.Millisecond
 )
 
-// checkNext bounds a next request's fields.
+// checkNext bounds a next request's fields. A wait past MaxWait is
+// refused rather than cut short: its asker would time its request out on
+// the wait it sent, and the schema (docs/protocol) says 0 to 10,000.
 func checkNext(req *wire.NextRequest) *wire.Reply {
-	if !wire.ValidWorkerName(req.Worker) || req.WaitMS < 0 || len(req.Running) > wire.MaxRunningTenants {
-		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}, wait be positive, at most %d running tenants", wire.MaxRunningTenants)
+	if !wire.ValidWorkerName(req.Worker) || req.WaitMS < 0 || req.WaitMS > wire.MaxWait.Milliseconds() || len(req.Running) > wire.MaxRunningTenants {
+		return refuse(wire.CodeBadRequest, "worker must match [A-Za-z0-9_.:@-]{1,128}, wait_ms be 0 to %d, at most %d running tenants",
+			wire.MaxWait.Milliseconds(), wire.MaxRunningTenants)
 	}
 	return nil
 }
