@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"encoding/json"
+
 	"testing"
 
 	"github.com/jobgate/jobgate/internal/job"
@@ -76,4 +78,30 @@ func TestAGiveBackMovesTheAttemptNumberNotTheBudget(t *testing.T) {
 	got = tb.record(t, rec.Key())
 	require.Equal(t, job.StateFailed, got.State, "the second attempt used was the last")
 	require.Equal(t, 2, got.AttemptsUsed())
+}
+
+// A job's max_result_bytes is its type's as declared when it is claimed,
+// not as when it was submitted (docs/protocol.md, the assignment): a
+// declaration that lowers it bounds the jobs already waiting, while their
+// attempts and timeout stay the ones they were admitted with.
+func TestAJobsResultLimitIsItsTypesCurrentOne(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	decl := wire.DeclareRequest{Worker: "w-1", Type: wire.Declaration{Name: "report",
+		Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`), TimeoutSeconds: 60, Attempts: 2,
+		MaxResultBytes: 1 << 20, ContentType: "text/csv"}}
+	require.Nil(t, tb.ask(t, credA, "report", wire.OpDeclare, decl).Error)
+	rec := tb.admit(t, "report", "m-1") // admitted with 2 attempts of 60 s
+	decl.Type.MaxResultBytes, decl.Type.Attempts, decl.Type.TimeoutSeconds = 4, 5, 30
+	require.Nil(t, tb.ask(t, credA, "report", wire.OpDeclare, decl).Error)
+
+	a := tb.next(t, credA, "report", "w-1")
+	require.Equal(t, rec.Key(), a.Key)
+	require.EqualValues(t, 4, a.MaxResultBytes, "the current declaration's")
+	require.Equal(t, 2, a.Attempts, "the admitted job's")
+	require.EqualValues(t, 60_000, a.TimeoutMS, "the admitted job's")
+	open := tb.ask(t, credA, "report", wire.OpOpen, wire.Held{Key: a.Key, Token: a.Token})
+	require.Nil(t, open.Error)
+	r := tb.chunk(t, credA, "report", open.Upload, 0, []byte("a,b,c"), true)
+	require.Equal(t, wire.CodeTooLarge, r.Error.Code)
 }
