@@ -49,9 +49,6 @@ func WebhookID(jobID string, attempt int) string { return jobID + ".a" + strconv
 // taken over or timed out, which pkg/worker classifies itself).
 func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error {
 	ep := r.endpoint.Load()
-	if err := r.limit(ctx); err != nil {
-		return err
-	}
 	keys, err := r.c.keys.signing(ctx, j.Type)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -11,8 +11,8 @@
 // the caller beats every half second, so the request's context (and with
 // it the connection) ends within a second. Each type's requests in flight
 // are bounded by its endpoint's concurrency, and their rate by its
-// rate_per_second. The concurrency holds across every dispatcher of the
-// deployment (slots.go); the rate, in each process that runs a caller.
+// rate_per_second, each across every dispatcher of the deployment
+// (slots.go, rate.go).
 package endpointcall
 
 import (
@@ -302,7 +302,8 @@ type runner struct {
 	concurrency int
 	w           *worker.Workers
 	endpoint    atomic.Pointer[api.Endpoint]
-	limiter     atomic.Pointer[rate.Limiter]
+	limiter     atomic.Pointer[rate.Limiter] // rate_per_second in this process, without a slot store
+	window      rateWindow                   // rate_per_second across the deployment
 }
 
 func (c *Caller) newRunner(d *job.TypeDecl) (*runner, error) {
@@ -319,6 +320,7 @@ func (c *Caller) newRunner(d *job.TypeDecl) (*runner, error) {
 		return nil, err
 	}
 	workerhook.Undeclared(w)
+	workerhook.Pace(w, r.pace, r.paced)
 	if c.leases != nil {
 		var waiting sync.Mutex
 		workerhook.Gate(w, c.leases.gate(d.Name, func() int { return r.endpoint.Load().Concurrency }, &waiting))
@@ -345,14 +347,6 @@ func (r *runner) setEndpoint(ep *api.Endpoint) {
 		return
 	}
 	r.limiter.Store(rate.NewLimiter(rate.Limit(ep.RatePerSecond), max(1, int(ep.RatePerSecond))))
-}
-
-// limit waits for the type's rate, within the attempt.
-func (r *runner) limit(ctx context.Context) error {
-	if l := r.limiter.Load(); l != nil {
-		return l.Wait(ctx)
-	}
-	return nil
 }
 
 // keyCache keeps each type's signing keys for a few seconds: a request

@@ -2,6 +2,8 @@ package endpointcall_test
 
 import (
 	"context"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,25 @@ import (
 // slots each dispatcher would run that many.
 func TestConcurrencyHoldsAcrossDispatchers(t *testing.T) {
 	t.Parallel()
+	d := startThree(t)
+	var c counting
+	url := c.serve(t, 100*time.Millisecond)
+	d.declare(t, "shared", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 3}})
+	var ids []string
+	for range 30 {
+		ids = append(ids, d.submit(t, "shared", `{}`))
+	}
+	for _, id := range ids {
+		require.Equal(t, "succeeded", d.until(t, id, 60*time.Second, terminal).State)
+	}
+	require.Equal(t, int64(30), c.calls.Load(), "each job's one attempt, one request")
+	require.LessOrEqual(t, c.most.Load(), int64(3), "in flight across three dispatchers")
+	require.Equal(t, int64(3), c.most.Load(), "the bound is reached, not undercut")
+}
+
+// startThree is serve and two more dispatchers on one NATS.
+func startThree(t *testing.T) *deployment {
+	t.Helper()
 	emb, err := natsserver.StartEmbedded(natsserver.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1"})
 	require.NoError(t, err)
 	t.Cleanup(emb.Shutdown)
@@ -43,17 +64,40 @@ func TestConcurrencyHoldsAcrossDispatchers(t *testing.T) {
 		})
 	}
 
-	var c counting
-	url := c.serve(t, 100*time.Millisecond)
-	d.declare(t, "shared", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 3}})
+	return d
+}
+
+// The endpoint's rate holds across the deployment too: three dispatchers
+// start at most rate_per_second requests a second between them. Without
+// the shared windows each would start that many.
+func TestRateHoldsAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	d := startThree(t)
+	var mu sync.Mutex
+	perSecond := map[int64]int{}
+	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		perSecond[time.Now().Unix()]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	d.declare(t, "paced", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 10, "rate_per_second": 4}})
 	var ids []string
-	for range 30 {
-		ids = append(ids, d.submit(t, "shared", `{}`))
+	for range 16 {
+		ids = append(ids, d.submit(t, "paced", `{}`))
 	}
 	for _, id := range ids {
 		require.Equal(t, "succeeded", d.until(t, id, 60*time.Second, terminal).State)
 	}
-	require.Equal(t, int64(30), c.calls.Load(), "each job's one attempt, one request")
-	require.LessOrEqual(t, c.most.Load(), int64(3), "in flight across three dispatchers")
-	require.Equal(t, int64(3), c.most.Load(), "the bound is reached, not undercut")
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for sec, n := range perSecond {
+		total += n
+		// A request paced in one second may reach the handler a moment
+		// into the next: one over, at most.
+		require.LessOrEqual(t, n, 5, "second %d: %v", sec, perSecond)
+	}
+	require.Equal(t, 16, total)
+	require.GreaterOrEqual(t, len(perSecond), 4, "16 requests at 4 a second take four seconds at least: %v", perSecond)
 }

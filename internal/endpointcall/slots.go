@@ -22,6 +22,7 @@ type slotLeaser interface {
 	Acquire(ctx context.Context, typ string, limit int, holder string) (natsjs.Slot, error)
 	Renew(ctx context.Context, slot natsjs.Slot, holder string) (natsjs.Slot, error)
 	Release(ctx context.Context, slot natsjs.Slot) error
+	TakeRate(ctx context.Context, typ string, window int64, want, limit int) (int, error)
 }
 
 // leases holds the slots this caller took and renews them.

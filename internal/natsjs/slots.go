@@ -71,3 +71,41 @@ func (s *SlotStore) Release(ctx context.Context, slot Slot) error {
 	}
 	return nil
 }
+
+// TakeRate takes up to want of the limit requests typ may start in the
+// one-second window (its Unix second), by compare-and-set on the
+// window's counter (key T.rate.<window>, gone with the bucket's age
+// limit), and returns how many it got: 0 when the window is spent.
+// Whatever the number of dispatchers, at most limit are taken a window.
+func (s *SlotStore) TakeRate(ctx context.Context, typ string, window int64, want, limit int) (int, error) {
+	key := typ + ".rate." + strconv.FormatInt(window, 10)
+	for range 10 {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			n := min(want, limit)
+			if _, err := s.kv.Create(ctx, key, []byte(strconv.Itoa(n))); err != nil {
+				if errors.Is(err, jetstream.ErrKeyExists) {
+					continue
+				}
+				return 0, fmt.Errorf("rate window %s: %w", key, mapErr(err))
+			}
+			return n, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("rate window %s: %w", key, mapErr(err))
+		}
+		used, err := strconv.Atoi(string(e.Value()))
+		if err != nil || used >= limit {
+			return 0, nil
+		}
+		n := min(want, limit-used)
+		if _, err := s.kv.Update(ctx, key, []byte(strconv.Itoa(used+n)), e.Revision()); err != nil {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+			return 0, fmt.Errorf("rate window %s: %w", key, mapErr(err))
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("rate window %s: %w", key, ErrStale)
+}

@@ -26,3 +26,10 @@ var Failure func(kind string, retryable bool, user string, cause error, retryAft
 // once it has no job: the endpoint caller's slots leased across the
 // deployment. An error of gate's waits a moment and asks again.
 var Gate func(w any, gate func(ctx context.Context) (release func(), err error))
+
+// Pace makes every regular slot of w (a *worker.Workers, before Start)
+// wait for pace before each request for a job, while active says a pace
+// holds: the endpoint caller's rate_per_second. While it is active a
+// success asks for no next job in the same request (that job would skip
+// the pace). An error of pace's waits a moment and asks again.
+var Pace func(w any, pace func(ctx context.Context) error, active func() bool)

@@ -22,6 +22,12 @@ func init() {
 		w.gate = gate
 		w.mu.Unlock()
 	}
+	workerhook.Pace = func(wa any, pace func(ctx context.Context) error, active func() bool) {
+		w := wa.(*Workers)
+		w.mu.Lock()
+		w.pace, w.paceActive = pace, active
+		w.mu.Unlock()
+	}
 	workerhook.Failure = func(kind string, retryable bool, user string, cause error, retryAfter time.Duration) error {
 		return &failure{kind: kind, retryable: retryable, user: user, err: cause, retryAfter: retryAfter}
 	}

@@ -40,11 +40,15 @@ type Workers struct {
 	undeclared bool
 	// gate, when set (workerhook.Gate), gives a slot the pass it holds
 	// from before it asks for a job until it has none.
-	gate    func(ctx context.Context) (release func(), err error)
-	nc      *nats.Conn
-	ownConn bool
-	pulls   sync.WaitGroup
-	bg      sync.WaitGroup
+	gate func(ctx context.Context) (release func(), err error)
+	// pace, when set and active (workerhook.Pace), is waited for before
+	// each request for a job; successes then chain none.
+	pace       func(ctx context.Context) error
+	paceActive func() bool
+	nc         *nats.Conn
+	ownConn    bool
+	pulls      sync.WaitGroup
+	bg         sync.WaitGroup
 
 	// refused holds the subjects the server refused this connection
 	// (permissions violations): a request there never gets an answer, so it
@@ -379,6 +383,14 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 			}
 			release = r
 		}
+		if w.pace != nil && !newcomer && w.paceActive() {
+			if err := w.pace(ctx); err != nil {
+				if ctx.Err() == nil {
+					sleepCtx(ctx, jitter(200*time.Millisecond))
+				}
+				continue
+			}
+		}
 		req := wire.NextRequest{Worker: w.cfg.Name, WaitMS: w.cfg.PullWait.Milliseconds()}
 		if newcomer {
 			running, full := t.newcomerRequest()
@@ -429,7 +441,7 @@ func (w *Workers) pullLoop(ctx context.Context, t *typeRunner, newcomer bool) {
 // chainRequest is the next request a regular slot's success carries; nil
 // once the slot is stopping.
 func (w *Workers) chainRequest(ctx context.Context) *wire.NextRequest {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || w.pace != nil && w.paceActive() {
 		return nil
 	}
 	return &wire.NextRequest{Worker: w.cfg.Name}
