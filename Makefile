@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test test-python bench lint fuzz clean cluster-demo chaos
+.PHONY: build run test test-python fuzz-api bench lint fuzz clean cluster-demo chaos
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -20,7 +20,7 @@ run: build
 ## internal/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it),
 ## a minimal OpenTelemetry Collector for the tracing test (tools/otelcol, built once into
 ## bin/tools; JOBGATE_SKIP_OTELCOL=1 skips it, except under CI=true)
-## and then the Python SDK's checks (test-python)
+## and then the Python SDK's checks (test-python) and a short API fuzz (fuzz-api, 5 examples)
 test:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-interop.sh
@@ -28,6 +28,7 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-python
+	@$(MAKE) --no-print-directory fuzz-api FUZZ_API_EXAMPLES=5
 
 ## test-python: the Python SDK (sdk/python): ruff, mypy --strict and pytest against a real
 ##        `jobgate serve`, in bin/pyenv with the versions pinned in sdk/python/requirements-dev.txt
@@ -36,6 +37,13 @@ PYENV := $(CURDIR)/bin/pyenv/bin
 test-python: build
 	@scripts/ensure-python.sh
 	cd sdk/python && $(PYENV)/ruff check . && $(PYENV)/ruff format --check . && $(PYENV)/mypy && $(PYENV)/python -m pytest -q
+
+## fuzz-api: schemathesis (pinned in tools/fuzz-api, venv bin/fuzzenv) against a real serve's
+##        own /openapi.yaml with a requester's, a tenant admin's and an operator's token: no 5xx,
+##        every answer as described. FUZZ_API_EXAMPLES (default 100), FUZZ_API_SEED
+FUZZ_API_EXAMPLES ?= 100
+fuzz-api: build
+	FUZZ_API_EXAMPLES=$(FUZZ_API_EXAMPLES) scripts/fuzz-api.sh
 
 ## bench: every package's Go benchmarks, then `jobgate bench`: the system measured
 ##        against the raw JetStream floor in one run (one table + bench.json; see
@@ -80,6 +88,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./internal/job
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 20s ./internal/schema
 	$(GO) test -run '^$$' -fuzz '^FuzzPubAck$$' -fuzztime 20s ./internal/natsjs
+	$(GO) test -run '^$$' -fuzz '^FuzzCostModel$$' -fuzztime 20s ./internal/schema
 
 clean:
 	rm -rf bin
