@@ -99,3 +99,23 @@ func TestAnAnswersHeaderIsBounded(t *testing.T) {
 	_, err := NewClient(Policy{Allow: Loopback}, 5*time.Second, 1).Get(srv.URL)
 	require.ErrorContains(t, err, "header")
 }
+
+// A server that offers HTTP/2 is spoken to in HTTP/2, and its certificate
+// is verified: one no trusted authority signed is refused.
+func TestHTTP2WhenOfferedAndTLSVerified(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+
+	_, err := NewClient(Policy{Allow: Loopback}, 5*time.Second, 1).Get(srv.URL)
+	require.ErrorContains(t, err, "certificate", "a certificate no trusted authority signed")
+
+	c := NewClient(Policy{Allow: Loopback}, 5*time.Second, 1)
+	c.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	resp, err := c.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 2, resp.ProtoMajor)
+}
