@@ -128,7 +128,7 @@ func TestWorkerAndEndpointTypesNeverShareAName(t *testing.T) {
 	nc, err := d.sys.OwnConn("test-worker")
 	require.NoError(t, err)
 	const team = "0123456789abcdef"
-	declare := func(name string) *wire.Reply {
+	declare := func(cred, name string) *wire.Reply {
 		req := wire.DeclareRequest{Worker: "w1", Type: wire.Declaration{Name: name,
 			Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`), TimeoutSeconds: 10, Attempts: 1,
 			MaxResultBytes: 10, ContentType: "text/plain"}}
@@ -136,13 +136,13 @@ func TestWorkerAndEndpointTypesNeverShareAName(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		msg, err := nc.RequestWithContext(ctx, wire.Subject(team, name, wire.OpDeclare), data)
+		msg, err := nc.RequestWithContext(ctx, wire.Subject(cred, name, wire.OpDeclare), data)
 		require.NoError(t, err)
 		var reply wire.Reply
 		require.NoError(t, json.Unmarshal(msg.Data, &reply))
 		return &reply
 	}
-	require.Nil(t, declare("team_export").Error)
+	require.Nil(t, declare(team, "team_export").Error)
 	status, data, _ := d.do(t, d.operator, http.MethodPut, "/v1/admin/types/team_export", map[string]any{
 		"schema": json.RawMessage(`{"type":"object","additionalProperties":false}`), "endpoint": map[string]any{"url": "https://x.example/"}})
 	require.Equal(t, http.StatusConflict, status, string(data))
@@ -154,9 +154,15 @@ func TestWorkerAndEndpointTypesNeverShareAName(t *testing.T) {
 	require.Contains(t, string(data), "/problems/type-name-taken")
 
 	d.declare(t, "ops_hook", "https://x.example/", nil)
-	reply := declare("ops_hook")
+	reply := declare(team, "ops_hook")
 	require.NotNil(t, reply.Error)
 	require.Equal(t, wire.CodeForbidden, reply.Error.Code)
+	reply = declare(wire.JobgateCredential, "ops_hook")
+	require.NotNil(t, reply.Error, "not even jobgate's own workers replace an operator's endpoint type")
+	require.Equal(t, wire.CodeForbidden, reply.Error.Code)
+	status, data, _ = d.do(t, d.user, http.MethodGet, "/v1/types/ops_hook", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"endpoint"`, "still the endpoint type")
 }
 
 func TestRotatingTheSecretSignsWithBothForADay(t *testing.T) {

@@ -27,7 +27,9 @@ func (s *TypeStore) DeclareOwned(ctx context.Context, d *job.TypeDecl) error {
 // that a pause written meanwhile is never lost.
 func (s *TypeStore) declare(ctx context.Context, d *job.TypeDecl, owned bool) error {
 	_, _, err := s.put(ctx, d, func(have *job.TypeDecl) error {
-		if owned && have.Owner != "" && have.Owner != d.Owner {
+		// An operator's endpoint type is no worker's to declare, jobgate's
+		// own workers' included (DeclareEndpoint replaces it).
+		if owned && (have.Owner != "" && have.Owner != d.Owner || have.Endpoint != nil) {
 			return fmt.Errorf("type %s: %w", d.Name, ErrOwned)
 		}
 		return nil
