@@ -129,11 +129,12 @@ func (g *Gateway) adminPutEndpointType(c *fiber.Ctx) error {
 		switch {
 		case kerr == nil:
 			view.Endpoint.Secret = stdwebhook.EncodeSecret(key)
-			status = http.StatusCreated
+			status, change = http.StatusCreated, "created"
 		case !errors.Is(kerr, natsjs.ErrExists):
 			return writeProblem(c, fmt.Errorf("%w: the signing secret could not be stored: %w", job.ErrUnavailable, kerr))
 		}
-		g.log.Info("endpoint type declared by an operator", "type", name, "host", egress.RedactURL(stored.Endpoint.URL), "by", identity(c).Requester)
+		g.log.Info("endpoint type declared by an operator", "type", name, "change", change,
+			"host", egress.RedactURL(stored.Endpoint.URL), "by", identity(c).Requester)
 	}
 	c.Set(fiber.HeaderLocation, "/v1/types/"+name)
 	// What the call did, for tools that report it (jobgate types apply):
@@ -150,9 +151,8 @@ func (g *Gateway) adminRotateEndpointSecret(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
-	if d, ok := g.types.decl(name); !ok || d.Endpoint == nil {
-		return writeProblem(c, job.Userf(job.ErrNotFound, "no endpoint type %s is declared", name))
-	}
+	// Only an endpoint type has a key to rotate: the key store, not this
+	// gateway's view of the types (a moment behind a creation), says so.
 	_, secrets, err := g.endpointStores()
 	if err != nil {
 		return writeProblem(c, err)
@@ -164,6 +164,9 @@ func (g *Gateway) adminRotateEndpointSecret(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), readTimeout)
 	defer cancel()
 	if err := secrets.RotateEndpointKey(ctx, name, key, g.cfg.Now().UTC()); err != nil {
+		if errors.Is(err, job.ErrNotFound) {
+			return writeProblem(c, job.Userf(job.ErrNotFound, "no endpoint type %s is declared", name))
+		}
 		return writeProblem(c, typeStoreErr(name, err))
 	}
 	g.log.Info("endpoint type's signing secret rotated by an operator", "type", name, "by", identity(c).Requester)
