@@ -8,14 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-py=""
-for cand in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
-  [ -n "$cand" ] || continue
-  if command -v "$cand" >/dev/null && "$cand" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    py="$cand"
-    break
-  fi
-done
+. scripts/lib/python.sh
+py=$(find_python)
 if [ -z "$py" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
   echo "installing Debian's python3 and python3-venv for the Python SDK's tests" >&2
   apt-get update -qq

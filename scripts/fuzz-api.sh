@@ -12,14 +12,8 @@ cd "$(dirname "$0")/.."
 examples=${FUZZ_API_EXAMPLES:-5}
 roles=${FUZZ_API_ROLES:-requester admin operator}
 
-py=""
-for cand in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
-  [ -n "$cand" ] || continue
-  if command -v "$cand" >/dev/null && "$cand" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    py="$cand"
-    break
-  fi
-done
+. scripts/lib/python.sh
+py=$(find_python)
 if [ -z "$py" ]; then
   echo "Python 3.11+ with venv is needed for the API fuzzer (Debian: apt-get install python3 python3-venv; scripts/ensure-python.sh installs them)" >&2
   exit 1
@@ -70,10 +64,11 @@ for role in $roles; do
     *) echo "unknown role $role" >&2; exit 2 ;;
   esac
   echo "schemathesis: $role, $examples examples an operation ($phases)"
-  if ! "$env/bin/schemathesis" run "$base/openapi.yaml" -H "Authorization: Bearer $tok" \
+  # From the temp dir: schemathesis keeps its example database in the working directory.
+  if ! (cd "$work" && "$OLDPWD/$env/bin/schemathesis" run "$base/openapi.yaml" -H "Authorization: Bearer $tok" \
       -n "$examples" --phases "$phases" --request-timeout 2 -w 2 "${seed[@]}" \
       --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
-      --no-color >"$work/$role.out" 2>&1; then
+      --no-color) >"$work/$role.out" 2>&1; then
     failed=1
     cat "$work/$role.out"
   else

@@ -97,7 +97,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; !stop.Load(); i++ {
-			_, _ = postRawNoT(addr, tok, fmt.Sprintf("during-%d", i), body(1000+i))
+			_, _, _ = post(addr, tok, fmt.Sprintf("during-%d", i), body(1000+i))
 		}
 	}()
 	backupDir := filepath.Join(t.TempDir(), "backup")
@@ -177,23 +177,6 @@ func waitState(t *testing.T, base, token, id, state string, timeout time.Duratio
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// postRawNoT posts a job from a goroutine (no test helpers there).
-func postRawNoT(addr, token, key, body string) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs", strings.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
 }
 
 // kill ends a child process with SIGKILL and waits for it.

@@ -74,17 +74,30 @@ func mintToken(t *testing.T, dataDir, tenant, subject string) string {
 
 func postJob(t *testing.T, addr, token, key, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs", strings.NewReader(body))
+	code, data, err := post(addr, token, key, body)
 	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m), "%s", data)
+	return code, m
+}
+
+// post submits a job (from any goroutine: it fails no test) and returns
+// the status and the body.
+func post(addr, token, key, body string) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer resp.Body.Close()
-	var m map[string]any
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
-	return resp.StatusCode, m
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
 }
 
 func TestServeKeepsKeysAcrossRestart(t *testing.T) {

@@ -49,15 +49,7 @@ func TestServeMemoryUnderTheCostliestValidations(t *testing.T) {
 	t.Parallel()
 	dir, addr, natsAddr := t.TempDir(), jobtest.FreeAddr(t), jobtest.FreeAddr(t)
 	serve := startJobgate(t, "serve", "--data-dir", dir, "--http-addr", addr, "--nats-listen", natsAddr)
-	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 50*time.Millisecond, serve.out.String())
+	waitReady(t, addr, serve.out)
 
 	names := make([]string, 4200)
 	for i := range names {
@@ -113,16 +105,7 @@ func natsUserJSON(t *testing.T, dir string, args ...string) map[string]string {
 // postRaw posts a job and returns the status and the body as it came.
 func postRaw(t *testing.T, addr, token, key, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/jobs", strings.NewReader(body))
+	code, data, err := post(addr, token, key, body)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var buf strings.Builder
-	_, err = bufio.NewReader(resp.Body).WriteTo(&buf)
-	require.NoError(t, err)
-	return resp.StatusCode, []byte(buf.String())
+	return code, data
 }
