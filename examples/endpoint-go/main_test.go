@@ -12,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/auth"
-	"github.com/jobgate/jobgate/internal/config"
-	"github.com/jobgate/jobgate/internal/jobtest"
-	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/endpoint"
+	"github.com/jobgate/jobgate/pkg/workertest"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
@@ -29,16 +26,12 @@ import (
 // with the handler's words.
 func TestTheGreetingEndpointEndToEnd(t *testing.T) {
 	t.Parallel()
-	settings := config.Default()
-	settings.DataDir, settings.HTTPAddr, settings.Dev = t.TempDir(), "127.0.0.1:0", true
+	d := workertest.StartWith(t, workertest.Options{LoopbackEndpoints: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sys, err := system.Start(ctx, system.Config{Settings: &settings, LogOutput: &jobtest.SyncBuffer{}})
+	operator, err := d.OperatorToken("ops")
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, sys.Stop(context.Background())) })
-	operator, err := sys.Token(auth.Identity{Operator: true, Requester: "ops"}, time.Hour)
-	require.NoError(t, err)
-	user, err := sys.Token(auth.Identity{Tenant: "acme", Requester: "ann"}, time.Hour)
+	user, err := d.Token("acme", "ann")
 	require.NoError(t, err)
 
 	// The handler on a port of its own, where types.yaml points.
@@ -52,7 +45,7 @@ func TestTheGreetingEndpointEndToEnd(t *testing.T) {
 	delete(decl, "name")
 	decl["endpoint"].(map[string]any)["url"] = "http://" + ln.Addr().String() + "/jobs/greeting"
 
-	ops, err := client.New(sys.URL(), operator)
+	ops, err := client.New(d.URL(), operator)
 	require.NoError(t, err)
 	applied, err := ops.Admin().ApplyEndpointType(ctx, name, decl)
 	require.NoError(t, err)
@@ -64,7 +57,7 @@ func TestTheGreetingEndpointEndToEnd(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	ann, err := client.New(sys.URL(), user)
+	ann, err := client.New(d.URL(), user)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, err := ann.Submit(ctx, "greeting", map[string]any{"name": "Ada", "language": "fr"}, client.WithKey("hello-1"))

@@ -56,6 +56,9 @@ type Options struct {
 	// Webhooks are the webhook endpoints per tenant id; loopback URLs are
 	// allowed (a test's receiver runs on one).
 	Webhooks map[string][]Webhook
+	// LoopbackEndpoints lets endpoint types' URLs name loopback addresses,
+	// where a test's handler runs (JOBGATE_ENDPOINT_ALLOW=127.0.0.0/8,::1/128).
+	LoopbackEndpoints bool
 }
 
 // Webhook is one endpoint: deliveries are signed with Secret (Standard
@@ -112,6 +115,9 @@ func NewDeploymentWith(ctx context.Context, o Options) (*Deployment, error) {
 		// A test waits for redeliveries in moments, not minutes.
 		settings.Notifier.WebhookRetries = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 	}
+	if o.LoopbackEndpoints {
+		settings.EndpointAllow = "127.0.0.0/8,::1/128"
+	}
 	d := &Deployment{dir: dir, logs: &logBuffer{}}
 	d.sys, err = system.Start(ctx, system.Config{Settings: &settings, LogOutput: d.logs})
 	if err != nil {
@@ -147,6 +153,13 @@ func (d *Deployment) Logs() string { return d.logs.String() }
 // [A-Za-z0-9_-]{1,64}.
 func (d *Deployment) Token(tenant, requester string) (string, error) {
 	return d.sys.Token(auth.Identity{Tenant: tenant, Requester: requester}, time.Hour)
+}
+
+// OperatorToken mints an operator's bearer token (valid for an hour), as
+// `jobgate token --operator --subject S` does: what declaring an endpoint
+// type (PUT /v1/admin/types/{name}) takes.
+func (d *Deployment) OperatorToken(subject string) (string, error) {
+	return d.sys.Token(auth.Identity{Operator: true, Requester: subject}, time.Hour)
 }
 
 // Credentials log a worker process in to the deployment's NATS.
