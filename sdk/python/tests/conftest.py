@@ -104,6 +104,42 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             proc.wait()
 
 
+@pytest.fixture(scope="session")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """``jobgate serve --dev`` of its own: the session's serve refuses loopback endpoints, as production does."""
+    data = tmp_path_factory.mktemp("jobgate-dev-data")
+    http_addr, nats_addr = free_addr(), free_addr()
+    log = data.parent / "serve-dev.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(BIN), "serve", "--dev", "--data-dir", str(data), "--http-addr", http_addr, "--nats-listen", nats_addr],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
+            start_new_session=True,
+        )
+    d = Deployment(f"http://{http_addr}", f"nats://{nats_addr}", data, log)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            pytest.fail("jobgate serve --dev exited:\n" + log.read_text()[-4000:])
+        try:
+            return httpx.get(d.url + "/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    until(ready, 60, "jobgate serve --dev ready")
+    try:
+        yield d
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @dataclass
 class Proc:
     """A child process printing one JSON event a line (tests/workers.py and tests/submitter.py)."""

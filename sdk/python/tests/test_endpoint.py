@@ -8,10 +8,8 @@ import base64
 import hashlib
 import hmac
 import json
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import django
@@ -19,7 +17,7 @@ import fastapi
 import flask
 import httpx
 import pytest
-from conftest import BIN, Deployment, child_env, free_addr, until
+from conftest import Deployment, until
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import path
@@ -30,42 +28,6 @@ import jobgate.endpoint.django
 import jobgate.endpoint.fastapi
 import jobgate.endpoint.flask
 from jobgate import endpoint
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    """``jobgate serve --dev`` of its own: the session's serve refuses loopback endpoints, as production does."""
-    data = tmp_path_factory.mktemp("jobgate-dev-data")
-    http_addr, nats_addr = free_addr(), free_addr()
-    log = data.parent / "serve-dev.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(BIN), "serve", "--dev", "--data-dir", str(data), "--http-addr", http_addr, "--nats-listen", nats_addr],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=child_env(),
-            start_new_session=True,
-        )
-    d = Deployment(f"http://{http_addr}", f"nats://{nats_addr}", data, log)
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            pytest.fail("jobgate serve --dev exited:\n" + log.read_text()[-4000:])
-        try:
-            return httpx.get(d.url + "/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    until(ready, 60, "jobgate serve --dev ready")
-    try:
-        yield d
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def declare(d: Deployment, name: str, url: str, **extra: Any) -> str:
