@@ -41,9 +41,10 @@ fi
 
 # The pinned packages, installed exactly from the lockfile; again only when
 # the lockfile changed since the last install. sdk/typescript: the TypeScript
-# worker library the conformance suite (internal/conformance) builds and runs.
+# worker library the conformance suite (internal/conformance) builds and runs;
+# examples/endpoint-node: the endpoint type's handler TestEndpointNodeExample runs.
 if command -v npm >/dev/null; then
-  for dir in internal/interop/node sdk/typescript; do
+  for dir in internal/interop/node sdk/typescript examples/endpoint-node; do
   stamp="$dir/node_modules/.jobgate-lock.sha256"
   want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
