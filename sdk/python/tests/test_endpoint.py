@@ -58,17 +58,21 @@ def declare(d: Deployment, name: str, url: str, **extra: Any) -> str:
     return secret
 
 
-def run_job(d: Deployment, type_: str, params: dict[str, Any]) -> tuple[jobgate.Job, bytes | None]:
-    """Submits a job over HTTP, waits for it to end; the job and its result's bytes."""
-    with jobgate.Client(d.url, d.token("py", "ann"), journal=False) as c:
-        job = c.submit(type_, params)
-        job = c.wait(job.id, timeout=60)
-        if job.state != "succeeded" or job.result is None:
-            return job, None
-        auth = {"Authorization": f"Bearer {d.token('py', 'ann')}"}
-        r = httpx.get(f"{d.url}/v1/jobs/{job.id}/result", headers=auth, follow_redirects=True)
-        assert r.status_code == 200, r.text
-        return job, r.content
+def run_jobs(d: Deployment, type_: str, *names: str) -> list[tuple[jobgate.Job, bytes | None]]:
+    """Submits a job a name over HTTP, all at once, and waits for each to end; the jobs and their results."""
+    auth = {"Authorization": f"Bearer {d.token('py', 'ann')}"}
+    out: list[tuple[jobgate.Job, bytes | None]] = []
+    with jobgate.Client(d.url, auth["Authorization"][7:], journal=False) as c:
+        jobs = [c.submit(type_, {"name": n}) for n in names]
+        for submitted in jobs:
+            job = c.wait(submitted.id, timeout=60)
+            if job.state != "succeeded" or job.result is None:
+                out.append((job, None))
+                continue
+            r = httpx.get(f"{d.url}/v1/jobs/{job.id}/result", headers=auth, follow_redirects=True)
+            assert r.status_code == 200, r.text
+            out.append((job, r.content))
+    return out
 
 
 class Seen:
@@ -98,30 +102,54 @@ def greet(seen: Seen) -> endpoint.Handler:
     return greeting
 
 
-def check_greetings(d: Deployment, type_: str, seen: Seen) -> None:
-    job, out = run_job(d, type_, {"name": "Ada"})
-    assert job.state == "succeeded", job.error
+def check_greetings(d: Deployment, type_: str, seen: Seen, *, retry: bool) -> None:
+    """What the owners of a type's jobs see. The retry waits the type's backoff (about 25 s), so it runs
+    through one adapter only: the others' 503 answers are checked by direct_retry."""
+    names = ["Ada", "silent", "nobody"] + (["later"] if retry else [])
+    (ok, out), (silent, silent_out), (refused, _), *rest = run_jobs(d, type_, *names)
+    assert ok.state == "succeeded", ok.error
     assert out == b"Hello, Ada! (attempt 1)"
-    a = next(a for a in seen.attempts if a.id == job.id)
+    a = next(a for a in seen.attempts if a.id == ok.id)
     assert (a.type, a.tenant, a.requester, a.attempt, a.attempts) == (type_, "py", "ann", 1, 3)
-    assert a.webhook_id == f"{job.id}.a1"
+    assert a.webhook_id == f"{ok.id}.a1"
     assert a.created_at.tzinfo is not None and a.deadline > a.created_at
 
-    job, out = run_job(d, type_, {"name": "silent"})
-    assert job.state == "succeeded" and job.result is None and out is None
+    assert silent.state == "succeeded" and silent.result is None and silent_out is None
 
     # A 4xx refusal: failed at once, the handler's words shown to the owner, no second attempt.
-    job, _ = run_job(d, type_, {"name": "nobody"})
-    assert job.state == "failed"
-    assert job.error is not None and job.error.category == "endpoint_rejected"
-    assert job.error.message == "no greeting for nobody"
-    assert [a.attempt for a in seen.attempts if a.id == job.id] == [1]
+    assert refused.state == "failed"
+    assert refused.error is not None and refused.error.category == "endpoint_rejected"
+    assert refused.error.message == "no greeting for nobody"
+    assert [a.attempt for a in seen.attempts if a.id == refused.id] == [1]
 
+    if not retry:
+        return
     # A 5xx (503 with Retry-After): retried, and the second attempt's answer stands.
-    job, out = run_job(d, type_, {"name": "later"})
-    assert job.state == "succeeded", job.error
-    assert out == b"Hello, later! (attempt 2)"
-    assert [a.attempt for a in seen.attempts if a.id == job.id] == [1, 2]
+    ((later, later_out),) = rest
+    assert later.state == "succeeded", later.error
+    assert later_out == b"Hello, later! (attempt 2)"
+    assert [a.attempt for a in seen.attempts if a.id == later.id] == [1, 2]
+
+
+def direct_retry(url: str, secret: str) -> None:
+    """A signed attempt asking for "later" straight to the handler: 503 with Retry-After."""
+    body = json.dumps(
+        {
+            "job": {
+                "id": "job_direct",
+                "type": "t",
+                "tenant": "py",
+                "requester": "ann",
+                "attempt": 1,
+                "attempts": 3,
+                "created_at": "2026-12-04T17:09:58Z",
+                "params": {"name": "later"},
+                "deadline": "2026-12-04T17:12:00Z",
+            }
+        }
+    ).encode()
+    r = httpx.post(url, content=body, headers=sign(secret, "job_direct.a1", int(time.time()), body))
+    assert r.status_code == 503 and r.headers["retry-after"] == "0", r.text
 
 
 def test_flask_handler_runs_the_jobs(dev: Deployment) -> None:
@@ -134,7 +162,7 @@ def test_flask_handler_runs_the_jobs(dev: Deployment) -> None:
             "/jobs/greeting", view_func=jobgate.endpoint.flask.handler(secret, greet(seen)), methods=["POST"]
         )
         apps.append(app)
-        check_greetings(dev, "py_flask_greeting", seen)
+        check_greetings(dev, "py_flask_greeting", seen, retry=True)
         # Unsigned, and signed with another secret: refused before any work.
         r = httpx.post(base + "/jobs/greeting", content=b'{"job":{}}')
         assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
@@ -160,7 +188,8 @@ def test_fastapi_handler_runs_the_jobs(dev: Deployment) -> None:
     app.add_api_route("/jobs/greeting", route, methods=["POST"])
     with asgi(app) as base:
         secret_box.append(declare(dev, "py_fastapi_greeting", base + "/jobs/greeting"))
-        check_greetings(dev, "py_fastapi_greeting", seen)
+        check_greetings(dev, "py_fastapi_greeting", seen, retry=False)
+        direct_retry(base + "/jobs/greeting", secret_box[0])
         assert httpx.post(base + "/jobs/greeting", content=b"{}").status_code == 401
 
 
@@ -173,7 +202,8 @@ def test_django_handler_runs_the_jobs(dev: Deployment) -> None:
     with wsgi(lambda: app) as base:
         secret = declare(dev, "py_django_greeting", base + "/jobs/greeting")
         DJANGO_VIEWS["greeting"] = jobgate.endpoint.django.handler(secret, greet(seen))
-        check_greetings(dev, "py_django_greeting", seen)
+        check_greetings(dev, "py_django_greeting", seen, retry=False)
+        direct_retry(base + "/jobs/greeting", secret)
         assert httpx.post(base + "/jobs/greeting", content=b"{}").status_code == 401
         assert httpx.get(base + "/jobs/greeting").status_code == 405
 
