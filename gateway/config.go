@@ -92,6 +92,11 @@ type Config struct {
 	// against when it is declared (the endpoint caller checks every
 	// connection with the same rule). Default: public addresses only.
 	Endpoints egress.Policy
+	// Callbacks relays the callbacks of asynchronous endpoint attempts to
+	// the endpoint caller process that holds each (a *nats.Conn with
+	// jobgate's permissions; docs/endpoints.md). Nil: every callback
+	// answers 404.
+	Callbacks callbackRelay
 	// Failpoints injects faults (gateway.after-commit).
 	Failpoints *failpoint.Set
 	// Metrics records admissions and watchers; nil records nothing and

@@ -99,6 +99,7 @@ type Gateway struct {
 	app      *fiber.App
 	verifier *auth.Verifier
 	idSecret []byte
+	cbSecret []byte // signs callback tokens (nil: no callbacks relayed)
 	ids      *job.IDDeriver
 	signer   *linkSigner
 	seen     *seenKeys
@@ -249,6 +250,11 @@ func (g *Gateway) init(ctx, runCtx context.Context) (err error) {
 		return err
 	}
 	g.signer = &linkSigner{key: linkKey, ttl: g.cfg.LinkTTL, now: g.cfg.Now}
+	if g.cfg.Callbacks != nil {
+		if g.cbSecret, err = g.secrets.Get(ctx, natsjs.SecretCallbacks); err != nil {
+			return err
+		}
+	}
 	if g.query == nil {
 		if err := g.openIndex(); err != nil {
 			return err

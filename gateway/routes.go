@@ -23,6 +23,7 @@ func (g *Gateway) routes() {
 	a.Get("/openapi.yaml", g.openapi)
 	a.Get("/metrics", g.metricsHandler())
 	a.Get("/v1/results/:token", g.downloadResult)
+	g.callbackRoutes() // before /v1's bearer tokens: the path's token is theirs
 
 	v1 := a.Group("/v1", g.authenticate)
 	v1.Post("/jobs", g.submit)

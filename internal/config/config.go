@@ -9,6 +9,7 @@ import (
 	"github.com/jobgate/jobgate/pkg/api"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,6 +77,10 @@ type Config struct {
 	// URLs may reach besides public addresses (JOBGATE_ENDPOINT_ALLOW);
 	// `serve --dev` adds loopback.
 	EndpointAllow string `yaml:"endpoint_allow"`
+	// PublicURL is the gateway's base URL as endpoint handlers reach it
+	// (JOBGATE_PUBLIC_URL): the callback URLs of asynchronous attempts
+	// start with it. Empty: this process's gateway, else http://HTTPAddr.
+	PublicURL string `yaml:"public_url"`
 
 	NATS     NATS     `yaml:"nats"`
 	Renderer Renderer `yaml:"renderer"`
@@ -313,6 +318,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	str("JOBGATE_LOG_LEVEL", &c.LogLevel)
 	boolean("JOBGATE_DEV", &c.Dev)
 	str("JOBGATE_ENDPOINT_ALLOW", &c.EndpointAllow)
+	str("JOBGATE_PUBLIC_URL", &c.PublicURL)
 	num("JOBGATE_MAX_STREAMS_PER_REQUESTER", &c.Gateway.MaxStreamsPerRequester)
 	num("JOBGATE_MAX_LONG_POLLS_PER_REQUESTER", &c.Gateway.MaxLongPollsPerRequester)
 	num("JOBGATE_MAX_STREAMS_PER_TENANT", &c.Gateway.MaxStreamsPerTenant)
@@ -359,6 +365,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("max_attempts must be 1 to 100, got %d", c.MaxAttempts))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("public_url (JOBGATE_PUBLIC_URL): %q is not an absolute http(s) URL", c.PublicURL))
+		}
 	}
 	if _, err := egress.ParseAllow(c.EndpointAllow); err != nil {
 		errs = append(errs, fmt.Errorf("endpoint_allow (JOBGATE_ENDPOINT_ALLOW): %w", err))

@@ -131,3 +131,16 @@ func TestTenantResultQuota(t *testing.T) {
 		require.ErrorContains(t, c.Validate(), "tenant_results_max_bytes", "%d is no quota (0 is not unlimited)", bad)
 	}
 }
+
+func TestPublicURL(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.PublicURL = "https://jobs.example.com"
+	require.NoError(t, c.Validate())
+	for _, bad := range []string{"jobs.example.com", "ftp://jobs.example.com", "https://"} {
+		c.PublicURL = bad
+		err := c.Validate()
+		require.Error(t, err, bad)
+		require.Contains(t, err.Error(), "JOBGATE_PUBLIC_URL")
+	}
+}

@@ -57,10 +57,17 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 		return workerhook.Failure(wire.KindInternal, true, "", fmt.Errorf("signing secret: %w", err), 0)
 	}
 	deadline, _ := ctx.Deadline()
+	var callback string
+	var async *asyncAttempt
+	if cb := r.c.cb; cb != nil {
+		var unregister func()
+		callback, async, unregister = cb.register(j)
+		defer unregister()
+	}
 	body, err := json.Marshal(endpoint.Request{Job: endpoint.Attempt{
 		ID: j.ID, Type: j.Type, Tenant: j.Tenant, Requester: j.Requester, Attempt: j.Attempt, Attempts: j.Attempts,
 		CreatedAt: j.CreatedAt.UTC(), Params: j.Params, Deadline: deadline.UTC(),
-	}})
+	}, Callback: callback})
 	if err != nil {
 		return workerhook.Failure(wire.KindInternal, true, "", err, 0)
 	}
@@ -95,11 +102,19 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 		cause := egress.RedactErr(err, ep.URL)
 		return workerhook.Failure(wire.KindEndpointError, true, "", fmt.Errorf("POST %s: %w", egress.RedactURL(ep.URL), cause), 0)
 	}
-	defer resp.Body.Close()
-	err = r.answer(ctx, j, ep, resp)
+	err = r.answer(ctx, j, ep, resp, async != nil)
+	resp.Body.Close()
 	m.Request(j.Type, statusClass(resp.StatusCode), time.Since(sent))
+	if errors.Is(err, errAccepted) {
+		// The request is over; the attempt goes on, holding its slot.
+		return r.await(ctx, j, async)
+	}
 	return err
 }
+
+// errAccepted is answer's word for a 202 taken: the attempt goes on
+// through its callbacks.
+var errAccepted = errors.New("accepted: asynchronous")
 
 // statusClass is an answer's label: 2xx to 5xx.
 func statusClass(status int) string {
@@ -111,7 +126,7 @@ func statusClass(status int) string {
 
 // answer turns the handler's answer into the attempt's outcome
 // (docs/endpoints.md, "Answers").
-func (r *runner) answer(ctx context.Context, j *worker.Job[json.RawMessage], ep *api.Endpoint, resp *http.Response) error {
+func (r *runner) answer(ctx context.Context, j *worker.Job[json.RawMessage], ep *api.Endpoint, resp *http.Response, callbacks bool) error {
 	host := egress.RedactURL(ep.URL)
 	status := resp.StatusCode
 	switch {
@@ -136,9 +151,12 @@ func (r *runner) answer(ctx context.Context, j *worker.Job[json.RawMessage], ep 
 		drain(resp.Body)
 		after := retry.After(resp.Header, r.c.cfg.Now())
 		return workerhook.Failure(wire.KindEndpointError, true, "", fmt.Errorf("POST %s: answered %d", host, status), after)
+	case status == http.StatusAccepted && callbacks:
+		drain(resp.Body)
+		return errAccepted
 	case status == http.StatusAccepted:
 		drain(resp.Body)
-		return workerhook.Failure(wire.KindEndpointRejected, false, "the endpoint answered 202 (asynchronous), which this deployment does not support yet",
+		return workerhook.Failure(wire.KindEndpointRejected, false, "the endpoint answered 202 (asynchronous), but this deployment offers no callbacks (JOBGATE_PUBLIC_URL unset)",
 			fmt.Errorf("POST %s: answered 202", host), 0)
 	case status >= 400:
 		detail := problemDetail(resp)

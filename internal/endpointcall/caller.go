@@ -72,6 +72,18 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// PublicURL is the gateway's base URL as handlers reach it
+	// (JOBGATE_PUBLIC_URL): each request's callback URL starts with it.
+	// Empty, or without Stores.Secrets, a request carries no callback and
+	// a 202 fails the attempt endpoint_rejected.
+	PublicURL string
+	// CallbackSecret names the deployment secret callback tokens are
+	// signed with. Default natsjs.SecretCallbacks.
+	CallbackSecret string
+	// AsyncBeatTimeout is how long an attempt answered 202 may go without
+	// a callback before it is lost (and retried). Default 30s: the
+	// contract's 3 × 10 s.
+	AsyncBeatTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +102,13 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.CallbackSecret == "" {
+		c.CallbackSecret = natsjs.SecretCallbacks
+	}
+	if c.AsyncBeatTimeout == 0 {
+		c.AsyncBeatTimeout = 30 * time.Second
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return c
 }
 
@@ -105,6 +124,11 @@ type Stores struct {
 	// Slots leases each type's request slots across the deployment
 	// (natsjs.SlotStore); nil bounds them in this process only.
 	Slots slotLeaser
+	// Secrets holds the callback tokens' secret (natsjs.Secrets); nil
+	// offers no callbacks.
+	Secrets interface {
+		Get(ctx context.Context, name string) ([]byte, error)
+	}
 }
 
 // Caller runs the endpoint types of a deployment.
@@ -116,6 +140,8 @@ type Caller struct {
 	keys   *keyCache
 	leases *leases
 	name   string
+	route  string     // this process's callbacks' subject token
+	cb     *callbacks // nil: no callbacks offered
 	life   startstop.Lifecycle
 
 	changes chan *natsjs.TypeChange
@@ -136,7 +162,9 @@ func New(cfg Config, stores Stores) (*Caller, error) {
 	if stores.Types == nil || stores.Keys == nil {
 		return nil, errors.New("endpoint caller: the type and key stores are required")
 	}
-	c := &Caller{cfg: cfg, stores: stores, log: cfg.Logger, http: egress.NewClient(cfg.Policy, 0, 256), name: processName(),
+	var route [8]byte
+	_, _ = rand.Read(route[:])
+	c := &Caller{cfg: cfg, stores: stores, log: cfg.Logger, http: egress.NewClient(cfg.Policy, 0, 256), name: processName(), route: hex.EncodeToString(route[:]),
 		changes: make(chan *natsjs.TypeChange, 256), done: make(chan struct{}), runners: map[string]*runner{}}
 	c.keys = &keyCache{src: stores.Keys, ttl: cfg.KeyCacheTTL, now: cfg.Now, m: map[string]cachedKeys{}}
 	if stores.Slots != nil {
@@ -154,6 +182,9 @@ func (c *Caller) Start(ctx context.Context) error { return c.life.Start(ctx, c.s
 func (c *Caller) Stop(ctx context.Context) error { return c.life.Stop(ctx) }
 
 func (c *Caller) start(sctx, runCtx context.Context) error {
+	if err := c.startCallbacks(sctx); err != nil {
+		return err
+	}
 	if err := c.stores.Types.WatchTypes(runCtx, func(ch *natsjs.TypeChange) {
 		if ch == nil {
 			return
@@ -190,6 +221,10 @@ func (c *Caller) stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if c.cb != nil {
+		// The attempts ended with their runners: no callback finds one.
+		_ = c.cb.sub.Unsubscribe()
+	}
 	// Runners retired before the stop (a type deleted or changed) drain
 	// on their own time, within the stop's.
 	retired := make(chan struct{})

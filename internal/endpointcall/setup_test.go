@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/endpointcall"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/system"
 	"github.com/stretchr/testify/require"
@@ -44,8 +45,9 @@ func startOn(t *testing.T, dataDir string) *deployment {
 	return startWith(t, settings)
 }
 
-// startWith starts serve with settings, loopback allowed for endpoints.
-func startWith(t *testing.T, settings config.Config) *deployment {
+// startWith starts serve with settings, loopback allowed for endpoints,
+// and the endpoint caller's settings adjusted by caller, if any.
+func startWith(t *testing.T, settings config.Config, caller ...func(*endpointcall.Config)) *deployment {
 	t.Helper()
 	dataDir := settings.DataDir
 	settings.EndpointAllow = "127.0.0.0/8"
@@ -54,7 +56,12 @@ func startWith(t *testing.T, settings config.Config) *deployment {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sys, err := system.Start(ctx, system.Config{Settings: &settings, LogOutput: logs,
-		Dispatcher: func(c *dispatcher.Config) { c.Broker.RetryBase = 200 * time.Millisecond }})
+		Dispatcher: func(c *dispatcher.Config) { c.Broker.RetryBase = 200 * time.Millisecond },
+		EndpointCaller: func(c *endpointcall.Config) {
+			for _, fn := range caller {
+				fn(c)
+			}
+		}})
 	require.NoError(t, err)
 	d := &deployment{sys: sys, url: sys.URL(), dataDir: dataDir, logs: logs}
 	t.Cleanup(func() { d.stop(t) })

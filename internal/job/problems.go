@@ -18,6 +18,10 @@ func NewProblem(err error) *Problem {
 	if k.Err != nil && errors.As(err, &ue) && ue.Message != "" && errors.Is(ue, k.Err) {
 		p.Detail = ue.Message
 	}
+	var lost *api.AttemptLostError
+	if errors.As(err, &lost) {
+		p.Canceled = lost.Canceled
+	}
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		// Whoever built the list, a 422 keeps to the contract's bounds:

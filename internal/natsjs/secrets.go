@@ -14,6 +14,9 @@ import (
 const (
 	SecretJobID = "secret.job-id"      // derives job ids from idempotency keys
 	SecretLinks = "secret.result-link" // signs result links
+	// SecretCallbacks signs the callback tokens of asynchronous endpoint
+	// attempts (internal/endpointcb).
+	SecretCallbacks = "secret.endpoint-callback"
 )
 
 // secret returns the deployment-wide secret name, creating it on first use.

@@ -119,7 +119,7 @@ func indexDir(dataDir string) string {
 }
 
 // newGateway builds the HTTP gateway on the listener claimed first.
-func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
+func (s *System) newGateway(res *natsjs.Resources, nc *nats.Conn) (*gateway.Gateway, error) {
 	c := &s.settings
 	return gateway.New(gateway.Config{
 		Addr:                     c.HTTPAddr,
@@ -148,6 +148,7 @@ func (s *System) newGateway(res *natsjs.Resources) (*gateway.Gateway, error) {
 		IndexDir:                 indexDir(c.DataDir),
 		TenantResultsMaxBytes:    c.TenantResultsMaxBytes,
 		ResultQuota:              s.quota, // nil unless the dispatcher runs here too
+		Callbacks:                nc,
 	}, GatewayStores(res), s.log.With("component", "gateway"))
 }
 

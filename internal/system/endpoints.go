@@ -27,9 +27,14 @@ func (s *System) withEndpointCaller(d Service, res *natsjs.Resources) (Service, 
 	if err != nil {
 		return nil, err
 	}
-	ec, err := endpointcall.New(endpointcall.Config{
+	cfg := endpointcall.Config{
 		Conn: nc, Policy: s.settings.EndpointPolicy(), Metrics: m, Logger: s.log.With("service", "endpoint-caller"),
-	}, endpointcall.Stores{Types: res.Types, Keys: res.Secrets, Slots: res.Slots})
+		PublicURL: s.publicURL(),
+	}
+	if s.adjustCaller != nil {
+		s.adjustCaller(&cfg)
+	}
+	ec, err := endpointcall.New(cfg, endpointcall.Stores{Types: res.Types, Keys: res.Secrets, Slots: res.Slots, Secrets: res.Secrets})
 	if err != nil {
 		return nil, err
 	}
@@ -49,4 +54,17 @@ func (c *dispatcherWithEndpoints) Start(ctx context.Context) error {
 
 func (c *dispatcherWithEndpoints) Stop(ctx context.Context) error {
 	return errors.Join(c.ec.Stop(ctx), c.d.Stop(ctx))
+}
+
+// publicURL is the gateway's base URL as endpoint handlers reach it, for
+// their callbacks: JOBGATE_PUBLIC_URL, else this process's gateway (the
+// port bound), else the configured listen address.
+func (s *System) publicURL() string {
+	if s.settings.PublicURL != "" {
+		return s.settings.PublicURL
+	}
+	if s.listener != nil {
+		return s.URL()
+	}
+	return "http://" + s.settings.HTTPAddr
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/gateway"
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
+	"github.com/jobgate/jobgate/internal/endpointcall"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
@@ -92,6 +93,9 @@ type Config struct {
 	// Dispatcher, if set, adjusts the dispatcher's settings after they
 	// were taken from Settings (tests: the broker's RetryBase).
 	Dispatcher func(*dispatcher.Config)
+	// EndpointCaller, if set, adjusts the endpoint caller's settings
+	// (tests: how long an asynchronous attempt may go without a beat).
+	EndpointCaller func(*endpointcall.Config)
 	// Workers are more workers of the process's own (see WorkerFunc).
 	Workers []WorkerFunc
 }
@@ -105,6 +109,8 @@ type System struct {
 	metrics  *metrics.Metrics
 	fp       *failpoint.Set
 	run      map[Component]bool
+	// adjustCaller is Config.EndpointCaller.
+	adjustCaller func(*endpointcall.Config)
 
 	unlock   func()
 	listener net.Listener // the gateway's, bound first; nil without one
@@ -193,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &System{settings: settings, fp: fp, metrics: metrics.New(), run: map[Component]bool{}, unlock: func() {}}
+	s := &System{settings: settings, fp: fp, metrics: metrics.New(), run: map[Component]bool{}, unlock: func() {}, adjustCaller: cfg.EndpointCaller}
 	if cfg.Components == nil {
 		cfg.Components = order
 	}
@@ -412,8 +418,8 @@ func (s *System) startComponents(ctx context.Context, cfg Config) error {
 				return s.newRenderer(nc, cfg.Renderer)
 			})
 		case Gateway:
-			err = start(string(c), func(r *natsjs.Resources, _ *nats.Conn) (Service, error) {
-				gw, err := s.newGateway(r)
+			err = start(string(c), func(r *natsjs.Resources, nc *nats.Conn) (Service, error) {
+				gw, err := s.newGateway(r, nc)
 				s.gw = gw
 				return gw, err
 			})

@@ -19,6 +19,27 @@ const (
 // name a worker credential (or jobgate itself) owns.
 var ErrTypeNameTaken = errors.New("job type name taken")
 
+// ErrAttemptLost: a callback of an asynchronous endpoint attempt that is
+// no longer the job's current one (it ended, timed out, was taken over or
+// canceled). Its problem says "canceled": true when the owner canceled.
+var ErrAttemptLost = errors.New("attempt lost")
+
+// AttemptLostError is an attempt-lost refusal; it matches ErrAttemptLost.
+type AttemptLostError struct {
+	// Canceled says the job's owner canceled it.
+	Canceled bool
+}
+
+func (e *AttemptLostError) Error() string {
+	if e.Canceled {
+		return "attempt lost: the job was canceled"
+	}
+	return "attempt lost"
+}
+
+// Is makes an AttemptLostError match ErrAttemptLost.
+func (e *AttemptLostError) Is(target error) bool { return target == ErrAttemptLost }
+
 // Endpoint is where jobgate sends the attempts of an endpoint type, and
 // how many at once.
 type Endpoint struct {

@@ -80,6 +80,8 @@ var problemKinds = []ProblemKind{
 		"jobs of this type are queued or running: cancel them or let them end, then delete the type", ErrTypeInUse},
 	{"type-name-taken", 409, "Job type name taken",
 		"a worker credential declared a job type of this name (or it is built in): an endpoint type needs a name of its own", ErrTypeNameTaken},
+	{"attempt-lost", 409, "Attempt no longer current",
+		"this callback's attempt is no longer the job's current one (it ended, timed out, was taken over or canceled): stop working on it", ErrAttemptLost},
 }
 
 // InternalProblem is the kind of every error the catalogue does not name. Its
@@ -130,6 +132,9 @@ type Problem struct {
 	// MaxProblemBytes).
 	ErrorsTruncated bool   `json:"errors_truncated,omitempty"`
 	JobID           string `json:"job_id,omitempty"`
+	// Canceled, on an attempt-lost problem, says the job's owner
+	// canceled it.
+	Canceled bool `json:"canceled,omitempty"`
 	// RequestID names the request in the server's log, where the cause of
 	// the problem is (the gateway sets it; also the X-Request-Id header).
 	RequestID string `json:"request_id,omitempty"`
