@@ -6,8 +6,8 @@
 - :class:`Worker`: ``@worker.job_type("name", ...)`` on ``def`` or ``async def`` handlers taking a
   :class:`WorkerJob`; ``worker.run()``.
 
-``jobgate.endpoint`` (signature verification and handlers for endpoint types) is not here yet: it
-follows the endpoint types of the HTTP API.
+- ``jobgate.endpoint``: handlers of endpoint types (jobgate calls them over HTTP): :func:`endpoint.verify`,
+  the answers, and adapters for Flask, FastAPI and Django.
 """
 
 from ._async_client import AsyncAdmin, AsyncClient
