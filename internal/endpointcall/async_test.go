@@ -247,3 +247,33 @@ func TestAsyncUnknownTokenIsNotFound(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, status, string(data))
 	require.Equal(t, "succeeded", d.until(t, id, 10*time.Second, terminal).State)
 }
+
+// A result upload past max_result_bytes answers 413 and fails the
+// attempt too_large, as a synchronous answer's would.
+func TestAsyncOversizedResultFails(t *testing.T) {
+	t.Parallel()
+	d := startAsync(t, 10*time.Second)
+	url, calls := accepted(t)
+	d.declare(t, "async_big", url, nil) // max_result_bytes 1024
+	id := d.submit(t, "async_big", `{}`)
+	cb := nextCallback(t, calls)
+	status, data := callback(t, http.MethodPut, cb+"/result", strings.Repeat("x", 2048))
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(data))
+	require.Contains(t, string(data), "/problems/payload-too-large")
+	j := d.until(t, id, 10*time.Second, terminal)
+	require.Equal(t, "failed", j.State)
+	require.Equal(t, "budget_exceeded", j.Error.Category)
+	status, data = callback(t, http.MethodPost, cb+"/done", "")
+	requireLost(t, status, data, false)
+
+	// Past the gateway's body limit (1 MiB) the upload is refused before
+	// it reaches the attempt, which goes on.
+	d.declare(t, "async_huge", url, map[string]any{"max_result_bytes": 4 << 20})
+	id = d.submit(t, "async_huge", `{}`)
+	cb = nextCallback(t, calls)
+	status, data = callback(t, http.MethodPut, cb+"/result", strings.Repeat("x", 1<<20+1))
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(data))
+	status, data = callback(t, http.MethodPost, cb+"/done", "")
+	require.Equal(t, http.StatusNoContent, status, string(data))
+	require.Equal(t, "succeeded", d.until(t, id, 10*time.Second, terminal).State)
+}
