@@ -131,6 +131,52 @@ def check_greetings(d: Deployment, type_: str, seen: Seen, *, retry: bool) -> No
     assert [a.attempt for a in seen.attempts if a.id == later.id] == [1, 2]
 
 
+def test_an_accepted_attempt_reports_through_its_callback(dev: Deployment) -> None:
+    seen = Seen()
+    lost: list[endpoint.AttemptLostError] = []
+    workers: list[threading.Thread] = []
+
+    def report(a: endpoint.Attempt) -> None:
+        assert a.callback is not None
+        with endpoint.Callback(a.callback) as cb:
+            cb.beat(1, 2, "steps")
+            if a.params["name"] == "nobody":
+                cb.fail("no such greeting", user_message="no greeting for nobody", retryable=False)
+            else:
+                cb.result(f"Hello later, {a.params['name']}!")
+                cb.done()
+            try:
+                cb.beat()  # the attempt ended: the URL is worth nothing now
+            except endpoint.AttemptLostError as e:
+                lost.append(e)
+
+    def slow(a: endpoint.Attempt) -> endpoint.Answer:
+        seen.add(a)
+        t = threading.Thread(target=report, args=(a,), daemon=True)
+        workers.append(t)
+        t.start()
+        return endpoint.accepted()
+
+    apps: list[flask.Flask] = []
+    with wsgi(lambda: apps[0]) as base:
+        secret = declare(dev, "py_async_greeting", base + "/jobs/greeting")
+        app = flask.Flask("async_greeting")
+        app.add_url_rule("/jobs/greeting", view_func=jobgate.endpoint.flask.handler(secret, slow), methods=["POST"])
+        apps.append(app)
+        (ok, out), (refused, _) = run_jobs(dev, "py_async_greeting", "Ada", "nobody")
+        for t in workers:
+            t.join(10)
+    assert ok.state == "succeeded", ok.error
+    assert out == b"Hello later, Ada!"
+    assert ok.progress is not None and (ok.progress.total, ok.progress.unit) == (2, "steps")  # done: 2 once succeeded
+    assert refused.state == "failed" and refused.error is not None
+    assert refused.error.message == "no greeting for nobody"
+    assert [a.attempt for a in seen.attempts if a.id == refused.id] == [1]
+    assert len(lost) == 2 and not any(e.canceled for e in lost) and {e.status for e in lost} == {409}
+    with pytest.raises(ValueError):
+        endpoint.Callback("")
+
+
 def direct_retry(url: str, secret: str) -> None:
     """A signed attempt asking for "later" straight to the handler: 503 with Retry-After."""
     body = json.dumps(

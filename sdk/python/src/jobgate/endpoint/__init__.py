@@ -22,13 +22,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeGuard
 
+from ._callback import AttemptLostError, Callback, CallbackError
+
 __all__ = [
     "TOLERANCE",
     "Answer",
     "Attempt",
+    "AttemptLostError",
+    "Callback",
+    "CallbackError",
     "Handler",
     "VerificationError",
     "Verifier",
+    "accepted",
     "handle",
     "no_result",
     "reject",
@@ -207,6 +213,11 @@ class Answer:
 def result(body: bytes | str) -> Answer:
     """Succeeds the job with ``body`` as its result (stored with the type's declared content type)."""
     return Answer(200, body.encode() if isinstance(body, str) else body)
+
+
+def accepted() -> Answer:
+    """Goes on in the background (202): report through ``Callback(attempt.callback)`` (beat within 30 s)."""
+    return Answer(202)
 
 
 def no_result() -> Answer:
