@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,13 +12,12 @@ import (
 	"github.com/jobgate/jobgate/internal/endpointcb"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/pkg/api"
-	"github.com/nats-io/nats.go"
 )
 
 // callbackRelay sends a callback to the endpoint caller holding its
-// attempt (a *nats.Conn).
+// attempt (natsjs.CallbackRelay): endpointcb.ErrGone when none does.
 type callbackRelay interface {
-	RequestMsgWithContext(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
+	Relay(ctx context.Context, route, token, op string, data []byte, last bool) (endpointcb.Reply, error)
 }
 
 // callbackTimeout bounds one relayed callback (a result chunk included):
@@ -74,16 +71,16 @@ func (g *Gateway) callback(op string) fiber.Handler {
 			// says the result is whole.
 			for off := 0; ; off += endpointcb.ChunkBytes {
 				end := min(off+endpointcb.ChunkBytes, len(body))
-				reply, err = g.relay(ctx, at, tok, op, body[off:end], end == len(body))
+				reply, err = g.cfg.Callbacks.Relay(ctx, at.Route, tok, op, body[off:end], end == len(body))
 				if err != nil || reply.Status >= 300 || end == len(body) {
 					break
 				}
 			}
 		} else {
-			reply, err = g.relay(ctx, at, tok, op, body, false)
+			reply, err = g.cfg.Callbacks.Relay(ctx, at.Route, tok, op, body, false)
 		}
 		switch {
-		case errors.Is(err, nats.ErrNoResponders):
+		case errors.Is(err, endpointcb.ErrGone):
 			// The process that held the attempt is gone: so is the
 			// attempt's claim.
 			return g.attemptLost(c, ctx, at)
@@ -103,26 +100,6 @@ func (g *Gateway) callback(op string) fiber.Handler {
 		}
 		return writeProblem(c, job.Userf(errBadRequest, "%s", reply.Detail))
 	}
-}
-
-// relay sends one callback to the attempt's process.
-func (g *Gateway) relay(ctx context.Context, at endpointcb.Attempt, tok, op string, data []byte, last bool) (endpointcb.Reply, error) {
-	m := nats.NewMsg(endpointcb.Subject(at.Route))
-	m.Header.Set(endpointcb.HeaderToken, tok)
-	m.Header.Set(endpointcb.HeaderOp, op)
-	if last {
-		m.Header.Set(endpointcb.HeaderLast, "1")
-	}
-	m.Data = data
-	resp, err := g.cfg.Callbacks.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		return endpointcb.Reply{}, err
-	}
-	var r endpointcb.Reply
-	if err := json.NewDecoder(bytes.NewReader(resp.Data)).Decode(&r); err != nil || r.Status == 0 {
-		return endpointcb.Reply{}, fmt.Errorf("the endpoint caller's answer: %q", resp.Data)
-	}
-	return r, nil
 }
 
 // attemptLost answers 409 attempt-lost, saying whether the owner canceled

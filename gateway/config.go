@@ -93,9 +93,9 @@ type Config struct {
 	// connection with the same rule). Default: public addresses only.
 	Endpoints egress.Policy
 	// Callbacks relays the callbacks of asynchronous endpoint attempts to
-	// the endpoint caller process that holds each (a *nats.Conn with
-	// jobgate's permissions; docs/endpoints.md). Nil: every callback
-	// answers 404.
+	// the endpoint caller process that holds each (natsjs.CallbackRelay on
+	// a connection with jobgate's permissions; docs/endpoints.md). Nil:
+	// every callback answers 404.
 	Callbacks callbackRelay
 	// Failpoints injects faults (gateway.after-commit).
 	Failpoints *failpoint.Set

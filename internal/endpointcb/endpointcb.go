@@ -16,8 +16,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 )
+
+// ErrGone: no process holds the attempts of a callback's route any more
+// (it stopped or died), so neither does it hold the attempt's claim.
+var ErrGone = errors.New("no endpoint caller holds the attempt")
 
 // Operations of a callback, the last segment of its URL.
 const (

@@ -148,7 +148,7 @@ func (s *System) newGateway(res *natsjs.Resources, nc *nats.Conn) (*gateway.Gate
 		IndexDir:                 indexDir(c.DataDir),
 		TenantResultsMaxBytes:    c.TenantResultsMaxBytes,
 		ResultQuota:              s.quota, // nil unless the dispatcher runs here too
-		Callbacks:                nc,
+		Callbacks:                natsjs.NewCallbackRelay(nc),
 	}, GatewayStores(res), s.log.With("component", "gateway"))
 }
 
