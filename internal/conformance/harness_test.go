@@ -2,15 +2,12 @@ package conformance
 
 import (
 	"fmt"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/jobgate/jobgate/internal/jobtest"
 )
 
 // typescript says whether the TypeScript half can run: node 18.17 or later
@@ -19,35 +16,8 @@ import (
 func typescript(t *testing.T, root string) (dir, why string) {
 	t.Helper()
 	dir = filepath.Join(root, "sdk", "typescript")
-	missing := func(format string, args ...any) (string, string) {
-		msg := fmt.Sprintf(format, args...)
-		switch {
-		case os.Getenv("CI") == "true":
-			t.Fatalf("CI=true and %s; scripts/ensure-interop.sh installs it", msg)
-		case os.Getenv("JOBGATE_SKIP_INTEROP") == "1":
-			return "", msg
-		default:
-			t.Fatalf("%s: run scripts/ensure-interop.sh (or `npm ci` in %s), or set JOBGATE_SKIP_INTEROP=1 to skip the TypeScript half", msg, dir)
-		}
-		return "", msg
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return missing("node is not installed (Debian: apt-get install nodejs npm)")
-	}
-	out, err := exec.Command(node, "--version").Output()
-	require.NoError(t, err)
-	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
-	parts := append(strings.Split(v, "."), "0")
-	major, _ := strconv.Atoi(parts[0])
-	minor, _ := strconv.Atoi(parts[1])
-	if major < 18 || major == 18 && minor < 17 {
-		return missing("node %s is too old (18.17 or later needed; the suite is run on 20)", v)
-	}
-	for _, p := range []string{"typescript", "@nats-io/transport-node", "@nats-io/nats-core", "@types/node"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", p, "package.json")); err != nil {
-			return missing("the npm package %s is not installed in %s", p, dir)
-		}
+	if missing := jobtest.NodeMissing(dir, nil, jobtest.TSPackages...); missing != "" {
+		return "", jobtest.InteropMissing(t, missing, "the TypeScript half", dir)
 	}
 	return dir, ""
 }

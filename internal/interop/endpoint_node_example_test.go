@@ -121,22 +121,8 @@ func TestEndpointNodeExample(t *testing.T) {
 func endpointNodeExample(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(jobtest.RepoRoot(t), "examples", "endpoint-node")
-	missing := func(msg string) {
-		t.Helper()
-		switch {
-		case os.Getenv("CI") == "true":
-			t.Fatalf("CI=true and %s; scripts/ensure-interop.sh installs it", msg)
-		case os.Getenv("JOBGATE_SKIP_INTEROP") == "1":
-			t.Skipf("JOBGATE_SKIP_INTEROP=1 and %s", msg)
-		default:
-			t.Fatalf("%s: run scripts/ensure-interop.sh (or `npm ci` in %s), or set JOBGATE_SKIP_INTEROP=1 to skip the Node endpoint example's test", msg, dir)
-		}
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not installed (Debian: apt-get install nodejs npm)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks", "package.json")); err != nil {
-		missing("the npm package standardwebhooks is not installed in " + dir)
+	if missing := jobtest.NodeMissing(dir, nil, "standardwebhooks"); missing != "" {
+		t.Skip(jobtest.InteropMissing(t, missing, "the Node endpoint example's test", dir))
 	}
 	return dir
 }

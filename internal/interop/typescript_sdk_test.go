@@ -2,11 +2,9 @@ package interop
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,36 +71,8 @@ func TestTypeScriptSDK(t *testing.T) {
 func typescriptSDK(t *testing.T, root string) string {
 	t.Helper()
 	dir := filepath.Join(root, "sdk", "typescript")
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		switch {
-		case os.Getenv("CI") == "true":
-			t.Fatalf("CI=true and %s; scripts/ensure-interop.sh installs it", msg)
-		case os.Getenv("JOBGATE_SKIP_INTEROP") == "1":
-			t.Skipf("JOBGATE_SKIP_INTEROP=1 and %s", msg)
-		default:
-			t.Fatalf("%s: run scripts/ensure-interop.sh (or `npm ci` in %s), or set JOBGATE_SKIP_INTEROP=1 to skip the TypeScript SDK's tests", msg, dir)
-		}
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing("%s is not installed (Debian: apt-get install nodejs npm)", tool)
-		}
-	}
-	out, err := exec.Command("node", "--version").Output()
-	require.NoError(t, err)
-	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
-	parts := append(strings.Split(v, "."), "0")
-	major, _ := strconv.Atoi(parts[0])
-	minor, _ := strconv.Atoi(parts[1])
-	if major < 18 || major == 18 && minor < 17 {
-		missing("node %s is too old (18.17 or later needed)", v)
-	}
-	for _, p := range []string{"typescript", "@nats-io/transport-node", "@nats-io/nats-core", "@types/node"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", p, "package.json")); err != nil {
-			missing("the npm package %s is not installed in %s", p, dir)
-		}
+	if missing := jobtest.NodeMissing(dir, []string{"npm"}, jobtest.TSPackages...); missing != "" {
+		t.Skip(jobtest.InteropMissing(t, missing, "the TypeScript SDK's tests", dir))
 	}
 	return dir
 }
