@@ -22,15 +22,6 @@ if [ -z "$py" ]; then
 fi
 
 env=bin/pyenv
-reqs=sdk/python/requirements-dev.txt
-stamp="$env/.jobgate-requirements.sha256"
-want="$(sha256sum "$reqs" | cut -d' ' -f1)"
-if [ ! -x "$env/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "creating $env with the pinned packages of $reqs" >&2
-  rm -rf "$env"
-  "$py" -m venv "$env"
-  "$env/bin/python" -m pip install -q --disable-pip-version-check -r "$reqs"
-  echo "$want" >"$stamp"
-fi
+ensure_venv "$py" "$env" sdk/python/requirements-dev.txt
 # No build isolation: the pinned hatchling above builds it, with no download.
 "$env/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./sdk/python

@@ -19,16 +19,7 @@ if [ -z "$py" ]; then
   exit 1
 fi
 env=bin/fuzzenv
-reqs=tools/fuzz-api/requirements.txt
-stamp="$env/.jobgate-requirements.sha256"
-want="$(sha256sum "$reqs" | cut -d' ' -f1)"
-if [ ! -x "$env/bin/schemathesis" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "creating $env with the pinned packages of $reqs" >&2
-  rm -rf "$env"
-  "$py" -m venv "$env"
-  "$env/bin/python" -m pip install -q --disable-pip-version-check -r "$reqs"
-  echo "$want" >"$stamp"
-fi
+ensure_venv "$py" "$env" tools/fuzz-api/requirements.txt
 
 work=$(mktemp -d)
 log="$work/serve.log"
