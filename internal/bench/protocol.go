@@ -32,6 +32,10 @@ const (
 	// opNoticeEvents publishes job events (Keys are job ids of Tenant,
 	// requester Path; Pages 3: queued, running, succeeded, else succeeded).
 	opNoticeEvents = "notice-events"
+	// opEndpointDone answers the endpoint jobs of Tenant that succeeded
+	// since the last call: their number in Changes, admission → succeeded
+	// of each in Waits (endpoints_target.go).
+	opEndpointDone = "endpoint-done"
 )
 
 // Request is one command to the target.

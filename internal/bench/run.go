@@ -35,7 +35,7 @@ const (
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing, SecEndpoints}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -229,6 +229,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecTracing) && o.URL == "" {
 		if err := r.tracingSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecEndpoints) && o.URL == "" {
+		if err := r.endpointsSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -91,6 +91,7 @@ type target struct {
 	prof     *os.File
 	trace    *os.File
 	profPath string
+	epDone   *endpointDone
 }
 
 func writeProfile(name, path string) error {
@@ -153,6 +154,13 @@ func (t *target) handle(ctx context.Context, req Request, resp *Response) error 
 		ps, err := pipeStats(ctx, t.env)
 		resp.Stats = ps
 		return err
+	case opEndpointDone:
+		d, err := t.endpointDone(req.Tenant)
+		if err != nil {
+			return err
+		}
+		resp.Changes, resp.Waits = d.take()
+		return nil
 	case opNoopWaits:
 		if t.env.Noop != nil {
 			resp.Waits = t.env.Noop.takeWaits()
