@@ -22,6 +22,7 @@ type (
 )
 
 const (
+	StateScheduled = api.StateScheduled
 	StateQueued    = api.StateQueued
 	StateRunning   = api.StateRunning
 	StateSucceeded = api.StateSucceeded
@@ -37,6 +38,7 @@ const (
 	CategoryExpired        = api.CategoryExpired
 	CategoryInternal       = api.CategoryInternal
 	CategoryCanceled       = api.CategoryCanceled
+	CategoryDeadline       = api.CategoryDeadlineExceeded
 
 	OutcomeSucceeded  = api.OutcomeSucceeded
 	OutcomeFailed     = api.OutcomeFailed

@@ -132,7 +132,7 @@ func TestResourceCodecKeepsEveryField(t *testing.T) {
 
 	r := fullRecord(t)
 	expires := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for _, state := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled} {
+	for _, state := range []State{StateScheduled, StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled} {
 		r.State = state
 		for _, href := range []string{"", "/v1/results/x.y"} {
 			want, err := json.Marshal(r.Resource(href, expires))
@@ -140,4 +140,10 @@ func TestResourceCodecKeepsEveryField(t *testing.T) {
 			require.Equal(t, string(want), string(r.AppendResourceJSON(nil, href, expires)), "%s, href %q", state, href)
 		}
 	}
+	// A job canceled because it missed its start_by shows why.
+	r.State, r.Error = StateCanceled, &Failure{Category: CategoryDeadline, Message: "late"}
+	want, err = json.Marshal(r.Resource("", expires))
+	require.NoError(t, err)
+	require.Contains(t, string(want), `"category":"deadline_exceeded"`)
+	require.Equal(t, string(want), string(r.AppendResourceJSON(nil, "", expires)))
 }

@@ -18,7 +18,7 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 	if p.lit('}') {
 		return p.end()
 	}
-	var seen uint32
+	var seen uint64
 	for {
 		key, ok := p.key()
 		if !ok || !p.lit(':') {
@@ -93,6 +93,12 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 			ok = p.into(&r.Batch)
 		case fBatchNotify:
 			ok = p.into(&r.BatchNotify)
+		case fRunAt:
+			r.RunAt, ok = p.timePtr()
+		case fPriority:
+			r.Priority, ok = p.int()
+		case fStartBy:
+			r.StartBy, ok = p.timePtr()
 		}
 		if !ok {
 			return false
@@ -136,6 +142,9 @@ const (
 	fBatchNotify
 	fTrace
 	fTraceState
+	fRunAt
+	fPriority
+	fStartBy
 )
 
 var recordKeys = map[string]int{
@@ -147,6 +156,7 @@ var recordKeys = map[string]int{
 	"attempts": fAttempts, "retry_of": fRetryOf, "retried_as": fRetriedAs,
 	"batch": fBatch, "batch_notify": fBatchNotify,
 	"trace": fTrace, "trace_state": fTraceState,
+	"run_at": fRunAt, "priority": fPriority, "start_by": fStartBy,
 }
 
 // key reads a plain string like str, without copying it.

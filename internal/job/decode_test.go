@@ -35,6 +35,9 @@ func sampleRecords() []*Record {
 			Error: &Failure{Category: CategoryTimeout, Message: "render took longer than 2m0s", Retryable: true}},
 		{ID: "job_d", State: StateSucceeded, Params: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now, StartedAt: &now, FinishedAt: &later,
 			Output: &Output{Object: "job_d", ContentType: "application/pdf", Size: 156261, SHA256: "abc"}, Batch: "bat_d", BatchNotify: "each"},
+		{ID: "job_e", State: StateScheduled, CreatedAt: now, UpdatedAt: now, RunAt: &later, Priority: 1, StartBy: &later},
+		{ID: "job_f", State: StateCanceled, CreatedAt: now, UpdatedAt: later, FinishedAt: &later, StartBy: &now, Priority: 3,
+			Error: &Failure{Category: CategoryDeadline, Message: "no attempt had started"}},
 		{},
 	}
 }

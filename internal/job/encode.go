@@ -101,6 +101,12 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"batch_notify":`...)
 		b = appendString(b, r.BatchNotify)
 	}
+	b = appendOptTime(b, `,"run_at":`, r.RunAt)
+	if r.Priority != 0 {
+		b = append(b, `,"priority":`...)
+		b = strconv.AppendInt(b, int64(r.Priority), 10)
+	}
+	b = appendOptTime(b, `,"start_by":`, r.StartBy)
 	return append(b, '}')
 }
 
@@ -150,6 +156,9 @@ func AppendResource(b []byte, res *Resource) []byte {
 	b = appendOptTime(b, `,"started_at":`, res.StartedAt)
 	b = appendOptTime(b, `,"finished_at":`, res.FinishedAt)
 	b = appendOptTime(b, `,"retry_at":`, res.RetryAt)
+	b = appendOptTime(b, `,"run_at":`, res.RunAt)
+	b = appendOptTime(b, `,"start_by":`, res.StartBy)
+	b = appendPriority(b, res.Priority)
 	b = appendProgress(b, res.Progress)
 	b = appendFailure(b, res.Error)
 	if l := res.Result; l != nil {
@@ -204,8 +213,11 @@ func (r *Record) AppendResourceJSON(b []byte, href string, expires time.Time) []
 	if r.State == StateRunning {
 		b = appendOptTime(b, `,"retry_at":`, r.RetryAt)
 	}
+	b = appendOptTime(b, `,"run_at":`, r.RunAt)
+	b = appendOptTime(b, `,"start_by":`, r.StartBy)
+	b = appendPriority(b, r.shownPriority())
 	b = appendProgress(b, r.Progress)
-	if r.State == StateFailed {
+	if r.State == StateFailed || r.deadlineMissed() {
 		b = appendFailure(b, r.Error)
 	}
 	if o := r.Output; r.State == StateSucceeded && o != nil {
@@ -233,6 +245,14 @@ func (r *Record) AppendResourceJSON(b []byte, href string, expires time.Time) []
 	b = append(b, `/events","result":"/v1/jobs/`...)
 	b = appendStringBody(b, r.ID)
 	return append(b, `/result"}}`...)
+}
+
+func appendPriority(b []byte, p int) []byte {
+	if p == 0 {
+		return b
+	}
+	b = append(b, `,"priority":`...)
+	return strconv.AppendInt(b, int64(p), 10)
 }
 
 func appendProgress(b []byte, p *Progress) []byte {

@@ -26,6 +26,8 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 			Error: &Failure{Category: CategoryTimeout, Message: odd, Retryable: true}},
 		{ID: "job_d", State: StateSucceeded, Params: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now, StartedAt: &round, FinishedAt: &now,
 			Output: &Output{Object: "job_d", ContentType: "application/pdf", Size: 156261, SHA256: "abc"}},
+		{ID: "job_e", State: StateScheduled, CreatedAt: now, UpdatedAt: now, RunAt: &round, StartBy: &now, Priority: 5},
+		{ID: "job_f", State: StateQueued, CreatedAt: now, UpdatedAt: now, Priority: DefaultPriority},
 		{},
 	}
 	for i, r := range records {

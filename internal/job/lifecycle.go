@@ -185,7 +185,7 @@ func (r *Record) Fail(f *Failure, now time.Time) error {
 // failure is a new write, which restarts the record's age, so the key goes
 // on protecting the failed job for a whole retention.
 func (r *Record) Expire(retention time.Duration, now time.Time) error {
-	if r.State != StateQueued && r.State != StateRunning {
+	if r.State != StateScheduled && r.State != StateQueued && r.State != StateRunning {
 		return &TransitionError{From: r.State, To: StateFailed}
 	}
 	was := r.State
@@ -193,7 +193,48 @@ func (r *Record) Expire(retention time.Duration, now time.Time) error {
 		Message: fmt.Sprintf("the job was still %s when its retention (%s) was about to end", was, retention)}, now)
 }
 
-// Cancel ends a queued or running job at its requester's wish.
+// Due makes a scheduled job queued: its run_at has come, or an admin
+// asked for it to run now. Nothing else changes, so the move is a plain
+// compare-and-set of the stored version.
+func (r *Record) Due(now time.Time) error {
+	if r.State != StateScheduled {
+		return &TransitionError{From: r.State, To: StateQueued}
+	}
+	return r.Transition(StateQueued, now)
+}
+
+// MissedStart reports whether the job has a start_by that passed at now
+// before any attempt started.
+func (r *Record) MissedStart(now time.Time) bool {
+	return r.StartBy != nil && r.Attempt == 0 && now.After(*r.StartBy) &&
+		(r.State == StateScheduled || r.State == StateQueued)
+}
+
+// CancelDeadline cancels a job that no attempt started by its start_by,
+// with the error category deadline_exceeded (its resource shows it).
+func (r *Record) CancelDeadline(now time.Time) error {
+	if !r.MissedStart(now) {
+		return fmt.Errorf("%w: the job has no start_by that passed before it started", ErrInvalidState)
+	}
+	if err := r.Transition(StateCanceled, now); err != nil {
+		return err
+	}
+	r.Error = &Failure{Category: CategoryDeadline,
+		Message: "no attempt had started by the job's start_by, " + r.StartBy.UTC().Format(time.RFC3339)}
+	return nil
+}
+
+// RetentionStart is when the job's retention is counted from: its
+// admission, or its run_at for a job scheduled ahead (a scheduled job is
+// not failed expired for the time it was meant to wait).
+func (r *Record) RetentionStart() time.Time {
+	if r.RunAt != nil && r.RunAt.After(r.CreatedAt) {
+		return *r.RunAt
+	}
+	return r.CreatedAt
+}
+
+// Cancel ends a scheduled, queued or running job at its requester's wish.
 func (r *Record) Cancel(now time.Time) error {
 	if err := r.Transition(StateCanceled, now); err != nil {
 		if r.State.Terminal() {

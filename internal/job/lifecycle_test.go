@@ -181,3 +181,33 @@ func TestExpireFailsOnlyOpenJobs(t *testing.T) {
 		require.Equal(t, now, r.UpdatedAt)
 	}
 }
+
+// A scheduled job becomes queued (Due) or is canceled; it never starts an
+// attempt straight from scheduled, and one whose start_by passed before any
+// attempt is canceled deadline_exceeded, which its resource shows.
+func TestScheduledLifecycle(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	runAt, startBy := now.Add(time.Hour), now.Add(2*time.Hour)
+	r := &Record{ID: "job_s", State: StateScheduled, CreatedAt: now, UpdatedAt: now, RunAt: &runAt, StartBy: &startBy}
+	require.ErrorIs(t, r.Clone().Claim("w1", now), ErrInvalidState, "no attempt starts from scheduled")
+	require.Equal(t, runAt, r.RetentionStart(), "its retention counts from its run_at")
+
+	q := r.Clone()
+	require.NoError(t, q.Due(runAt))
+	require.Equal(t, StateQueued, q.State)
+	require.ErrorIs(t, q.Due(runAt), ErrInvalidState, "only a scheduled job becomes due")
+	require.NoError(t, q.Claim("w1", runAt))
+
+	require.False(t, r.MissedStart(startBy))
+	require.ErrorIs(t, r.Clone().CancelDeadline(startBy), ErrInvalidState)
+	late := startBy.Add(time.Second)
+	c := r.Clone()
+	require.NoError(t, c.CancelDeadline(late))
+	require.Equal(t, StateCanceled, c.State)
+	require.Equal(t, CategoryDeadline, c.Resource("", late).Error.Category)
+
+	c = r.Clone()
+	require.NoError(t, c.Cancel(now))
+	require.Nil(t, c.Resource("", now).Error, "a requester's cancel shows no error")
+}

@@ -74,6 +74,14 @@ type Record struct {
 	// choice when it is not the default one notice per batch ("each").
 	Batch       string `json:"batch,omitempty"`
 	BatchNotify string `json:"batch_notify,omitempty"`
+	// RunAt, Priority and StartBy are the job's flow fields, as admitted
+	// (a delay resolved to its run_at) and never changed: no attempt starts
+	// before RunAt, a job of a lower Priority number waits less (1 first, 5
+	// last; 0 is the default, 3), and one not started by StartBy is
+	// canceled deadline_exceeded.
+	RunAt    *time.Time `json:"run_at,omitempty"`
+	Priority int        `json:"priority,omitempty"`
+	StartBy  *time.Time `json:"start_by,omitempty"`
 
 	// Revision is the store's revision of this record; it is not part of the
 	// stored document and is what compare-and-set updates are made against.
@@ -87,6 +95,18 @@ func (r *Record) Key() string { return StoreKey(r.Tenant, r.Requester, r.ID) }
 // StoreKey joins the scope and id into the record's store key.
 func StoreKey(tenant, requester, id string) string {
 	return tenant + "." + requester + "." + id
+}
+
+// DefaultPriority is the priority of a job that names none.
+const DefaultPriority = 3
+
+// PriorityOr is the job's priority, 1 (first) to 5 (last), the default
+// for a record that carries none.
+func (r *Record) PriorityOr() int {
+	if r.Priority == 0 {
+		return DefaultPriority
+	}
+	return r.Priority
 }
 
 // Clone returns a deep enough copy to mutate for a compare-and-set.

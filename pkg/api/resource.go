@@ -16,6 +16,9 @@ const (
 	CategoryExpired        = "expired" // still queued or running when its retention was about to end
 	CategoryInternal       = "internal"
 	CategoryCanceled       = "canceled"
+	// CategoryDeadlineExceeded: canceled because no attempt had started by
+	// the job's start_by.
+	CategoryDeadlineExceeded = "deadline_exceeded"
 )
 
 // Progress is how far a running job is, when that can be measured.
@@ -62,10 +65,16 @@ type Resource struct {
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	RetryAt    *time.Time      `json:"retry_at,omitempty"`
-	Progress   *Progress       `json:"progress,omitempty"`
-	Error      *Failure        `json:"error,omitempty"`
-	Result     *ResultLink     `json:"result,omitempty"`
-	Links      Links           `json:"links"`
+	// RunAt, StartBy and Priority are the job's flow fields as admitted
+	// (a delay resolved to its run_at); Priority is omitted when it is
+	// the default, 3.
+	RunAt    *time.Time  `json:"run_at,omitempty"`
+	StartBy  *time.Time  `json:"start_by,omitempty"`
+	Priority int         `json:"priority,omitempty"`
+	Progress *Progress   `json:"progress,omitempty"`
+	Error    *Failure    `json:"error,omitempty"`
+	Result   *ResultLink `json:"result,omitempty"`
+	Links    Links       `json:"links"`
 }
 
 // JobPath is the status path of a job.

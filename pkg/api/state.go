@@ -1,10 +1,12 @@
 package api
 
 // State is where a job is in its life. It only moves forward:
-// queued → running → succeeded | failed, and canceled from queued or running.
+// scheduled → queued → running → succeeded | failed, and canceled from
+// scheduled, queued or running.
 type State string
 
 const (
+	StateScheduled State = "scheduled" // admitted with a run_at still ahead
 	StateQueued    State = "queued"
 	StateRunning   State = "running"
 	StateSucceeded State = "succeeded"
@@ -12,10 +14,10 @@ const (
 	StateCanceled  State = "canceled"
 )
 
-// Valid reports whether s is one of the five known states.
+// Valid reports whether s is one of the six known states.
 func (s State) Valid() bool {
 	switch s {
-	case StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled:
+	case StateScheduled, StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled:
 		return true
 	}
 	return false
@@ -31,6 +33,9 @@ func (s State) Terminal() bool {
 // the job, not of its state.
 func (s State) CanTransition(next State) bool {
 	switch s {
+	case StateScheduled:
+		// failed: only when its retention is about to end (expired).
+		return next == StateQueued || next == StateCanceled || next == StateFailed
 	case StateQueued:
 		return next == StateRunning || next == StateCanceled || next == StateFailed
 	case StateRunning:
