@@ -19,15 +19,18 @@ import (
 // no-op handler, a net/http server in this process on loopback, called
 // through the whole of serve (admission, the dispatcher's claim, the
 // signed POST, the attempt's outcome recorded, the job succeeded),
-// against the same handler called by a plain Go client in the same run.
+// against the same handler called by a plain Go client in the same run,
+// and against the same no-op job done by a worker (bench_noop, as in the
+// pipeline section): what calling out over HTTP costs beside a worker.
 const SecEndpoints = "endpoints"
 
 // EndpointType is the endpoint type the endpoints section declares.
 const EndpointType = "bench_endpoint"
 
 // endpointConcurrency is the type's concurrency, and the plain client's
-// number of connections: the same requests in flight on both paths.
-const endpointConcurrency = 32
+// number of connections: the same requests in flight on both paths, and
+// as many as the bench_noop worker's slots it is compared with.
+const endpointConcurrency = pipelineWorkers
 
 // noopHandler is the endpoint: it reads the request and answers 204
 // (succeeded, no result), counting the calls.
@@ -67,7 +70,7 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 		return err
 	}
 	defer h.stop()
-	full := []string{"dispatcher", "renderer", "notifier", "gateway"}
+	full := []string{"dispatcher", "renderer", "notifier", "gateway", "noop"}
 	p, err := r.startEnv(full, false, 0, []string{"JOBGATE_ENDPOINT_ALLOW=127.0.0.0/8"})
 	if err != nil {
 		return err
@@ -83,8 +86,10 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 	if err := declareEndpointType(a, h.url); err != nil {
 		return err
 	}
-	if err := awaitType(ctx, a, EndpointType); err != nil {
-		return err
+	for _, typ := range []string{EndpointType, NoopType} {
+		if err := awaitType(ctx, a, typ); err != nil {
+			return err
+		}
 	}
 	if _, err := p.call(Request{Op: opEndpointDone, Tenant: "ep"}); err != nil {
 		return err
@@ -100,7 +105,8 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 
 	var plain Samples
 	var plainU, sysU usage
-	var sys PipeResult
+	var sys, work PipeResult
+	var workU usage
 	var lat []time.Duration
 	rd := r.o.Duration / 3
 	for round := range 3 {
@@ -128,6 +134,16 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 		}
 		sysU.add(u)
 		sys.add(pr)
+
+		r.logf("endpoints: bench_noop by a worker, %d submitters, %s (round %d/3)", len(tokens), rd, round+1)
+		r.measure(p, fmt.Sprintf("endpoints-worker-%d", round), func() {
+			pr, u, cerr = r.jobgatePipeline(ctx, p, a, tokens, rd, 10+round)
+		})
+		if cerr != nil {
+			return cerr
+		}
+		workU.add(u)
+		work.add(pr)
 	}
 	ps := plain.Summary()
 	plainRow := r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("plain Go client → no-op handler, %d connections", endpointConcurrency), Fsync: "default",
@@ -139,8 +155,13 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 	sysRow := r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("endpoint type → no-op handler, %d submitters, concurrency %d, admission → succeeded", len(tokens), endpointConcurrency),
 		Fsync: "default", Value: sys.rate(), Unit: "calls/s", Summary: sum,
 		Note: sys.note(fmt.Sprintf("admitted at %.0f jobs/s meanwhile; latency from created_at to finished_at (saturated: the backlog's wait included)", float64(sys.Inserted)/sys.Insert.Seconds()))}).use(sysU)
+	workRow := r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("the same no-op job by a worker (bench_noop), %d submitters, %d slots", len(tokens), pipelineWorkers),
+		Fsync: "default", Value: work.rate(), Unit: "jobs/s", Summary: work.summary(), Note: work.note("")}).use(workU)
 	relate(sysRow, plainRow, "plain client")
 	goal(sysRow, "≥ 2,000 calls/s and ≥ 0.5× plain client", sysRow.Value >= 2000 && sysRow.Ratio >= 0.5)
+	if workRow.Value > 0 {
+		sysRow.Note += fmt.Sprintf("; %.2f× the worker's rate (%.0f jobs/s)", sysRow.Value/workRow.Value, workRow.Value)
+	}
 
 	// Latency at half the saturated rate, open loop.
 	half := max(1, sys.rate()/2)
