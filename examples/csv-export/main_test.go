@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/pkg/workertest"
+	"github.com/jobgate/jobgate/pkg/workertest/jobgatetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -58,19 +59,19 @@ func TestExportHandler(t *testing.T) {
 }
 
 // deployment is jobgate as `jobgate serve --nats-listen` runs it, in this
-// process (pkg/workertest): the worker is this example's run, connecting
+// process (pkg/workertest/jobgatetest): the worker is this example's run, connecting
 // over TCP with the worker's credentials as `jobgate nats-user --worker
 // --type export_sales_report` prints them; the test is a client of the
 // HTTP API (pkg/client, and net/http for the raw answers).
 type deployment struct {
-	*workertest.Deployment
+	*jobgatetest.Deployment
 	client *client.Client
 	token  string
 }
 
 func startDeployment(t testing.TB) *deployment {
 	t.Helper()
-	jg := workertest.Start(t)
+	jg := jobgatetest.Start(t)
 	creds, err := jg.WorkerCredentials(exportType().Name)
 	require.NoError(t, err)
 	tok, err := jg.Token("4", "analyst-7")

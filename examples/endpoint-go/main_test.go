@@ -15,7 +15,7 @@ import (
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/endpoint"
-	"github.com/jobgate/jobgate/pkg/workertest"
+	"github.com/jobgate/jobgate/pkg/workertest/jobgatetest"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
@@ -26,7 +26,7 @@ import (
 // with the handler's words.
 func TestTheGreetingEndpointEndToEnd(t *testing.T) {
 	t.Parallel()
-	d := workertest.StartWith(t, workertest.Options{LoopbackEndpoints: true})
+	d := jobgatetest.StartWith(t, jobgatetest.Options{LoopbackEndpoints: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	operator, err := d.OperatorToken("ops")

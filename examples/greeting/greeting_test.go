@@ -10,6 +10,7 @@ import (
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/workertest"
+	"github.com/jobgate/jobgate/pkg/workertest/jobgatetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,7 +32,7 @@ func TestGreetingHandler(t *testing.T) {
 // the credentials `jobgate nats-user --worker --type greeting --env` prints,
 // read from the environment.
 func TestGreetingEndToEnd(t *testing.T) {
-	d := workertest.Start(t)
+	d := jobgatetest.Start(t)
 	creds, err := d.WorkerCredentials("greeting")
 	require.NoError(t, err)
 	t.Setenv("JOBGATE_NATS_URL", creds.URL)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/workertest"
+	"github.com/jobgate/jobgate/pkg/workertest/jobgatetest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -151,7 +151,7 @@ func TestFailedProcessingIsRetried(t *testing.T) {
 // End to end: jobgate's notifier delivers to this receiver; the first answer
 // is lost (the receiver processed, the sender saw a 503), so the notifier
 // retries with the same webhook-id and the receiver processes only once.
-// A real jobgate (pkg/workertest) sends the receiver a job's terminal
+// A real jobgate (pkg/workertest/jobgatetest) sends the receiver a job's terminal
 // webhook; the first delivery's acknowledgement is lost (the endpoint
 // answers 503 after processing it), jobgate delivers it again, and the
 // receiver processes it once.
@@ -170,7 +170,7 @@ func TestWithJobgateLostAcknowledgement(t *testing.T) {
 		w.WriteHeader(rec.Code)
 	}))
 	defer srv.Close()
-	d := workertest.StartWith(t, workertest.Options{Webhooks: map[string][]workertest.Webhook{
+	d := jobgatetest.StartWith(t, jobgatetest.Options{Webhooks: map[string][]jobgatetest.Webhook{
 		"4": {{URL: srv.URL, Secret: secret, States: []string{"succeeded"}}},
 	}})
 	tok, err := d.Token("4", "reviewer-47")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,7 @@ var hiddenLeaves = map[string]string{
 	"/internal/schema":     "a worker checks its schema as the gateway will before declaring it",
 	"/internal/startstop":  "the one lifecycle of Start and Stop that every service has",
 	"/internal/stdwebhook": "Standard Webhooks signatures, which pkg/endpoint verifies as jobgate makes them",
+	"/internal/verdict":    "the failure a job's owner reads of a worker's report, which pkg/workertest shows as the broker records it",
 }
 
 // What a user's application or worker links of jobgate is the API and a few
@@ -158,7 +160,8 @@ var hiddenLeaves = map[string]string{
 func TestClientAndWorkerLinkOnlyTheAPIAndHiddenLeaves(t *testing.T) {
 	t.Parallel()
 	pkgs := load(t)
-	for _, pub := range []string{"/pkg/client", "/pkg/worker", "/pkg/endpoint"} {
+	light := []string{"/pkg/client", "/pkg/worker", "/pkg/endpoint", "/pkg/workertest"}
+	for _, pub := range light {
 		p := pkgs[module+pub]
 		require.NotNil(t, p, pub)
 		for _, dep := range p.Deps {
@@ -166,7 +169,7 @@ func TestClientAndWorkerLinkOnlyTheAPIAndHiddenLeaves(t *testing.T) {
 				continue
 			}
 			_, ok := hiddenLeaves[strings.TrimPrefix(dep, module)]
-			require.True(t, ok || dep == module+"/pkg/client" || dep == module+"/pkg/worker" || dep == module+"/pkg/endpoint",
+			require.True(t, ok || slices.Contains(light, strings.TrimPrefix(dep, module)),
 				"%s depends on %s: public packages link only pkg/api and the hidden leaves", pub, dep)
 		}
 	}
@@ -174,8 +177,8 @@ func TestClientAndWorkerLinkOnlyTheAPIAndHiddenLeaves(t *testing.T) {
 
 // No exported name of a public package mentions an internal type: what a
 // user writes against is pkg/api, the standard library and the public
-// packages themselves. pkg/workertest runs jobgate in a test and so links
-// all of it, but shows none of it.
+// packages themselves. pkg/workertest/jobgatetest runs jobgate in a test
+// and so links all of it, but shows none of it.
 func TestPublicAPIMentionsOnlyTheAPI(t *testing.T) {
 	t.Parallel()
 	pkgs := load(t)
@@ -271,4 +274,33 @@ func TestAdaptersLinkNoServer(t *testing.T) {
 		require.False(t, dep == "github.com/nats-io/nats-server/v2" || strings.HasPrefix(dep, "github.com/nats-io/nats-server/v2/"),
 			"internal/natsjs depends on %s: the embedded server and its logins belong in internal/natsserver", dep)
 	}
+}
+
+// A handler's unit test imports pkg/workertest: it runs one attempt in
+// process, so it links no NATS server, nor the gateway's HTTP stack, the
+// admin index or the mailer; the whole jobgate a test can start lives in
+// pkg/workertest/jobgatetest (go list -deps ./pkg/workertest shows none of
+// them).
+func TestWorkertestLinksNoServer(t *testing.T) {
+	t.Parallel()
+	pkgs := load(t)
+	p := pkgs[module+"/pkg/workertest"]
+	require.NotNil(t, p)
+	for _, heavy := range serverSide(p.Deps) {
+		t.Errorf("pkg/workertest depends on %s: a handler's unit test links no server; put what needs it in pkg/workertest/jobgatetest", heavy)
+	}
+}
+
+// serverSide are the deps among deps that only a running jobgate needs:
+// the NATS server, Fiber (and fasthttp under it), bbolt and go-mail.
+func serverSide(deps []string) []string {
+	var out []string
+	for _, dep := range deps {
+		for _, heavy := range []string{"github.com/nats-io/nats-server/", "github.com/gofiber/", "github.com/valyala/fasthttp", "go.etcd.io/bbolt", "github.com/wneessen/go-mail"} {
+			if strings.HasPrefix(dep+"/", heavy) {
+				out = append(out, dep)
+			}
+		}
+	}
+	return out
 }

@@ -4,13 +4,16 @@
 // never import each other, and with internal/broker never name
 // natsjs.Resources (each takes the Stores it declares, which
 // internal/system maps the provisioned resources to); pkg/api depends on
-// the standard library alone; pkg/client and pkg/worker link only pkg/api
-// and a few hidden internal leaves (never the record, a store or a
-// service), pkg/client pulls in neither NATS nor the server's HTTP stack,
-// pkg/worker links neither the NATS server nor JetStream; internal/natsjs,
-// the JetStream adapters, links no NATS server (internal/natsserver holds
-// it); no exported name of a public package mentions an internal type; and
-// nothing public depends on test helpers or the load generator. It reads
-// the import graph with `go list -json` and the services' and public
-// packages' declarations with go/parser.
+// the standard library alone; pkg/client, pkg/worker, pkg/endpoint and
+// pkg/workertest link only pkg/api and a few hidden internal leaves (never
+// the record, a store or a service), pkg/client pulls in neither NATS nor
+// the server's HTTP stack, pkg/worker links neither the NATS server nor
+// JetStream, pkg/workertest (a handler's unit test) links no NATS server,
+// Fiber, bbolt or go-mail, which only pkg/workertest/jobgatetest's whole
+// jobgate needs; internal/natsjs, the JetStream adapters, links no NATS
+// server (internal/natsserver holds it); no exported name of a public
+// package mentions an internal type; and nothing public depends on test
+// helpers or the load generator. It reads the import graph with `go list
+// -json` and the services' and public packages' declarations with
+// go/parser.
 package archtest

@@ -16,7 +16,7 @@ import (
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
-	"github.com/jobgate/jobgate/pkg/workertest"
+	"github.com/jobgate/jobgate/pkg/workertest/jobgatetest"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
@@ -35,7 +35,7 @@ func TestEndpointNodeExample(t *testing.T) {
 	}
 	t.Parallel()
 	dir := endpointNodeExample(t)
-	d := workertest.StartWith(t, workertest.Options{LoopbackEndpoints: true})
+	d := jobgatetest.StartWith(t, jobgatetest.Options{LoopbackEndpoints: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	operator, err := d.OperatorToken("ops")

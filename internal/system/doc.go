@@ -39,7 +39,7 @@
 //
 // cmd/jobgate (serve, each component command, the bench's target) and the
 // cross-component test harnesses (internal/e2e, internal/interop,
-// pkg/client's tests, pkg/workertest and so the examples' tests) build
-// through Start, so a test runs the admission path, the components and
-// their order that serve runs.
+// pkg/client's tests, pkg/workertest/jobgatetest and so the examples'
+// tests) build through Start, so a test runs the admission path, the
+// components and their order that serve runs.
 package system

@@ -22,7 +22,7 @@
 // ctx.Err() says it ran out); it is safe to call twice or without Start,
 // and a Stop during Start ends the start-up at once. Run does both around
 // a context's end. The package links no NATS server; pkg/workertest tests
-// handlers, in process or against a whole jobgate.
+// handlers in process, pkg/workertest/jobgatetest against a whole jobgate.
 //
 //	w, _ := worker.New(worker.Config{URL: os.Getenv("JOBGATE_NATS_URL"),
 //		User: os.Getenv("JOBGATE_WORKER_USER"), Password: os.Getenv("JOBGATE_WORKER_PASSWORD")})

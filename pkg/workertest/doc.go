@@ -19,23 +19,10 @@
 // jobgate ends them. If ctx ends before the handler returns, the attempt
 // is Lost, as when the job's owner cancels it.
 //
-// Start (or NewDeployment, e.g. in a TestMain) runs a whole jobgate in the
-// test's process for an end-to-end test: its gateway URL, bearer tokens
-// for any tenant and requester, and worker credentials limited to the
-// given types, as `jobgate nats-user --worker --type T` prints them. The
-// worker connects over TCP with them like a production worker process:
+// Run links no NATS server, HTTP stack or store: a handler's unit test
+// builds and starts in moments. For an end-to-end test against a whole
+// jobgate in the test's process, see the jobgatetest package beneath this
+// one.
 //
-//	d := workertest.Start(t)
-//	creds, _ := d.WorkerCredentials("greeting")
-//	w, _ := worker.New(creds.Config())
-//	worker.Register(w, greetingType())
-//	w.Start(ctx)
-//	defer w.Stop(context.Background())
-//	d.WaitForType(ctx, "greeting")
-//	tok, _ := d.Token("4", "reviewer-47")
-//	c, _ := client.New(d.URL(), tok, client.WithoutJournal())
-//	sub, _ := c.Submit(ctx, "greeting", Params{Name: "Ada"})
-//	done, _ := c.Wait(ctx, sub.Job.ID, nil)
-//
-// Both are shown whole, and run, in this package's examples.
+// Run is shown whole, and run, in this package's example.
 package workertest

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/pkg/workertest"
 )
@@ -58,61 +56,4 @@ func ExampleRun() {
 	// Hello, Ada! (3)
 	// failed: nobody cannot be greeted (handler_error)
 	// validation failed: /params/times: must be at most 100
-}
-
-// An end-to-end test: the worker runs against a whole jobgate in the
-// test's process, with credentials for its type only, and a client submits
-// a job over HTTP and reads its result.
-func ExampleNewDeployment() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	d, err := workertest.NewDeployment(ctx) // in a test: d := workertest.Start(t)
-	if err != nil {
-		panic(err)
-	}
-	defer d.Stop(context.Background())
-
-	creds, err := d.WorkerCredentials("greeting")
-	if err != nil {
-		panic(err)
-	}
-	w, err := worker.New(creds.Config())
-	if err != nil {
-		panic(err)
-	}
-	if err := worker.Register(w, greeting()); err != nil {
-		panic(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		panic(err)
-	}
-	defer func() { _ = w.Stop(context.Background()) }()
-	if err := d.WaitForType(ctx, "greeting"); err != nil {
-		panic(err)
-	}
-
-	tok, err := d.Token("4", "reviewer-47")
-	if err != nil {
-		panic(err)
-	}
-	c, err := client.New(d.URL(), tok, client.WithoutJournal())
-	if err != nil {
-		panic(err)
-	}
-	sub, err := c.Submit(ctx, "greeting", Params{Name: "Grace", Times: 2})
-	if err != nil {
-		panic(err)
-	}
-	done, err := c.Wait(ctx, sub.Job.ID, nil)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(done.State, done.Result.ContentType)
-	if _, err := c.Download(ctx, done.ID, os.Stdout); err != nil {
-		panic(err)
-	}
-	// Output:
-	// succeeded text/plain
-	// Hello, Grace! (1)
-	// Hello, Grace! (2)
 }

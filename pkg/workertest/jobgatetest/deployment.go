@@ -1,4 +1,4 @@
-package workertest
+package jobgatetest
 
 import (
 	"bytes"
@@ -38,11 +38,11 @@ func Start(t testing.TB) *Deployment {
 	defer cancel()
 	d, err := NewDeployment(ctx)
 	if err != nil {
-		t.Fatalf("workertest: %v", err)
+		t.Fatalf("jobgatetest: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := d.Stop(context.Background()); err != nil {
-			t.Errorf("workertest: %v", err)
+			t.Errorf("jobgatetest: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("jobgate's logs:\n%s", d.Logs())
@@ -77,11 +77,11 @@ func StartWith(t testing.TB, o Options) *Deployment {
 	defer cancel()
 	d, err := NewDeploymentWith(ctx, o)
 	if err != nil {
-		t.Fatalf("workertest: %v", err)
+		t.Fatalf("jobgatetest: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := d.Stop(context.Background()); err != nil {
-			t.Errorf("workertest: %v", err)
+			t.Errorf("jobgatetest: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("jobgate's logs:\n%s", d.Logs())
@@ -98,9 +98,9 @@ func NewDeployment(ctx context.Context) (*Deployment, error) {
 
 // NewDeploymentWith is NewDeployment with options.
 func NewDeploymentWith(ctx context.Context, o Options) (*Deployment, error) {
-	dir, err := os.MkdirTemp("", "jobgate-workertest-")
+	dir, err := os.MkdirTemp("", "jobgate-jobgatetest-")
 	if err != nil {
-		return nil, fmt.Errorf("workertest: %w", err)
+		return nil, fmt.Errorf("jobgatetest: %w", err)
 	}
 	settings := config.Default()
 	settings.DataDir, settings.HTTPAddr, settings.NATS.Listen = dir, "127.0.0.1:0", "127.0.0.1:-1"
@@ -122,7 +122,7 @@ func NewDeploymentWith(ctx context.Context, o Options) (*Deployment, error) {
 	d.sys, err = system.Start(ctx, system.Config{Settings: &settings, LogOutput: d.logs})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("workertest: start jobgate: %w\n%s", err, d.logs.String())
+		return nil, fmt.Errorf("jobgatetest: start jobgate: %w\n%s", err, d.logs.String())
 	}
 	return d, nil
 }
@@ -187,7 +187,7 @@ func (d *Deployment) WorkerCredentials(types ...string) (Credentials, error) {
 // (GET /v1/types/{name} answers): a worker's Start returns once jobgate
 // stored its declaration, and the gateway takes it a moment later.
 func (d *Deployment) WaitForType(ctx context.Context, name string) error {
-	tok, err := d.sys.Token(auth.Identity{Tenant: "workertest", Requester: "workertest"}, time.Hour)
+	tok, err := d.sys.Token(auth.Identity{Tenant: "jobgatetest", Requester: "jobgatetest"}, time.Hour)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (d *Deployment) WaitForType(ctx context.Context, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("workertest: type %s not admitted: %w", name, context.Cause(ctx))
+			return fmt.Errorf("jobgatetest: type %s not admitted: %w", name, context.Cause(ctx))
 		case <-time.After(50 * time.Millisecond): // within the read rate limit (20/s)
 		}
 	}
