@@ -13,6 +13,7 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/metrics"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/required"
 	"github.com/jobgate/jobgate/internal/startstop"
@@ -177,9 +178,17 @@ func newGateway(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 	})
 	// writeProblem finds the gateway's logger by its app.
 	appLogs.Store(g.app, log)
-	g.app.Use(refuseContentCoding) // ahead of every route: nothing decodes a compressed body
+	httpMetrics, err := cfg.Metrics.NewHTTP()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.app.Use(countRequests(httpMetrics)) // first: it counts every answer, refusals included
+	g.app.Use(refuseContentCoding)        // ahead of every route: nothing decodes a compressed body
 	g.routes()
 	cfg.Metrics.ObserveSSE(g.SSEStreams)
+	if err := cfg.Metrics.ObserveTypeWorkers(func() []metrics.TypeWorkers { return g.types.typeWorkers(cfg.Now()) }); err != nil {
+		log.Warn("per-type worker gauges not exported: another gateway of this process exports them", "err", err)
+	}
 	return g, nil
 }
 

@@ -100,6 +100,7 @@ func TestAdmissionAnswersStorageFullBeforeTheBudgetIsUsedUp(t *testing.T) {
 	require.EqualValues(t, budget, value(t, g.cfg.Metrics.StorageBudget.WithLabelValues(natsjs.BucketJobs)))
 	require.Positive(t, value(t, g.cfg.Metrics.StorageBytes.WithLabelValues(natsjs.BucketJobs)))
 	require.EqualValues(t, 2, value(t, g.cfg.Metrics.Admissions.WithLabelValues("storage_full")))
+	require.Equal(t, 2.0, scrape(t, b)[`jobgate_http_storage_full_total{route="/v1/jobs"}`], "the 507s on their own counter")
 }
 
 func value(t *testing.T, m prometheus.Metric) float64 {

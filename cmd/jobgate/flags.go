@@ -43,6 +43,7 @@ func bindSettings(fs *flag.FlagSet) *settingFlags {
 		}
 	}
 	str("http-addr", "gateway listen address (JOBGATE_HTTP_ADDR)", func(c *config.Config, v string) { c.HTTPAddr = v })
+	str("ops-addr", "a process without the gateway serves /healthz, /readyz and /metrics here (JOBGATE_OPS_ADDR)", func(c *config.Config, v string) { c.OpsAddr = v })
 	str("data-dir", "data directory (JOBGATE_DATA_DIR)", func(c *config.Config, v string) { c.DataDir = v })
 	str("nats", "external NATS URLs, comma-separated (JOBGATE_NATS_URL)", func(c *config.Config, v string) { c.NATS.URL = v })
 	str("nats-listen", "embedded server also accepts NATS clients here (JOBGATE_NATS_LISTEN)", func(c *config.Config, v string) { c.NATS.Listen = v })

@@ -40,6 +40,11 @@ type Config struct {
 	// requires (its series name tenants); empty leaves /metrics open, which
 	// suits only a gateway no one else reaches (the default loopback address).
 	MetricsToken string `yaml:"metrics_token"`
+	// OpsAddr, when set (host:port), is where a process that runs no
+	// gateway (dispatcher, notifier, renderer) serves /healthz, /readyz and
+	// /metrics, for an orchestrator's probes and a scraper: the gateway
+	// serves them on HTTPAddr. Empty: such a process listens on nothing.
+	OpsAddr string `yaml:"ops_addr"`
 	// JobTTL is how long a job record stays readable after its last change;
 	// its idempotency key protects against duplicates for exactly as long.
 	JobTTL time.Duration `yaml:"job_ttl"`
@@ -305,6 +310,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	str("JOBGATE_AUTH_AUDIENCE", &c.AuthAudience)
 	str("JOBGATE_AUTH_ISSUER", &c.AuthIssuer)
 	str("JOBGATE_METRICS_TOKEN", &c.MetricsToken)
+	str("JOBGATE_OPS_ADDR", &c.OpsAddr)
 	dur("JOBGATE_JOB_TTL", &c.JobTTL)
 	dur("JOBGATE_RESULT_TTL", &c.ResultTTL)
 	size("JOBGATE_STORE_MAX_BYTES", &c.StoreMaxBytes)
@@ -340,6 +346,11 @@ func (c *Config) Validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("http_addr %q: %w", c.HTTPAddr, err))
+	}
+	if c.OpsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.OpsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("ops_addr (JOBGATE_OPS_ADDR) %q: %w", c.OpsAddr, err))
+		}
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir must not be empty"))

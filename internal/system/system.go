@@ -114,6 +114,7 @@ type System struct {
 
 	unlock   func()
 	listener net.Listener // the gateway's, bound first; nil without one
+	opsLn    net.Listener // settings.OpsAddr's in a process without the gateway (ops.go)
 	secret   []byte       // of bearer tokens; nil without a gateway
 
 	embedded *natsserver.Embedded // nil against an external NATS
@@ -250,6 +251,16 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		_ = s.Stop(context.Background())
 		return nil, err
 	}
+	if s.opsLn != nil {
+		// Started last, so /readyz answers once every component runs; it
+		// stops with the gateway's stage, first.
+		ops := s.newOps(s.opsLn)
+		_ = ops.Start(ctx)
+		s.mu.Lock()
+		s.started = append(s.started, namedService{"ops", stageGateway, ops})
+		s.mu.Unlock()
+		s.log.Info("ops listening", "addr", s.opsLn.Addr().String())
+	}
 	return s, nil
 }
 
@@ -267,6 +278,13 @@ func (s *System) claim() error {
 		s.unlock = unlock
 	}
 	if !s.run[Gateway] {
+		if s.settings.OpsAddr != "" {
+			ln, err := net.Listen("tcp", s.settings.OpsAddr)
+			if err != nil {
+				return fmt.Errorf("ops listen %s (ops_addr, JOBGATE_OPS_ADDR): %w", s.settings.OpsAddr, err)
+			}
+			s.opsLn = ln
+		}
 		return nil
 	}
 	ln, err := net.Listen("tcp", s.settings.HTTPAddr)
@@ -505,6 +523,9 @@ func (s *System) Stop(ctx context.Context) error {
 		if s.listener != nil {
 			_ = s.listener.Close()
 		}
+		if s.opsLn != nil {
+			_ = s.opsLn.Close() // served by the ops server, which stopped with the gateway's stage; or never started
+		}
 		s.unlock()
 		s.stopErr = errors.Join(errs...)
 	})
@@ -583,6 +604,15 @@ func (s *System) URL() string {
 		return ""
 	}
 	return "http://" + s.listener.Addr().String()
+}
+
+// OpsURL is where a process without the gateway serves /healthz, /readyz
+// and /metrics (Settings.OpsAddr, the port bound); "" without one.
+func (s *System) OpsURL() string {
+	if s.opsLn == nil {
+		return ""
+	}
+	return "http://" + s.opsLn.Addr().String()
 }
 
 // NATSURL is where NATS clients outside the process connect: the embedded
