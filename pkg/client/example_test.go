@@ -7,7 +7,7 @@ import (
 	"log"
 	"os"
 
-	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
 )
 
@@ -30,7 +30,7 @@ func Example() {
 	case err != nil:
 		log.Fatal(err)
 	}
-	res, err := c.Wait(ctx, sub.Job.ID, func(r *job.Resource) {
+	res, err := c.Wait(ctx, sub.Job.ID, func(r *api.Resource) {
 		if r.Progress != nil {
 			fmt.Printf("%s %d/%d\n", r.State, r.Progress.Done, r.Progress.Total)
 		}
@@ -38,7 +38,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if res.State != job.StateSucceeded {
+	if res.State != api.StateSucceeded {
 		log.Fatalf("job %s", res.State)
 	}
 	f, err := os.Create("report.pdf")
