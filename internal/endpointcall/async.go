@@ -128,6 +128,7 @@ func (r *runner) await(ctx context.Context, j *worker.Job[json.RawMessage], a *a
 				fmt.Errorf("the handler answered 202 and sent no callback for %s: the attempt is lost", quiet), 0)
 		case op := <-a.ops:
 			reply, end := r.callback(j, op, &stored)
+			callbackEvent(ctx, op.op, reply.Status)
 			op.done <- reply
 			if end != nil {
 				return end.err

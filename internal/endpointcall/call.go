@@ -47,7 +47,7 @@ func WebhookID(jobID string, attempt int) string { return jobID + ".a" + strconv
 // succeeds with what was written to j.Output(); a failure of
 // workerhook.Failure; the context's error when the attempt was canceled,
 // taken over or timed out, which pkg/worker classifies itself).
-func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error {
+func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) (err error) {
 	ep := r.endpoint.Load()
 	keys, err := r.c.keys.signing(ctx, j.Type)
 	if err != nil {
@@ -82,7 +82,10 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 	req.Header.Set(stdwebhook.HeaderID, id)
 	req.Header.Set(stdwebhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(stdwebhook.HeaderSignature, stdwebhook.SignAll(keys, id, ts, body))
-	tracing.SetHeader(ctx, req.Header, "", "")
+	sctx, span := startCallSpan(ctx, j, ep.URL)
+	status, accepted := 0, false
+	defer func() { endCallSpan(ctx, span, status, accepted, err) }()
+	tracing.SetHeader(sctx, req.Header, "", "")
 	m := r.c.cfg.Metrics
 	m.InFlight(j.Type, 1)
 	defer m.InFlight(j.Type, -1)
@@ -102,12 +105,14 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) error
 		cause := egress.RedactErr(err, ep.URL)
 		return workerhook.Failure(wire.KindEndpointError, true, "", fmt.Errorf("POST %s: %w", egress.RedactURL(ep.URL), cause), 0)
 	}
+	status = resp.StatusCode
 	err = r.answer(ctx, j, ep, resp, async != nil)
 	resp.Body.Close()
 	m.Request(j.Type, statusClass(resp.StatusCode), time.Since(sent))
 	if errors.Is(err, errAccepted) {
 		// The request is over; the attempt goes on, holding its slot.
-		return r.await(ctx, j, async)
+		accepted = true
+		return r.await(sctx, j, async)
 	}
 	return err
 }

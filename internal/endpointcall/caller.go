@@ -12,7 +12,8 @@
 // it the connection) ends within a second. Each type's requests in flight
 // are bounded by its endpoint's concurrency, and their rate by its
 // rate_per_second, each across every dispatcher of the deployment
-// (slots.go, rate.go).
+// (slots.go, rate.go). Each request is a client span of the job's trace
+// naming the handler's answer (span.go).
 package endpointcall
 
 import (
