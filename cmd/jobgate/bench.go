@@ -44,6 +44,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&o.URL, "url", "", "benchmark a running gateway instead of starting one (needs its auth secret)")
 	secret := fs.String("auth-secret", "", "with --url: the gateway's token secret (default JOBGATE_AUTH_SECRET)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "where targets keep their data (default: a temp dir, removed)")
+	fs.StringVar(&o.AsynqBench, "asynq-bench", "", "the nethttp section's Asynq enqueuer (tools/asynqbench; default: asynqbench beside this binary, else on PATH)")
 	fs.StringVar(&o.ProfileDir, "profile-dir", "", "write a CPU profile of the target per figure into this dir")
 	// The target process (internal: started by the bench itself).
 	target := fs.Bool("target", false, "internal: run as the measured process, controlled over stdin/stdout")
@@ -58,6 +59,13 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 		return m.runBenchTarget(ctx, *dataDir, strings.Split(*components, ","), *syncAlways, *renderers)
 	}
 	o.Sections = strings.Split(*sections, ",")
+	if o.AsynqBench == "" {
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "asynqbench"); func() error { _, err := os.Stat(p); return err }() == nil {
+				o.AsynqBench = p
+			}
+		}
+	}
 	o.Log = m.Stderr
 	if o.URL != "" {
 		s := *secret

@@ -35,7 +35,7 @@ const (
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing, SecEndpoints}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing, SecEndpoints, SecNetHTTP}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -75,6 +75,9 @@ type Options struct {
 	// 100000).
 	SSEStreams    int
 	FootprintJobs int
+	// AsynqBench is the tools/asynqbench binary of the nethttp section's
+	// Asynq comparison (default: asynqbench on PATH).
+	AsynqBench string
 	// ProfileDir, if set, receives a CPU profile of the target for each
 	// throughput figure (<section>-<fsync>.pprof).
 	ProfileDir string
@@ -234,6 +237,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecEndpoints) && o.URL == "" {
 		if err := r.endpointsSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecNetHTTP) {
+		if err := r.netHTTPSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
