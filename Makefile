@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test test-python fuzz-api bench lint fuzz clean cluster-demo chaos
+.PHONY: build run test test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -68,6 +68,16 @@ cluster-demo: build
 CHAOS_FLAGS ?= --duration 10m
 chaos:
 	$(GO) run ./internal/chaos/cmd/chaos $(CHAOS_FLAGS)
+
+## chaos-partitions: the same with the network cut too (root): each NATS node in a network
+##        namespace of its own, partitions, the isolated leader of the job records, a
+##        non-transitive cut, power loss of a node, kills and pauses; ends with "N anomalies".
+##        CHAOS_DURATION (3m), CHAOS_SEED (0: from the clock); installs iproute2 and nftables
+CHAOS_DURATION ?= 3m
+CHAOS_SEED     ?= 0
+chaos-partitions:
+	scripts/ensure-netns.sh
+	$(GO) run ./internal/chaos/cmd/chaos --partitions --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED)
 
 ## lint: gofmt, goimports ordering, go vet and staticcheck (pinned versions, fetched by
 ##       `go run` through the module proxy on first use), with and without -tags bench

@@ -112,7 +112,7 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	c := &checker{rep: &Report{}, bound: bound, strict: strict}
 	var (
 		faultsStopped, settled        time.Time
-		faultsStart                   time.Time
+		faultsStart, endAt            time.Time
 		submits                       = map[scopedKey][]Entry{}
 		obs                           = map[string][]Entry{}
 		cancels                       = map[string][]Entry{}
@@ -139,7 +139,7 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 			case "settled":
 				settled = e.T
 			case "end":
-				ended = true
+				ended, endAt = true, e.T
 			case "events-read":
 				eventsRead = true
 			case "batches-read":
@@ -168,6 +168,9 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 			if e.Action == "restart" && e.Err != "" {
 				c.anomaly("restart-failed", "%s at %s: %s", e.Target, e.T.Format(time.RFC3339Nano), e.Err)
 			}
+			if e.Action == "heal" && e.Err != "" {
+				c.anomaly("heal-failed", "the network was not healed at %s: %s", e.T.Format(time.RFC3339Nano), e.Err)
+			}
 		case "exit":
 			c.anomaly("process-exit", "%s exited without being killed at %s: %s", e.Target, e.T.Format(time.RFC3339Nano), e.Note)
 		case "webhook":
@@ -194,6 +197,7 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	ackedIDs := c.ackedJobs(acked, batches)
 	c.checkJobs(ackedIDs, finals, faultsStopped)
 	c.checkOrder(obs, submits, batchSubmits, cancels, finals)
+	c.checkLinearizable(submits, batchSubmits, obs, cancels, finals, settled, endAt, linTimeout)
 	c.checkCancels(cancels, finals)
 	c.checkResults(finals, objects, fetches)
 	if eventsRead {
@@ -761,6 +765,16 @@ func (c *checker) summarize(start, faultsStopped, settled time.Time, faults []En
 			if f.Err == "" {
 				injected++
 				byKind[map[string]string{"kill": "SIGKILL", "stop": "SIGSTOP"}[f.Action]+" "+kind]++
+			}
+		case actPowerLoss:
+			if f.Err == "" {
+				injected++
+				byKind["power loss "+kind]++
+			}
+		case actPartition, actIsolateLeader, actCut:
+			if f.Err == "" {
+				injected++
+				byKind[f.Action]++
 			}
 		case "skip":
 			byKind["skipped (cluster not healthy)"]++

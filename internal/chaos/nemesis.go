@@ -12,9 +12,22 @@ import (
 // fault is one planned nemesis action.
 type fault struct {
 	after  time.Duration // gap before it
-	target int           // index into the process list
-	action string        // kill or stop
-	hold   time.Duration // down or paused for
+	target int           // index into the process list (a node's for net faults and power loss)
+	other  int           // cut: the node cut from target
+	action string        // kill, stop, powerloss, or a net fault: partition, isolate-leader, cut
+	hold   time.Duration // down, paused or cut for
+}
+
+// Net faults (partition runs only), each healed after its hold.
+const (
+	actPartition     = "partition"      // a node cut from the other two (2/1); the host reaches all
+	actIsolateLeader = "isolate-leader" // the jobs bucket's stream leader cut from the nodes and the host
+	actCut           = "cut"            // two nodes cut from each other, both reach the third
+	actPowerLoss     = "powerloss"      // a node killed, its store's unsynced tail dropped, started again
+)
+
+func isNetFault(action string) bool {
+	return action == actPartition || action == actIsolateLeader || action == actCut
 }
 
 // plan draws one lane's fault schedule from the seed alone, so a seed
@@ -29,6 +42,40 @@ func plan(seed uint64, lane, first, procs int, opts *Options) []fault {
 		hold := opts.FaultHold/4 + time.Duration(rng.Int64N(int64(opts.FaultHold)*3/2))
 		f := fault{after: gap, target: first + rng.IntN(procs-first), action: "kill", hold: hold}
 		at += gap
+		// Lane 0 may cut the network or cut a node's power instead. The
+		// extra draws are only made when asked for, so a seed of an
+		// earlier run replays the same schedule.
+		if lane == 0 && (opts.Partitions && opts.NetPct > 0 || opts.PowerLossPct > 0) {
+			x := rng.IntN(100)
+			netPct := 0
+			if opts.Partitions {
+				netPct = max(opts.NetPct, 0)
+			}
+			switch {
+			case x < netPct:
+				f.action = []string{actPartition, actIsolateLeader, actCut}[rng.IntN(3)]
+				f.target = rng.IntN(3)
+				f.other = (f.target + 1 + rng.IntN(2)) % 3
+				// Past NATS's election timeouts, so leaders change on
+				// both sides of the cut while it lasts.
+				f.hold = 5*time.Second + time.Duration(rng.Int64N(int64(15*time.Second)))
+				at += f.hold
+				if at > opts.Duration {
+					return out
+				}
+				out = append(out, f)
+				continue
+			case x < netPct+max(opts.PowerLossPct, 0):
+				f.action = actPowerLoss
+				f.target = rng.IntN(3)
+				at += f.hold
+				if at > opts.Duration {
+					return out
+				}
+				out = append(out, f)
+				continue
+			}
+		}
 		long := rng.IntN(100) < opts.LongPausePct
 		longHold := 16*time.Second + time.Duration(rng.Int64N(int64(24*time.Second)))
 		if rng.IntN(2) == 0 {
@@ -84,6 +131,13 @@ type nemesis struct {
 	h     *History
 	stats *faultStats
 	log   func(format string, args ...any)
+	// Partition runs: the network, and the node leading the job records'
+	// stream (-1 when it cannot tell).
+	net    netCutter
+	leader func(ctx context.Context) int
+	// dropUnsynced truncates a stopped node's store to what it had synced
+	// (powerloss) and says what it dropped.
+	dropUnsynced func(p *proc) (string, error)
 
 	mu   sync.Mutex
 	busy map[*proc]bool
@@ -104,6 +158,21 @@ func (n *nemesis) lane(ctx context.Context, lane int, faults []fault) {
 		if !sleepCtx(ctx, f.after) {
 			return
 		}
+		if isNetFault(f.action) {
+			if n.net == nil {
+				continue
+			}
+			if !n.natsHealthy(ctx) {
+				n.h.Add(Entry{Kind: "fault", Target: "net", Action: "skip", Note: "the NATS cluster is not healthy yet; no " + f.action})
+				continue
+			}
+			n.mu.Lock()
+			n.seq++
+			i := n.seq
+			n.mu.Unlock()
+			n.cutNet(ctx, i, lane, f)
+			continue
+		}
 		p := n.procs[f.target]
 		if p.kind == KindNATS && !n.natsHealthy(ctx) {
 			n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "skip", Note: "the NATS cluster is not healthy yet; a jobgate process instead"})
@@ -122,6 +191,9 @@ func (n *nemesis) lane(ctx context.Context, lane int, faults []fault) {
 		if p == nil {
 			n.mu.Unlock()
 			continue
+		}
+		if p.kind != KindNATS && f.action == actPowerLoss {
+			f.action = "kill" // another process stood in for the node
 		}
 		n.busy[p] = true
 		n.seq++
@@ -156,6 +228,24 @@ func (n *nemesis) inject(ctx context.Context, i, lane int, p *proc, f fault) {
 		n.h.Add(Entry{Kind: "fault", Target: p.name, Action: "kill", Note: note})
 		n.stats.add("kill", p.kind)
 		n.log("fault %d: kill %s for %s", i, p.name, f.hold.Round(time.Millisecond))
+		sleepCtx(ctx, f.hold)
+		n.restart(ctx, p)
+	case actPowerLoss:
+		if err := p.kill(); err != nil {
+			n.h.Add(Entry{Kind: "fault", Target: p.name, Action: actPowerLoss, Err: err.Error(), Note: note})
+			return
+		}
+		what, err := "", error(nil)
+		if n.dropUnsynced != nil {
+			what, err = n.dropUnsynced(p)
+		}
+		e := Entry{Kind: "fault", Target: p.name, Action: actPowerLoss, Note: note + "; " + what}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		n.h.Add(e)
+		n.stats.add("power loss", p.kind)
+		n.log("fault %d: power loss of %s for %s: %s", i, p.name, f.hold.Round(time.Millisecond), what)
 		sleepCtx(ctx, f.hold)
 		n.restart(ctx, p)
 	case "stop":

@@ -129,6 +129,8 @@ type proc struct {
 	dir    string
 	log    string
 	health string // URL answering 200 when ready; empty: none
+	node   int    // a NATS node's index
+	store  string // a NATS node's store dir
 
 	// onExit is told of an exit nobody asked for.
 	onExit func(p *proc, err error)
@@ -279,11 +281,13 @@ func waitHTTP(ctx context.Context, url string, timeout time.Duration, alive func
 	}
 }
 
-// natsConfig is one node's nats-server configuration.
-func natsConfig(name string, client, route, monitor int, routes []int, store string, syncAlways bool) string {
+// natsConfig is one node's nats-server configuration: it listens on host
+// (loopback, or its namespace's address in a partition run) and routes to
+// routes (host:port of every node).
+func natsConfig(name, host string, client, route, monitor int, routes []string, store string, syncAlways bool) string {
 	var rs []string
 	for _, r := range routes {
-		rs = append(rs, fmt.Sprintf("    nats-route://127.0.0.1:%d", r))
+		rs = append(rs, "    nats-route://"+r)
 	}
 	sync := ""
 	if syncAlways {
@@ -291,8 +295,8 @@ func natsConfig(name string, client, route, monitor int, routes []int, store str
 	}
 	return fmt.Sprintf(`# written by the chaos harness
 server_name: %s
-listen: 127.0.0.1:%d
-http: 127.0.0.1:%d
+listen: %s:%d
+http: %s:%d
 max_payload: 8MB
 jetstream {
   store_dir: %q
@@ -301,10 +305,10 @@ jetstream {
 %s}
 cluster {
   name: jobgate-chaos
-  listen: 127.0.0.1:%d
+  listen: %s:%d
   routes: [
 %s
   ]
 }
-`, name, client, monitor, store, sync, route, strings.Join(rs, "\n"))
+`, name, host, client, host, monitor, store, sync, host, route, strings.Join(rs, "\n"))
 }

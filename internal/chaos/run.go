@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/chaos/netns"
 	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/nats-io/nats.go"
 )
@@ -40,6 +41,15 @@ type Options struct {
 	MaxFollowers int
 	WebhookFail  int  // percent of webhook deliveries the sink answers 503
 	SyncAlways   bool // nats-server sync_interval "always"
+	// Partitions runs each NATS node in a network namespace of its own
+	// (root only; package netns), with the jobgate processes spread over
+	// them, and lets lane 0 cut the network too (docs/reliability.md).
+	Partitions bool
+	NetPct     int // share of lane 0's faults that are network faults (Partitions only); -1: none
+	// PowerLossPct is the share of lane 0's faults that kill a NATS node and
+	// drop what its store wrote since a point within the last sync interval
+	// (its unsynced tail) before it starts again; -1: none.
+	PowerLossPct int
 	Strict       bool // count KnownIssues as anomalies too
 
 	Root     string // module root; default: found above the working dir
@@ -77,6 +87,10 @@ func (o *Options) Defaults() {
 	defi(&o.FollowPct, 40)
 	defi(&o.MaxFollowers, 12)
 	defi(&o.WebhookFail, 5)
+	if o.Partitions {
+		defi(&o.NetPct, 40)
+		defi(&o.PowerLossPct, 10)
+	}
 	if o.Logf == nil {
 		o.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "chaos: "+format+"\n", args...) }
 	}
@@ -156,6 +170,7 @@ type run struct {
 	smtp  *jobtest.SMTPSink
 	stats faultStats
 	cs    clientStats
+	net   *netns.Net // partition runs only
 
 	mu       sync.Mutex
 	jobs     map[string]string // job id → requester
@@ -194,24 +209,48 @@ func (r *run) run(ctx context.Context) error {
 	}
 	defer r.hook.close()
 
-	ports, err := freePorts(11)
-	if err != nil {
-		return err
+	var nodes []nodeAddr
+	var httpAddrs []string
+	if o.Partitions {
+		// Each node in a namespace of its own: the same ports on every
+		// node's address, nothing to reserve on the host.
+		if r.net, err = netns.Setup(ctx, 3); err != nil {
+			return fmt.Errorf("network namespaces: %w", err)
+		}
+		defer func() {
+			if err := r.net.Close(); err != nil {
+				o.Logf("removing the network namespaces: %v", err)
+			}
+		}()
+		for i := range 3 {
+			nodes = append(nodes, nodeAddr{host: r.net.IP(i), client: 4222, route: 6222, monitor: 8222})
+		}
+		httpAddrs = []string{r.net.IP(0) + ":8080", r.net.IP(1) + ":8080"}
+		o.Logf("network namespaces %s, %s, %s on %s/24", r.net.Name(0), r.net.Name(1), r.net.Name(2), r.net.HostIP())
+	} else {
+		ports, err := freePorts(11)
+		if err != nil {
+			return err
+		}
+		for i := range 3 {
+			nodes = append(nodes, nodeAddr{host: "127.0.0.1", client: ports[i], route: ports[3+i], monitor: ports[6+i]})
+		}
+		httpAddrs = []string{fmt.Sprintf("127.0.0.1:%d", ports[9]), fmt.Sprintf("127.0.0.1:%d", ports[10])}
 	}
 	defer r.stopAll()
-	if err := r.startNATS(bins.NATSServer, ports[:9]); err != nil {
+	if err := r.startNATS(bins.NATSServer, nodes); err != nil {
 		return err
 	}
 	urls := make([]string, 3)
-	for i := range urls {
-		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[i])
+	for i, n := range nodes {
+		urls[i] = fmt.Sprintf("nats://%s:%d", n.host, n.client)
 	}
 	natsURL := strings.Join(urls, ",")
 	cfgPath, err := r.writeConfig(natsURL, base64.StdEncoding.EncodeToString(hookKey))
 	if err != nil {
 		return err
 	}
-	if err := r.startJobgate(bins.Jobgate, cfgPath, natsURL, ports[9:11]); err != nil {
+	if err := r.startJobgate(bins.Jobgate, cfgPath, natsURL, httpAddrs); err != nil {
 		return err
 	}
 	tokens := map[string]string{}
@@ -262,6 +301,21 @@ func (r *run) run(ctx context.Context) error {
 		clients.Go(func() { c.run(submitting, clientCtx) })
 	}
 	nem := &nemesis{procs: r.procs, h: r.h, stats: &r.stats, log: o.Logf}
+	if r.net != nil {
+		nem.net = r.net
+		nem.leader = func(ctx context.Context) int { return jobsLeader(ctx, nc) }
+	}
+	if o.PowerLossPct > 0 {
+		stores := newStoreLog(o.Seed, o.SyncAlways)
+		var dirs []string
+		for _, p := range r.nats {
+			dirs = append(dirs, p.store)
+		}
+		sampling, stopSampling := context.WithCancel(ctx)
+		defer stopSampling()
+		go stores.run(sampling, dirs)
+		nem.dropUnsynced = func(p *proc) (string, error) { return stores.drop(p.store) }
+	}
 	nemDone := make(chan struct{})
 	go func() { defer close(nemDone); nem.run(ctx, lanes) }()
 	progress := time.NewTicker(30 * time.Second)
@@ -370,16 +424,35 @@ func (r *run) unexpectedExit(p *proc, err error) {
 	(&nemesis{h: r.h}).restart(context.Background(), p)
 }
 
-func (r *run) startNATS(bin string, ports []int) error {
-	routes := ports[3:6]
-	for i := range 3 {
+// nodeAddr is where one NATS node listens.
+type nodeAddr struct {
+	host                   string
+	client, route, monitor int
+}
+
+// inNode returns argv run in node i's network namespace in a partition
+// run (i < 0: on the host), argv itself otherwise.
+func (r *run) inNode(i int, argv []string) []string {
+	if r.net == nil || i < 0 {
+		return argv
+	}
+	return append(r.net.Exec(i), argv...)
+}
+
+func (r *run) startNATS(bin string, nodes []nodeAddr) error {
+	var routes []string
+	for _, n := range nodes {
+		routes = append(routes, fmt.Sprintf("%s:%d", n.host, n.route))
+	}
+	for i, n := range nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		store := filepath.Join(r.o.WorkDir, "nats", name)
 		cfg := filepath.Join(r.o.WorkDir, "nats-"+name+".conf")
-		if err := os.WriteFile(cfg, []byte(natsConfig(name, ports[i], ports[3+i], ports[6+i], routes, store, r.o.SyncAlways)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(natsConfig(name, n.host, n.client, n.route, n.monitor, routes, store, r.o.SyncAlways)), 0o644); err != nil {
 			return err
 		}
-		p := r.newProc("nats-"+name, KindNATS, []string{bin, "-c", cfg}, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[6+i]))
+		p := r.newProc("nats-"+name, KindNATS, r.inNode(i, []string{bin, "-c", cfg}), fmt.Sprintf("http://%s:%d/healthz", n.host, n.monitor))
+		p.node, p.store = i, store
 		r.nats = append(r.nats, p)
 		if err := p.start(); err != nil {
 			return err
@@ -422,14 +495,23 @@ func (r *run) writeConfig(natsURL, hookSecret string) (string, error) {
 	return path, os.WriteFile(path, b, 0o644)
 }
 
-func (r *run) startJobgate(bin, cfg, natsURL string, httpPorts []int) error {
+// placement is the node whose network namespace runs each jobgate process
+// in a partition run (-1: the host). The notifiers run on the host beside
+// the webhook and mail sinks they deliver to, as the clients do.
+var placement = map[string]int{
+	"gateway-1": 0, "renderer-1": 0, "dispatcher-1": 0,
+	"gateway-2": 1, "renderer-2": 1,
+	"dispatcher-2": 2,
+	"notifier-1":   -1, "notifier-2": -1,
+}
+
+func (r *run) startJobgate(bin, cfg, natsURL string, httpAddrs []string) error {
 	common := func(cmd, name string) []string {
-		return []string{bin, cmd, "--config", cfg, "--nats", natsURL, "--replicas", "3", "--data-dir", filepath.Join(r.o.WorkDir, "data", name)}
+		return r.inNode(placement[name], []string{bin, cmd, "--config", cfg, "--nats", natsURL, "--replicas", "3", "--data-dir", filepath.Join(r.o.WorkDir, "data", name)})
 	}
 	var started []*proc
-	for i, port := range httpPorts {
+	for i, addr := range httpAddrs {
 		name := fmt.Sprintf("gateway-%d", i+1)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p := r.newProc(name, KindGateway, append(common("gateway", name), "--http-addr", addr), "http://"+addr+"/readyz")
 		r.gws = append(r.gws, "http://"+addr)
 		started = append(started, p)

@@ -31,6 +31,9 @@ func main() {
 	flag.IntVar(&o.LongPausePct, "long-pauses", 20, "percent of pauses that last 16-40s, past lease and ack-wait limits (-1: none)")
 	flag.IntVar(&o.BatchPct, "batches", 25, "percent of new submissions that are batches of 2-5 jobs, notified as one or each (-1: none)")
 	flag.BoolVar(&o.SyncAlways, "sync-always", false, "NATS nodes fsync every write (sync_interval: always)")
+	flag.BoolVar(&o.Partitions, "partitions", false, "each NATS node in a network namespace of its own, and network faults (root; make chaos-partitions)")
+	flag.IntVar(&o.NetPct, "net-faults", 0, "percent of the first lane's faults that cut the network (with --partitions; default 40, -1: none)")
+	flag.IntVar(&o.PowerLossPct, "power-loss", 0, "percent of the first lane's faults that kill a NATS node and drop its unsynced tail (default 10 with --partitions, else none; -1: none)")
 	flag.BoolVar(&o.Race, "race", false, "build jobgate with the race detector")
 	flag.StringVar(&o.WorkDir, "work-dir", "", "where binaries, logs, stores and the history go (default: a new temp dir)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the NATS stores and binaries of a clean run (a run with anomalies keeps them anyway)")
@@ -48,6 +51,7 @@ func main() {
 		}
 		rep := chaos.Check(entries, o.Bound, o.Strict)
 		fmt.Print(rep)
+		fmt.Printf("%d anomalies\n", len(rep.Anomalies))
 		if len(rep.Anomalies) > 0 {
 			os.Exit(1)
 		}
@@ -72,6 +76,8 @@ func main() {
 	}
 	fmt.Print(rep)
 	fmt.Printf("history: %s\n", hist)
+	// Last, for whoever reads only the end of the output.
+	fmt.Printf("%d anomalies\n", len(rep.Anomalies))
 	if len(rep.Anomalies) > 0 {
 		os.Exit(1)
 	}
