@@ -74,6 +74,7 @@ func (b *Broker) declare(ctx context.Context, r *request) *wire.Reply {
 		Name: req.Type.Name, Description: req.Type.Description, Schema: req.Type.Schema,
 		TimeoutSeconds: req.Type.TimeoutSeconds, Attempts: req.Type.Attempts,
 		MaxResultBytes: req.Type.MaxResultBytes, ContentType: req.Type.ContentType, Owner: r.cred,
+		Flow: req.Type.Flow,
 	}
 	if err := d.Validate(); err != nil {
 		return refuse(wire.CodeInvalid, "%v", err)

@@ -5,13 +5,14 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/internal/retry"
 	failures "github.com/jobgate/jobgate/internal/verdict"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // errLost: the job is no longer the claim's.
@@ -175,6 +176,7 @@ func (b *Broker) beat(ctx context.Context, r *request) *wire.Reply {
 	if moved {
 		b.publishChange(rec)
 	}
+	b.renew(ctx, h.decl, rec)
 	return ok
 }
 
@@ -237,6 +239,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		}
 		return bad
 	}
+	b.release(ctx, h.decl, h.rec)
 	b.log.InfoContext(b.traceAttempt(rec, "succeeded", ""), "job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker)
 	settle := b.end(r.typ, rec, "succeeded")
 	if req.Next == nil {
@@ -306,7 +309,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 	}
 	maxAttempts := h.rec.AttemptsOr(h.decl.Attempts)
 	now := b.cfg.Now().UTC()
-	retryAt := now.Add(max(b.retryDelay(h.rec.Attempt), min(time.Duration(req.RetryAfterMS)*time.Millisecond, wire.MaxRetryAfter)))
+	retryAt := now.Add(max(b.retryDelay(h.decl, h.rec.Attempt), min(time.Duration(req.RetryAfterMS)*time.Millisecond, wire.MaxRetryAfter)))
 	outcome := "failed"
 	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
 		// The worker's own message is the operator's: it goes to the
@@ -334,6 +337,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
+	b.release(ctx, h.decl, h.rec)
 	b.log.InfoContext(b.traceAttempt(rec, outcome, string(f.Category)), "attempt failed", "job_id", rec.ID, "type", rec.Type, "tenant", rec.Tenant, "attempt", rec.Attempt, "worker", h.rec.Worker, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
 	b.ended(r.typ, rec, outcome)
@@ -355,6 +359,7 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
+	b.release(ctx, h.decl, h.rec)
 	b.log.InfoContext(b.traceAttempt(rec, "given_back", ""), "job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "reason", clip(req.Reason, 64))
 	b.ended(r.typ, rec, "given_back")
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
@@ -417,9 +422,19 @@ func (b *Broker) dropResult(key, object string) {
 	}
 }
 
-// retryDelay is the pause before the attempt after attempt n.
-func (b *Broker) retryDelay(n int) time.Duration {
-	return jitter(retry.Exponential(b.cfg.RetryBase, max(10*time.Minute, b.cfg.RetryBase), max(n, 1)-1))
+// retryDelay is the pause before the attempt after attempt n: the type's
+// retry policy as it is now (a change applies to the retries not yet
+// scheduled), full jitter; a type without one starts from RetryBase.
+func (b *Broker) retryDelay(d *job.TypeDecl, n int) time.Duration {
+	p := d.Retry
+	if p == nil || p.InitialSeconds == 0 {
+		q := api.RetryPolicy{InitialSeconds: b.cfg.RetryBase.Seconds()}
+		if p != nil {
+			q.MaxSeconds, q.Multiplier = p.MaxSeconds, p.Multiplier
+		}
+		p = &q
+	}
+	return p.Delay(n, rand.Float64)
 }
 
 func clip(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/api"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -218,6 +219,14 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 		b.remove(octx, s, msg)
 		return nil
 	case verdictNak:
+		if c.block != nil {
+			prio := job.DefaultPriority
+			if c.rec != nil {
+				prio = c.rec.PriorityOr()
+			}
+			s.park(msg, prio, c.block.key, c.block.delay, now)
+			return nil
+		}
 		s.later(msg, now.Add(c.delay))
 		return nil
 	case verdictTerm:
@@ -234,6 +243,9 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	}
 	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
 	rec := c.rec
+	for _, k := range c.keys {
+		s.unpark(k.key) // the next job waiting on the key may pass too
+	}
 	// The work names the admission's event: the claim's follows it
 	// without a lookup, but only the first claim's. After a retry or a
 	// takeover that event is stale, and a publish against it, refused by
@@ -291,6 +303,10 @@ type claimResult struct {
 	// first: the job had never been claimed, so the newest event it has is
 	// its admission's, the one its work message names.
 	first bool
+	// block: the start waits for a flow key (delay is block.delay), and
+	// rec is the job as read; keys: the flow keys a claim passed.
+	block *flowBlock
+	keys  []flowKey
 }
 
 // claim decides what a delivery means for its job and, when the job is free
@@ -322,13 +338,16 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 		}
 		now := b.cfg.Now().UTC()
 		if read && b.ownLost(cur) { // the message's record is older than any claim
-			return b.reassign(ctx, cur, delivered, worker, now)
+			return b.reassign(ctx, d, cur, delivered, worker, now)
 		}
 		maxAttempts := cur.AttemptsOr(d.Attempts)
 		switch {
 		case cur.Type != d.Name:
 			return claimResult{verdict: verdictTerm, why: "job of type " + cur.Type + " on the queue of " + d.Name}
 		case cur.State.Terminal():
+			// A job that ended without its verdict reaching a broker
+			// (canceled, failed by the sweeper) gives its places back here.
+			b.release(ctx, d, cur)
 			return claimResult{verdict: verdictAck, why: "job already " + string(cur.State)}
 		case cur.State == job.StateRunning && cur.Worker != "" && now.Sub(b.signOf(cur)) < b.cfg.StaleAfter:
 			// A live claim: check on it again once it could have gone
@@ -345,11 +364,25 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 			return claimResult{verdict: verdictAck, why: err.Error()}
 		}
 		next.ClaimID = newClaimID()
+		keys := flowKeys(d, next)
+		if len(keys) > 0 {
+			if cur.Worker != "" {
+				// A stale claim taken over: its places are the new one's
+				// to take.
+				b.unlease(ctx, keys, cur.ClaimID)
+			}
+			if blk := b.admit(ctx, keys, next.ClaimID); blk != nil {
+				return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay, block: blk, rec: cur}
+			}
+		}
 		if b.beforeClaimWrite != nil {
 			b.beforeClaimWrite(key)
 		}
 		err = b.writeClaim(ctx, next)
 		if errors.Is(err, natsjs.ErrStale) {
+			// Another claim won: the places taken for this one go back
+			// (a rate token spent stays spent).
+			b.unlease(ctx, keys, next.ClaimID)
 			continue
 		}
 		if err != nil {
@@ -364,7 +397,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 				"tenant", cur.Tenant, "worker", cur.Worker, "attempt", cur.Attempt, "silent_for", now.Sub(b.signOf(cur)).Round(time.Millisecond),
 				"taken_by", worker)
 		}
-		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0}
+		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0, keys: keys}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
 }
@@ -388,19 +421,30 @@ func (b *Broker) writeClaim(ctx context.Context, next *job.Record) error {
 
 // reassign hands cur's claim, written by this broker with its answer lost,
 // to worker as the same attempt: no worker ever received it.
-func (b *Broker) reassign(ctx context.Context, cur *job.Record, delivered uint64, worker string, now time.Time) claimResult {
+func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record, delivered uint64, worker string, now time.Time) claimResult {
 	next := cur.Clone()
 	if err := next.Reassign(worker, now); err != nil {
 		return claimResult{verdict: verdictAck, why: err.Error()}
 	}
 	next.ClaimID = newClaimID()
+	// The same attempt: its places move to the new claim, and no rate
+	// token is taken again.
+	var keys []flowKey
+	if len(d.Concurrency) > 0 {
+		keys = flowKeys(&job.TypeDecl{Name: d.Name, Flow: api.Flow{Concurrency: d.Concurrency}}, cur)
+		if blk := b.admit(ctx, keys, next.ClaimID); blk != nil {
+			return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay}
+		}
+	}
 	err := b.writeClaim(ctx, next)
 	if errors.Is(err, natsjs.ErrStale) {
+		b.unlease(ctx, keys, next.ClaimID)
 		return claimResult{verdict: verdictNak, why: "record changed", delay: jitter(retrySlack)}
 	}
 	if err != nil {
 		return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 	}
+	b.unlease(ctx, keys, cur.ClaimID)
 	b.log.Info("lost claim handed out again", "job_id", next.ID, "attempt", next.Attempt, "worker", worker)
 	return claimResult{verdict: verdictRun, rec: next}
 }
@@ -430,6 +474,7 @@ func (b *Broker) exhaust(ctx context.Context, d *job.TypeDecl, key string) bool 
 	case err != nil:
 		return false
 	}
+	b.release(ctx, d, rec)
 	b.log.InfoContext(jobCtx(ctx, rec), "job failed, attempts used up", "job_id", rec.ID, "attempt", rec.Attempt, "category", rec.Error.Category)
 	if open {
 		// The last attempt's worker vanished: that attempt ends here.

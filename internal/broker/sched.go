@@ -65,6 +65,8 @@ type sched struct {
 	held     map[string]*holding // by job key, the claims this broker made
 	// ahead counts the messages read ahead in all lanes, and their bytes.
 	ahead, aheadSize int
+	// parked holds the messages waiting for a flow key (park.go).
+	parked map[string]*parkQ
 }
 
 // holding is a claim this broker made: it counts against its tenant's cap
@@ -113,7 +115,8 @@ type laneQ struct {
 
 func newSched(b *Broker, typ string) *sched {
 	return &sched{b: b, typ: typ, lanes: b.stores.Work.Lanes(typ), tenants: map[string]*tenantQ{},
-		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]*holding{}}
+		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]*holding{},
+		parked: map[string]*parkQ{}}
 }
 
 // start removes the consumers of earlier versions, subscribes to notices
@@ -320,6 +323,11 @@ func (s *sched) forgetIdleLocked(now time.Time) {
 		}
 		if len(t.lanes) == 0 && t.held == 0 {
 			delete(s.tenants, name)
+		}
+	}
+	for key, q := range s.parked {
+		if len(q.msgs) == 0 && q.probeAt.Before(now) {
+			delete(s.parked, key)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 // tests cannot import (it imports the broker).
 func storesOf(conn *jobtest.Conn) Stores {
 	res := conn.Res
-	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Types: res.Types, Results: res, Conn: conn.NC}
+	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Types: res.Types, Results: res, Slots: res.Slots, Conn: conn.NC}
 }
 
 // ask sends one request as credential cred and returns the reply.

@@ -16,6 +16,7 @@ type Stores struct {
 	Events  *natsjs.EventStream // the events of the changes it writes (JOBGATE_EVENTS)
 	Secrets *natsjs.Secrets     // the claim secret (JOBGATE_META)
 	Types   *natsjs.TypeStore   // type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
+	Slots   *natsjs.SlotStore   // the places and rate buckets of the types' flow control (JOBGATE_SLOTS)
 	Results                     // result objects, stored from the workers' uploads (JOBGATE_RESULTS)
 	Conn    *nats.Conn          // the connection it answers the workers on, with jobgate's own permissions
 }

@@ -35,6 +35,6 @@ func Start(t testing.TB, env *jobtest.Env, cfg broker.Config) *broker.Broker {
 func Stores(res *natsjs.Resources) broker.Stores {
 	return broker.Stores{
 		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Types: res.Types, Results: res,
-		Conn: res.JS.Conn(),
+		Slots: res.Slots, Conn: res.JS.Conn(),
 	}
 }

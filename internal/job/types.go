@@ -42,13 +42,16 @@ type TypeDecl struct {
 	// declare its name. Its signing secret is kept apart, with the
 	// deployment's secrets (natsjs.Secrets).
 	Endpoint *api.Endpoint `json:"endpoint,omitempty"`
+	// Flow is the type's retry policy, concurrency keys and rate limit
+	// (api.Flow): the broker applies it to every attempt it starts.
+	api.Flow
 }
 
 // Public is the declaration as its worker wrote it.
 func (d *TypeDecl) Public() api.TypeDecl {
 	return api.TypeDecl{Name: d.Name, Description: d.Description, Schema: d.Schema,
 		TimeoutSeconds: d.TimeoutSeconds, Attempts: d.Attempts, MaxResultBytes: d.MaxResultBytes,
-		ContentType: d.ContentType}
+		ContentType: d.ContentType, Flow: d.Flow}
 }
 
 // Timeout is the attempt time budget as a duration.

@@ -38,7 +38,7 @@ func BatchRelayStores(res *natsjs.Resources) dispatcher.BatchRelayStores {
 func BrokerStores(res *natsjs.Resources) broker.Stores {
 	return broker.Stores{
 		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Types: res.Types, Results: res,
-		Conn: res.JS.Conn(),
+		Slots: res.Slots, Conn: res.JS.Conn(),
 	}
 }
 

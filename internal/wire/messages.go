@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // Limits of the protocol's messages.
@@ -71,6 +73,8 @@ type Declaration struct {
 	Attempts       int             `json:"attempts"`
 	MaxResultBytes int64           `json:"max_result_bytes"`
 	ContentType    string          `json:"content_type"`
+	// Flow: the optional retry, concurrency and rate_limit fields.
+	api.Flow
 }
 
 // DeclareRequest declares the type of the subject.

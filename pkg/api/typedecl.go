@@ -27,6 +27,8 @@ type TypeDecl struct {
 	MaxResultBytes int64 `json:"max_result_bytes"`
 	// ContentType is the media type of the results.
 	ContentType string `json:"content_type"`
+	// Flow is the type's retry policy, concurrency keys and rate limit.
+	Flow
 }
 
 // Limits of a declaration.
@@ -134,6 +136,9 @@ func (d *TypeDecl) Validate() error {
 		errs = append(errs, fmt.Errorf("max result bytes must be 1 to %d, got %d", int64(MaxResultBytesLimit), d.MaxResultBytes))
 	}
 	if err := CheckContentType(d.ContentType); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.Flow.Check(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

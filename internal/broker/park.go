@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/jobgate/jobgate/internal/natsjs"
+)
+
+// Parking: the work messages whose job waits for a concurrency place or a
+// rate token (flow.go) wait here per key, so that a key with thousands of
+// jobs waiting costs one look a probeEvery, not one a job: of a key's
+// parked messages one is the probe, looked at again after probeEvery (or
+// when its rate token is due); the others wait for parkBackstop, unless a
+// probe that passes, or a place this broker gives back, wakes the next
+// one at once. Which one wakes: the best priority, then the oldest. The
+// backstop covers what this broker does not see (a place given back on
+// another broker wakes the probe's next look here, not a parked message).
+
+const (
+	probeEvery   = time.Second
+	parkBackstop = 30 * time.Second
+	// maxParkedKeys bounds the keys parked per type in memory; past it a
+	// message is deferred as if it were its key's probe.
+	maxParkedKeys = 100000
+)
+
+// parkQ is one key's parked messages.
+type parkQ struct {
+	probeAt time.Time         // when its probe is looked at again (zero: none)
+	msgs    map[uint64]parked // by sequence
+}
+
+type parked struct {
+	tenant, requester string
+	seq               uint64
+	priority          int
+}
+
+// park defers msg, whose job waits on key, until it is its key's probe's
+// turn (delay from now) or woken.
+func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.Duration, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.parked[key]
+	if q == nil {
+		if len(s.parked) >= maxParkedKeys {
+			s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(delay))
+			return
+		}
+		q = &parkQ{msgs: map[uint64]parked{}}
+		s.parked[key] = q
+	}
+	if q.probeAt.IsZero() || !q.probeAt.After(now) {
+		q.probeAt = now.Add(delay)
+		s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, q.probeAt)
+		return
+	}
+	q.msgs[msg.Seq] = parked{tenant: msg.Tenant, requester: msg.Requester, seq: msg.Seq, priority: priority}
+	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(parkBackstop))
+}
+
+// unpark wakes key's best parked message: a place under it may be free.
+func (s *sched) unpark(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.parked[key]
+	if q == nil {
+		return
+	}
+	q.probeAt = time.Time{}
+	now := s.b.cfg.Now()
+	for len(q.msgs) > 0 {
+		var best parked
+		for _, p := range q.msgs {
+			if best.seq == 0 || p.priority < best.priority || p.priority == best.priority && p.seq < best.seq {
+				best = p
+			}
+		}
+		delete(q.msgs, best.seq)
+		// A message no longer deferred was settled meanwhile (its job
+		// ended, or another look claimed it): the next one wakes.
+		if l := s.tenants[best.tenant]; l != nil {
+			if lane := l.lanes[best.requester]; lane != nil {
+				if _, ok := lane.deferred[best.seq]; ok {
+					q.probeAt = now.Add(probeEvery)
+					lane.deferTo(best.seq, now)
+					s.wakeLocked()
+					return
+				}
+			}
+		}
+	}
+	delete(s.parked, key)
+}
