@@ -49,9 +49,12 @@ fuzz-api: build
 ##        against the raw JetStream floor in one run (one table + bench.json; see
 ##        docs/performance.md). BENCH_FLAGS sets its flags, e.g.
 ##        make bench BENCH_FLAGS='--sections floor,admission --duration 10s'
+##        The nethttp section's Asynq comparison runs bin/asynqbench (its own module,
+##        tools/asynqbench, so Asynq stays out of go.mod) on Debian's redis-server.
 BENCH_FLAGS ?= --duration 5s --watch-window 30s --footprint-jobs 50000
 bench:
 	$(GO) build -tags bench -o bin/jobgate-bench ./cmd/jobgate
+	cd tools/asynqbench && $(GO) build -o ../../bin/asynqbench .
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bin/jobgate-bench bench $(BENCH_FLAGS)
 
