@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/auth"
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/egress"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/metrics"
@@ -14,9 +15,12 @@ import (
 	"github.com/jobgate/jobgate/pkg/api"
 )
 
-// Config configures a gateway. Zero fields take the defaults noted.
+// Config configures a gateway. Zero fields take the defaults noted: a
+// setting of serve's takes serve's default, named once in internal/config's
+// Default; the rest are named here.
 type Config struct {
-	// Addr is the listen address (host:port); port 0 picks a free one.
+	// Addr is the listen address (host:port); port 0 picks a free one
+	// (default: serve's, 127.0.0.1:8080).
 	Addr string
 	// Listener, if set, is Addr already bound: the process binds it before
 	// it starts anything, so a taken port fails at once. The gateway
@@ -29,36 +33,40 @@ type Config struct {
 	// checked.
 	AuthAudience string
 	AuthIssuer   string
-	// LinkTTL is the lifetime of a signed result link (default 5m).
+	// LinkTTL is the lifetime of a signed result link (default: serve's
+	// result_link_ttl).
 	LinkTTL time.Duration
 	// MaxWait caps ?wait= long-polls (default 30s).
 	MaxWait time.Duration
-	// ReadRate/ReadBurst limit reads per requester per second (default 20/40).
-	ReadRate  float64
-	ReadBurst int
-	// SubmitRate/SubmitBurst limit submissions per requester (default 50/100).
+	// ReadRate/ReadBurst limit reads per requester per second, and
+	// SubmitRate/SubmitBurst submissions (default: serve's gateway.read_rate
+	// and read_burst, submit_rate and submit_burst).
+	ReadRate    float64
+	ReadBurst   int
 	SubmitRate  float64
 	SubmitBurst int
 	// MaxStreamsPerRequester caps the event streams (SSE) one requester
 	// has open at once; past it a new stream is refused 429 with
-	// Retry-After (default 20).
+	// Retry-After.
 	MaxStreamsPerRequester int
 	// MaxLongPollsPerRequester caps the ?wait= long-polls one requester has
-	// waiting at once, likewise (default 20).
+	// waiting at once, likewise.
 	MaxLongPollsPerRequester int
 	// MaxStreamsPerTenant and MaxLongPollsPerTenant cap them per tenant, all
-	// its requesters together (default 2,000 each); MaxStreams and
-	// MaxLongPolls cap them for this gateway process, all tenants together
-	// (default 10,000 each: an open stream costs about 50 KiB,
-	// docs/performance.md). Past either, 429 with Retry-After as above.
-	// They count per gateway process: N gateways hold N times as many.
+	// its requesters together; MaxStreams and MaxLongPolls cap them for
+	// this gateway process, all tenants together (an open stream costs
+	// about 50 KiB, docs/performance.md). Past either, 429 with Retry-After
+	// as above. They count per gateway process: N gateways hold N times as
+	// many. Default (each of the six): serve's gateway.max_streams_... and
+	// max_long_polls_... settings.
 	MaxStreamsPerTenant   int
 	MaxLongPollsPerTenant int
 	MaxStreams            int
 	MaxLongPolls          int
 	// StreamWriteTimeout is how long one write of an event stream may wait
 	// for the client to take the bytes; a client that stopped reading is cut
-	// off after it, freeing its stream (default 30s).
+	// off after it, freeing its stream (default: serve's
+	// gateway.stream_write_timeout).
 	StreamWriteTimeout time.Duration
 	// StreamHeartbeat is the interval of an event stream's keep-alive
 	// comment (default 15s).
@@ -72,7 +80,7 @@ type Config struct {
 	IndexDir string
 	// TenantResultsMaxBytes is each tenant's result quota: once its stored
 	// result bytes are 90% of it, the tenant's admissions answer 507
-	// storage-full (default tenantquota.DefaultMaxBytes).
+	// storage-full (default: serve's tenant_results_max_bytes).
 	TenantResultsMaxBytes int64
 	// ResultQuota, if set, is a tally of the tenants' stored result bytes
 	// that the gateway shares with other components of its process (the
@@ -109,49 +117,47 @@ type Config struct {
 	Now func() time.Time
 }
 
+// withDefaults fills the zero fields. serve's settings take their values
+// from internal/config's Default, so a gateway built without them (a test,
+// a harness) runs as serve does and a default is changed in one place.
 func (c *Config) withDefaults() Config {
 	out := *c
+	d := config.Default()
 	if out.Addr == "" {
-		out.Addr = "127.0.0.1:8080"
+		out.Addr = d.HTTPAddr
 	}
 	if out.LinkTTL == 0 {
-		out.LinkTTL = 5 * time.Minute
+		out.LinkTTL = d.ResultLinkTTL
 	}
 	if out.MaxWait == 0 {
 		out.MaxWait = 30 * time.Second
 	}
 	if out.ReadRate == 0 {
-		out.ReadRate, out.ReadBurst = 20, 40
+		out.ReadRate, out.ReadBurst = d.Gateway.ReadRate, d.Gateway.ReadBurst
 	}
 	if out.SubmitRate == 0 {
-		out.SubmitRate, out.SubmitBurst = 50, 100
+		out.SubmitRate, out.SubmitBurst = d.Gateway.SubmitRate, d.Gateway.SubmitBurst
 	}
-	if out.MaxStreamsPerRequester == 0 {
-		out.MaxStreamsPerRequester = 20
-	}
-	if out.MaxLongPollsPerRequester == 0 {
-		out.MaxLongPollsPerRequester = 20
-	}
-	if out.MaxStreamsPerTenant == 0 {
-		out.MaxStreamsPerTenant = 2000
-	}
-	if out.MaxLongPollsPerTenant == 0 {
-		out.MaxLongPollsPerTenant = 2000
-	}
-	if out.MaxStreams == 0 {
-		out.MaxStreams = 10000
-	}
-	if out.MaxLongPolls == 0 {
-		out.MaxLongPolls = 10000
+	for _, f := range []struct{ v, def *int }{
+		{&out.MaxStreamsPerRequester, &d.Gateway.MaxStreamsPerRequester},
+		{&out.MaxLongPollsPerRequester, &d.Gateway.MaxLongPollsPerRequester},
+		{&out.MaxStreamsPerTenant, &d.Gateway.MaxStreamsPerTenant},
+		{&out.MaxLongPollsPerTenant, &d.Gateway.MaxLongPollsPerTenant},
+		{&out.MaxStreams, &d.Gateway.MaxStreams},
+		{&out.MaxLongPolls, &d.Gateway.MaxLongPolls},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
 	}
 	if out.StreamWriteTimeout == 0 {
-		out.StreamWriteTimeout = 30 * time.Second
+		out.StreamWriteTimeout = d.Gateway.StreamWriteTimeout
 	}
 	if out.StreamHeartbeat == 0 {
 		out.StreamHeartbeat = 15 * time.Second
 	}
 	if out.TenantResultsMaxBytes == 0 {
-		out.TenantResultsMaxBytes = tenantquota.DefaultMaxBytes
+		out.TenantResultsMaxBytes = d.TenantResultsMaxBytes
 	}
 	if out.BulkTimeBudget == 0 {
 		out.BulkTimeBudget = api.BulkTimeBudget

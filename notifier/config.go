@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/metrics"
 )
@@ -96,14 +97,17 @@ type Mail struct {
 	Timeout time.Duration
 }
 
-// DefaultConfig returns the settings a notifier runs with when given none.
+// DefaultConfig returns the settings a notifier runs with when given none:
+// those serve has a setting for are serve's defaults (internal/config's
+// Default names each once), the rest are named here.
 func DefaultConfig() Config {
+	serve := config.Default().Notifier
 	return Config{
-		Retries:       []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
+		Retries:       serve.WebhookRetries,
 		Jitter:        0.2,
 		MaxRetryAfter: time.Hour,
 		Timeout:       15 * time.Second,
-		Mail:          Mail{Port: 587, From: "jobgate@localhost", Timeout: 30 * time.Second},
+		Mail:          Mail{Port: serve.Mail.SMTPPort, From: serve.Mail.From, Timeout: 30 * time.Second},
 		Concurrency:   16,
 		MaxPending:    10000,
 
