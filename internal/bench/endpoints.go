@@ -106,6 +106,7 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 	var plain Samples
 	var plainU, sysU usage
 	var sys, work PipeResult
+	var sysOps, workOps *PipeStats
 	var workU usage
 	var lat []time.Duration
 	rd := r.o.Duration / 3
@@ -134,6 +135,7 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 		}
 		sysU.add(u)
 		sys.add(pr)
+		sysOps = sysOps.plus(pr.StatsDiff)
 
 		r.logf("endpoints: bench_noop by a worker, %d submitters, %s (round %d/3)", len(tokens), rd, round+1)
 		r.measure(p, fmt.Sprintf("endpoints-worker-%d", round), func() {
@@ -144,6 +146,7 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 		}
 		workU.add(u)
 		work.add(pr)
+		workOps = workOps.plus(pr.StatsDiff)
 	}
 	ps := plain.Summary()
 	plainRow := r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("plain Go client → no-op handler, %d connections", endpointConcurrency), Fsync: "default",
@@ -154,9 +157,9 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 	sum.P50, sum.P99, sum.P999, sum.Max = ls.P50, ls.P99, ls.P999, ls.Max
 	sysRow := r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("endpoint type → no-op handler, %d submitters, concurrency %d, admission → succeeded", len(tokens), endpointConcurrency),
 		Fsync: "default", Value: sys.rate(), Unit: "calls/s", Summary: sum,
-		Note: sys.note(fmt.Sprintf("admitted at %.0f jobs/s meanwhile; latency from created_at to finished_at (saturated: the backlog's wait included)", float64(sys.Inserted)/sys.Insert.Seconds()))}).use(sysU)
+		Note: sys.note(fmt.Sprintf("admitted at %.0f jobs/s meanwhile; latency from created_at to finished_at (saturated: the backlog's wait included)", float64(sys.Inserted)/sys.Insert.Seconds())) + "; per job: " + sysOps.perJob(sys.Finished)}).use(sysU)
 	workRow := r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("the same no-op job by a worker (bench_noop), %d submitters, %d slots", len(tokens), pipelineWorkers),
-		Fsync: "default", Value: work.rate(), Unit: "jobs/s", Summary: work.summary(), Note: work.note("")}).use(workU)
+		Fsync: "default", Value: work.rate(), Unit: "jobs/s", Summary: work.summary(), Note: work.note("") + "; per job: " + workOps.perJob(work.Finished)}).use(workU)
 	relate(sysRow, plainRow, "plain client")
 	goal(sysRow, "≥ 2,000 calls/s and ≥ 0.5× plain client", sysRow.Value >= 2000 && sysRow.Ratio >= 0.5)
 	if workRow.Value > 0 {
@@ -213,6 +216,10 @@ func declareEndpointType(a *api, url string) error {
 // until as many succeeded; it returns the round, the CPU from the first
 // submission to the last success, and lat with the round's latencies.
 func (r *runner) endpointRound(ctx context.Context, p *proc, a *api, tokens []string, d time.Duration, round int, lat []time.Duration) (PipeResult, usage, []time.Duration, error) {
+	before, err := p.call(Request{Op: opPipeStats})
+	if err != nil {
+		return PipeResult{}, usage{}, lat, err
+	}
 	meter := startCPU(p.ready.PID)
 	start := time.Now()
 	prefix := "ep-" + strconv.Itoa(round) + "-"
@@ -237,8 +244,16 @@ func (r *runner) endpointRound(ctx context.Context, p *proc, a *api, tokens []st
 			break
 		}
 	}
+	used := meter.cores()
+	// The relay looks at a terminal change again after its grace: its
+	// reads count, as in the pipeline section.
+	time.Sleep(2500 * time.Millisecond)
+	after, err := p.call(Request{Op: opPipeStats})
+	if err != nil {
+		return PipeResult{}, usage{}, lat, err
+	}
 	return PipeResult{Inserted: admitted, Finished: finished, Errors: s.Errors, FirstErr: s.FirstError, Insert: insert,
-		Elapsed: end.Sub(start)}, meter.cores(), lat, nil
+		Elapsed: end.Sub(start), StatsDiff: after.Stats.minus(before.Stats)}, used, lat, nil
 }
 
 // endpointHalfRate submits endpoint jobs at rate for the run's duration
