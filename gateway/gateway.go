@@ -182,6 +182,7 @@ func newGateway(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	httpMetrics.CanRunOutOfStorage("/v1/jobs", "/v1/batches") // the admissions
 	g.app.Use(countRequests(httpMetrics)) // first: it counts every answer, refusals included
 	g.app.Use(refuseContentCoding)        // ahead of every route: nothing decodes a compressed body
 	g.routes()

@@ -77,3 +77,16 @@ func (h *HTTP) Request(route, method string, status int, took time.Duration) {
 		h.storageFull.WithLabelValues(route).Inc()
 	}
 }
+
+// CanRunOutOfStorage exports jobgate_http_storage_full_total for each route
+// at 0 before its first 507: a counter that appears only with its first
+// increase hides that increase from rate() and increase(), and the alert
+// on it would miss the first refusals.
+func (h *HTTP) CanRunOutOfStorage(routes ...string) {
+	if h == nil {
+		return
+	}
+	for _, r := range routes {
+		h.storageFull.WithLabelValues(r)
+	}
+}
