@@ -19,6 +19,8 @@ func (m *Main) extraCommands() map[string]func(context.Context, []string) error 
 		"conformance": m.runConformance,
 		"backup":      m.runBackup,
 		"restore":     m.runRestore,
+		// The probe of an image without a shell (deploy/compose).
+		"health": m.runHealth,
 	}
 	// The load generator is built only into the bench binary (make bench,
 	// -tags bench): it is not part of what production runs.

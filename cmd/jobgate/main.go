@@ -67,6 +67,7 @@ Tools:
   token                 print a bearer token (--tenant T --subject S [--ttl 1h] [--admin])
   nats-user             print NATS credentials for a tenant's event subscribers
   conformance           check a worker implementation, any language (--worker-cmd CMD)
+  health                exit 0 when a /readyz answers 200 (--url; the probe of an image without a shell)
   backup|restore        copy a running deployment to a directory (--to DIR), or a copy into an empty one (--from DIR)
   types apply|rotate-secret
                         declare endpoint types from YAML (-f FILE), rotate one's secret (operator token)
