@@ -189,6 +189,11 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 				floorRow = row
 			case "jobgate":
 				jg = row
+				if s.Rate > 0 {
+					// What the user's side pays: net/http's client CPU per
+					// request (this process is the client).
+					row.Note = noteErrors(&s, fmt.Sprintf("client (net/http) CPU %.0f µs/request", f.u.gen/s.Rate*1e6))
+				}
 			case "asynq":
 				aqRow = row
 				row.ServerCPUPerOp = 0 // the enqueuer's CPU is not redis-server's
