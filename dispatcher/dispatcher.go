@@ -167,7 +167,9 @@ func (d *Dispatcher) startBroker(sctx, _ context.Context) (func(), error) {
 	if err := d.broker.Start(sctx); err != nil {
 		return nil, err
 	}
-	return d.broker.Stop, nil
+	// The broker's stop is cut off when the dispatcher's Stop runs out of
+	// time: d.force ends then.
+	return func() { _ = d.broker.Stop(d.force) }, nil
 }
 
 // untilAvailable runs a start step until it succeeds, fails for good, or

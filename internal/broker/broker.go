@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/required"
+	"github.com/jobgate/jobgate/internal/startstop"
 	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/nats-io/nats.go"
@@ -76,6 +77,7 @@ type Broker struct {
 	lost   map[string]lostClaim
 
 	stopOnce sync.Once
+	stopped  chan struct{} // closed when the first Stop's work is done
 
 	// beforeClaimWrite, set by tests, runs between a claim's read of the
 	// record and its compare-and-set.
@@ -148,46 +150,69 @@ func (b *Broker) Start(ctx context.Context) error {
 	for op, h := range handlers {
 		sub, err := b.nc.QueueSubscribe(wire.Root+"*.*."+op, QueueGroup, b.serve(op, h))
 		if err != nil {
-			b.Stop()
+			b.stopWithin(ctx)
 			return fmt.Errorf("broker: subscribe %s: %w", op, err)
 		}
 		_ = sub.SetPendingLimits(64<<10, 256<<20)
 		b.subs = append(b.subs, sub)
 	}
 	if err := b.nc.FlushTimeout(opTimeout); err != nil {
-		b.Stop()
+		b.stopWithin(ctx)
 		return fmt.Errorf("broker: %w", err)
 	}
 	b.log.Info("broker started")
 	return nil
 }
 
-// Stop ends the subscriptions, aborts open uploads and waits for the
-// requests under way.
-func (b *Broker) Stop() {
+// Stop ends the subscriptions, aborts open uploads and waits, within ctx,
+// for the requests under way (their contexts have ended). When ctx ends
+// first it returns an error wrapping ctx.Err(), and what is still under
+// way ends on its own. It is safe to call more than once, and before or
+// without Start.
+func (b *Broker) Stop(ctx context.Context) error {
 	b.stopOnce.Do(func() {
-		for _, s := range b.subs {
-			_ = s.Unsubscribe()
-		}
-		if b.cancel != nil {
-			b.cancel()
-		}
-		b.mu.Lock()
-		uploads := make([]*upload, 0, len(b.uploads))
-		for _, u := range b.uploads {
-			uploads = append(uploads, u)
-		}
-		scheds := b.scheds
-		b.scheds = map[string]*sched{}
-		b.mu.Unlock()
-		for _, u := range uploads {
-			u.abort(errors.New("broker stopping"))
-		}
-		b.wg.Wait()
-		for _, s := range scheds {
-			s.close()
-		}
+		b.stopped = make(chan struct{})
+		go func() {
+			defer close(b.stopped)
+			b.stop()
+		}()
 	})
+	if err := startstop.Wait(ctx, b.stopped, nil); err != nil {
+		return fmt.Errorf("broker: stop: %w", err)
+	}
+	return nil
+}
+
+// stopWithin undoes a failed Start, within opTimeout of its ctx's values.
+func (b *Broker) stopWithin(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	_ = b.Stop(ctx)
+}
+
+// stop is the first Stop's work.
+func (b *Broker) stop() {
+	for _, s := range b.subs {
+		_ = s.Unsubscribe()
+	}
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.mu.Lock()
+	uploads := make([]*upload, 0, len(b.uploads))
+	for _, u := range b.uploads {
+		uploads = append(uploads, u)
+	}
+	scheds := b.scheds
+	b.scheds = map[string]*sched{}
+	b.mu.Unlock()
+	for _, u := range uploads {
+		u.abort(errors.New("broker stopping"))
+	}
+	b.wg.Wait()
+	for _, s := range scheds {
+		s.close()
+	}
 }
 
 // request is one worker request, its subject checked.

@@ -176,7 +176,7 @@ func TestAClaimMadeTooLateForItsWorkerGoesToTheNextAsTheSameAttempt(t *testing.T
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.Start(ctx))
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 
 	require.Nil(t, tb.declare(t, credA, "late", "text/plain").Error)
 	rec := tb.admit(t, "late", "late-1")
@@ -461,7 +461,7 @@ func TestACredentialsRequestsAreRateLimited(t *testing.T) {
 	b, err := New(cfg, storesOf(conn), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 	throttled := 0
 	for range 6 {
 		r := tb.ask(t, credA, "nothing", wire.OpHello, wire.HelloRequest{Worker: "w", Concurrency: 1})
@@ -510,7 +510,7 @@ func TestACredentialsPresenceAndUploadsAreBounded(t *testing.T) {
 	b, err := New(cfg, storesOf(conn), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 	require.Nil(t, tb.declare(t, credA, "bounded", "text/plain").Error)
 	for i := range 3 {
 		r := tb.ask(t, credA, "bounded", wire.OpHello, wire.HelloRequest{Worker: "w" + itoa(i), Concurrency: 1})
@@ -582,7 +582,7 @@ func TestABrokersRequestsInFlightAreBounded(t *testing.T) {
 	b, err := New(cfg, storesOf(conn), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 	require.Nil(t, tb.declare(t, credA, "held", "text/plain").Error)
 	// A next request with no work is held for its wait.
 	held := make(chan *wire.Reply, 1)

@@ -40,7 +40,7 @@ func declareSetupLogged(t *testing.T, adjust func(*Config)) (*Broker, *testBundl
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.Start(ctx))
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 	return b, tb, logs
 }
 

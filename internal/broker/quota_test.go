@@ -27,7 +27,7 @@ func (tb *testBundle) brokerWith(t *testing.T, adjust func(*Config)) *Broker {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.Start(ctx))
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 	return b
 }
 

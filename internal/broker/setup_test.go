@@ -59,8 +59,17 @@ func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 		b.started = time.Now()
 	}
-	t.Cleanup(b.Stop)
+	stopAtCleanup(t, b)
 	return b
+}
+
+// stopAtCleanup stops b, within a deadline, when the test ends.
+func stopAtCleanup(t *testing.T, b *Broker) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, b.Stop(ctx))
+	})
 }
 
 // storesOf is internal/system's BrokerStores on conn, which this package's

@@ -25,7 +25,11 @@ func Start(t testing.TB, env *jobtest.Env, cfg broker.Config) *broker.Broker {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, b.Start(ctx))
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, b.Stop(ctx))
+	})
 	return b
 }
 

@@ -173,7 +173,11 @@ func startBroker(t *testing.T, name string, res *natsjs.Resources) {
 		system.BrokerStores(res), testLogger(t).With("component", name))
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx))
-	t.Cleanup(b.Stop)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, b.Stop(ctx))
+	})
 }
 
 type permitParams struct {
