@@ -41,6 +41,10 @@ type Config struct {
 	// Default max(2×SweepInterval, min(1h, JobTTL/4)), at most JobTTL/2:
 	// 1h at the default 720h retention.
 	ExpireMargin time.Duration
+	// ScheduleTick is how often the waker looks for scheduled jobs whose
+	// run_at has come (schedule.go): a job is queued at most this long
+	// after its run_at, plus the wake's writes. Default 250ms.
+	ScheduleTick time.Duration
 	// RelayBatch is how many record changes the relay fetches at once.
 	// Default 100.
 	RelayBatch int
@@ -75,6 +79,9 @@ func (c Config) withDefaults() Config {
 	if c.QueuedCheckAfter == 0 {
 		c.QueuedCheckAfter = 15 * time.Minute
 	}
+	if c.ScheduleTick == 0 {
+		c.ScheduleTick = 250 * time.Millisecond
+	}
 	if c.RelayBatch == 0 {
 		c.RelayBatch = 100
 	}
@@ -92,7 +99,7 @@ func (c Config) validate() error {
 	if c.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max attempts must be at least 1, got %d", c.MaxAttempts))
 	}
-	if c.RenderTimeout <= 0 || c.Grace <= 0 || c.SweepInterval <= 0 || c.QueuedCheckAfter <= 0 {
+	if c.RenderTimeout <= 0 || c.Grace <= 0 || c.SweepInterval <= 0 || c.QueuedCheckAfter <= 0 || c.ScheduleTick <= 0 {
 		errs = append(errs, errors.New("render timeout, grace, sweep interval and queued check must be positive"))
 	}
 	if c.JobTTL < 0 || c.ExpireMargin < 0 || c.JobTTL > 0 && c.ExpireMargin >= c.JobTTL {

@@ -49,7 +49,10 @@ type Stores struct {
 	Jobs   records        // job records and their change log, which the relay follows (natsjs.Store)
 	Work   workQueue      // work messages (natsjs.WorkQueue)
 	Events eventPublisher // job events (natsjs.EventStream)
-	Broker broker.Stores  // what the broker it runs, which answers the workers, works on
+	// Schedule is the scheduled set (natsjs.Schedule): the relay adds a
+	// scheduled job's entry, the waker (schedule.go) wakes it when due.
+	Schedule scheduleStore
+	Broker   broker.Stores // what the broker it runs, which answers the workers, works on
 }
 
 // Dispatcher runs the relay and the sweeper. Any
@@ -57,11 +60,12 @@ type Stores struct {
 // and every recovery is a compare-and-set on the job record, so two
 // dispatchers never both act on one job.
 type Dispatcher struct {
-	cfg    Config
-	jobs   records
-	work   workQueue
-	events eventPublisher
-	log    *slog.Logger
+	cfg      Config
+	jobs     records
+	work     workQueue
+	events   eventPublisher
+	schedule scheduleStore
+	log      *slog.Logger
 
 	running  *tracker
 	broker   *broker.Broker
@@ -97,7 +101,7 @@ func New(cfg Config, st Stores, log *slog.Logger) (*Dispatcher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, log: log, running: newTracker(), startTry: natsjs.StartTry,
+	d := &Dispatcher{cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, schedule: st.Schedule, log: log, running: newTracker(), startTry: natsjs.StartTry,
 		announced: newAnnounced(), held: map[*natsjs.LoggedChange]*time.Timer{}}
 	bc := cfg.Broker
 	if bc.MaxAttempts == 0 {
@@ -143,7 +147,7 @@ func (d *Dispatcher) start(startCtx, runCtx context.Context) error {
 	sctx, scancel := context.WithTimeout(startCtx, natsjs.StartBound)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
-		d.startRelay, d.startSweeper, d.startBroker,
+		d.startRelay, d.startSweeper, d.startWaker, d.startBroker,
 	} {
 		stop, err := start(sctx, loops)
 		if err != nil {

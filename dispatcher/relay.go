@@ -99,6 +99,9 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 			return
 		}
 		d.cfg.Metrics.Relayed("work")
+	case rec.State == job.StateScheduled:
+		d.relayScheduled(octx, c, rec)
+		return
 	case rec.State.Terminal():
 		if d.announced.has(rec.Key(), rec.Revision) {
 			break // this process's broker stored its event
@@ -112,6 +115,24 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 		d.checkTerminal(octx, c, rec)
 		return
 	}
+	_ = c.Ack()
+}
+
+// relayScheduled handles the admission of a job with a run_at ahead: its
+// event (state scheduled), then its entry in the scheduled set, which the
+// waker reads when the run_at comes. No work exists before that.
+func (d *Dispatcher) relayScheduled(ctx context.Context, c *natsjs.LoggedChange, rec *job.Record) {
+	if _, _, err := d.events.PublishFirst(ctx, rec); err != nil {
+		d.log.WarnContext(ctx, "relay: event not published, will retry", "job_id", rec.ID, "err", err)
+		_ = c.Nak(relayRetry)
+		return
+	}
+	if err := d.schedule.Add(ctx, rec); err != nil {
+		d.log.WarnContext(ctx, "relay: scheduled job not added to the scheduled set, will retry", "job_id", rec.ID, "err", err)
+		_ = c.Nak(relayRetry)
+		return
+	}
+	d.cfg.Metrics.Relayed("schedule")
 	_ = c.Ack()
 }
 

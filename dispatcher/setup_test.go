@@ -57,7 +57,7 @@ func (b *testBundle) start(t *testing.T, name string, opts ...func(*Config)) *Di
 // storesOf is internal/system's DispatcherStores, which this package's
 // tests cannot import (it imports the dispatcher).
 func storesOf(res *natsjs.Resources) Stores {
-	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Broker: brokertest.Stores(res)}
+	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Schedule: res.Schedule, Broker: brokertest.Stores(res)}
 }
 
 // put commits a job whose record edit has made what another component

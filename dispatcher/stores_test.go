@@ -13,6 +13,8 @@ func TestNewNamesAMissingStore(t *testing.T) {
 	_, err := New(testConfig(), Stores{}, nil)
 	require.EqualError(t, err, "dispatcher: Stores.Jobs is nil: every field is required")
 	_, err = New(testConfig(), Stores{Jobs: &natsjs.Store{}, Work: &natsjs.WorkQueue{}, Events: &natsjs.EventStream{}}, nil)
+	require.EqualError(t, err, "dispatcher: Stores.Schedule is nil: every field is required")
+	_, err = New(testConfig(), Stores{Jobs: &natsjs.Store{}, Work: &natsjs.WorkQueue{}, Events: &natsjs.EventStream{}, Schedule: &natsjs.Schedule{}}, nil)
 	require.EqualError(t, err, "dispatcher: Stores.Broker.Jobs is nil: every field is required")
 
 	_, err = NewBatchRelay(BatchRelayConfig{}, BatchRelayStores{Items: &natsjs.Store{}}, nil)

@@ -107,6 +107,12 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 		d.running.checked(key, now)
 		d.checkQueued(ctx, key)
 	}
+	for _, key := range d.running.missedStart(now) {
+		if ctx.Err() != nil {
+			return
+		}
+		d.cancelLate(ctx, key)
+	}
 }
 
 // recoverSilent handles a running job with no sign of life for longer than
@@ -304,7 +310,7 @@ func (d *Dispatcher) expire(ctx context.Context, key string) {
 		return
 	}
 	now := d.cfg.Now().UTC()
-	if cur.State.Terminal() || !cur.CreatedAt.Before(d.expiresBefore(now)) {
+	if cur.State.Terminal() || !cur.RetentionStart().Before(d.expiresBefore(now)) {
 		return
 	}
 	next := cur.Clone()

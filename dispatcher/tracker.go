@@ -18,6 +18,7 @@ type tracked struct {
 	staleAfter time.Duration // silence after which a running job is recovered
 	changed    time.Time
 	created    time.Time // the retention's start: an open job is failed expired near its end
+	startBy    time.Time // queued jobs: canceled deadline_exceeded when not started by then (zero: no deadline)
 	lastCheck  time.Time // queued jobs: when their work message was last looked up
 	suspect    uint64    // queued jobs: a delivered, unclaimed work message seen at lastCheck
 }
@@ -31,16 +32,21 @@ type tracker struct {
 
 func newTracker() *tracker { return &tracker{jobs: make(map[string]*tracked)} }
 
-// observe records the latest version of a job; terminal jobs are dropped.
+// observe records the latest version of a job; terminal jobs are dropped,
+// and so are scheduled ones: the scheduled set is stored (schedule.go), and
+// a scheduled job costs the sweeper nothing until it is queued.
 func (t *tracker) observe(key string, r *job.Record, staleAfter time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r == nil || r.State.Terminal() {
+	if r == nil || r.State.Terminal() || r.State == job.StateScheduled {
 		delete(t.jobs, key)
 		return
 	}
 	prev := t.jobs[key]
-	e := &tracked{state: r.State, typ: r.Type, tenant: r.Tenant, retrying: r.State == job.StateRunning && r.Worker == "" && r.RetryAt != nil, lastSign: lastSign(r), changed: r.UpdatedAt, created: r.CreatedAt, staleAfter: staleAfter}
+	e := &tracked{state: r.State, typ: r.Type, tenant: r.Tenant, retrying: r.State == job.StateRunning && r.Worker == "" && r.RetryAt != nil, lastSign: lastSign(r), changed: r.UpdatedAt, created: r.RetentionStart(), staleAfter: staleAfter}
+	if r.StartBy != nil && r.State == job.StateQueued && r.Attempt == 0 {
+		e.startBy = *r.StartBy
+	}
 	if prev != nil {
 		e.lastCheck, e.suspect = prev.lastCheck, prev.suspect
 	}
@@ -189,6 +195,19 @@ func (t *tracker) counts() map[job.State]int {
 	out := map[job.State]int{job.StateQueued: 0, job.StateRunning: 0}
 	for _, e := range t.jobs {
 		out[e.state]++
+	}
+	return out
+}
+
+// missedStart lists the queued jobs whose start_by passed at now.
+func (t *tracker) missedStart(now time.Time) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for k, e := range t.jobs {
+		if e.state == job.StateQueued && !e.startBy.IsZero() && now.After(e.startBy) {
+			out = append(out, k)
+		}
 	}
 	return out
 }

@@ -88,6 +88,7 @@ func (g *Gateway) adminRoutes(v1 fiber.Router) {
 	ad.Get("/jobs/:id", g.adminGetJob)
 	ad.Post("/jobs/:id/cancel", g.adminCancelJob)
 	ad.Post("/jobs/:id/retry", g.adminRetryJob)
+	ad.Post("/jobs/:id/run-now", g.adminRunNow)
 	ad.Post("/jobs/cancel", g.cancelLimit, g.adminBulkCancel)
 	ad.Post("/jobs/retry", g.cancelLimit, g.adminBulkRetry)
 	ad.Get("/stats", g.adminStats)

@@ -81,6 +81,9 @@ func (g *Gateway) submit(c *fiber.Ctx) error {
 	// the key unused, so the corrected request can reuse it. It also comes
 	// before the admission's timeout starts (see admitTimeout).
 	req, err := job.DecodeSubmission(body, g.types.schemas)
+	if err == nil {
+		err = req.Flow.CheckSchedule(g.cfg.Now(), g.scheduleAhead())
+	}
 	if err != nil {
 		g.cfg.Metrics.Admission("invalid", 0)
 		endAdmissionSpan(span, c, "invalid", nil)
@@ -195,6 +198,7 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
+	req.Flow.Apply(rec) // scheduled when its run_at is ahead
 	rec.Trace, rec.TraceState = tracing.Inject(ctx) // the admission span's
 	// The job keeps the limits its type had when it was accepted.
 	if d, ok := g.types.decl(req.Type); ok {
@@ -222,7 +226,9 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 			// The commit is what counts. If this publish is lost the
 			// dispatcher's relay publishes the same message from the change
 			// log, so the client still gets its 202.
-			if g.cfg.LeaveWorkToRelay {
+			if g.cfg.LeaveWorkToRelay || rec.State == job.StateScheduled {
+				// A scheduled job has no work until its run_at: the relay
+				// adds it to the scheduled set.
 				return rec, true, nil
 			}
 			if err := g.work.Publish(ctx, rec, 0); err != nil {
@@ -321,8 +327,13 @@ func setLocation(c *fiber.Ctx, id string) {
 }
 
 // retryAfter grows with the job's age so naive pollers slow down by
-// themselves: 1s for a fresh job, +1s per 10s of age, at most 30s.
+// themselves: 1s for a fresh job, +1s per 10s of age, at most 30s; a
+// scheduled job's is the time to its run_at, within the same bounds.
 func retryAfter(rec *job.Record, now time.Time) int {
+	if rec.State == job.StateScheduled && rec.RunAt != nil {
+		// Nothing happens before the run_at: come back then (at most 30s).
+		return max(1, min(30, int(rec.RunAt.Sub(now).Seconds())+1))
+	}
 	age := now.Sub(rec.CreatedAt)
 	s := int(age/(10*time.Second)) + 1
 	return max(1, min(30, s))

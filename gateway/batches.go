@@ -76,6 +76,9 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 	// Every item is validated before anything is written: one bad item
 	// answers 422 and leaves the key unused.
 	req, err := job.DecodeBatch(body, g.types.schemas)
+	if err == nil {
+		err = g.checkBatchSchedule(req)
+	}
 	if err != nil {
 		return writeProblem(c, err)
 	}
@@ -92,7 +95,8 @@ func (g *Gateway) submitBatch(c *fiber.Ctx) error {
 		span.SetAttributes(attribute.String("jobgate.batch.id", batchID), attribute.Int("jobgate.batch.jobs", len(b.Items)))
 	}
 	for i, r := range req.Items {
-		it := job.BatchItem{JobID: g.ids.DeriveItem(id.Tenant, id.Requester, batchID, i), Type: r.Type, Params: r.Params, Fingerprint: r.Fingerprint}
+		it := job.BatchItem{JobID: g.ids.DeriveItem(id.Tenant, id.Requester, batchID, i), Type: r.Type, Params: r.Params, Fingerprint: r.Fingerprint,
+			RunAt: r.Flow.RunAtFrom(now), Priority: r.Flow.Priority, StartBy: r.Flow.StartBy}
 		// Each job keeps the limits its type had when the batch was accepted.
 		if d, ok := g.types.decl(r.Type); ok {
 			it.MaxAttempts, it.TimeoutSeconds = d.Attempts, d.TimeoutSeconds

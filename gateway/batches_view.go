@@ -196,7 +196,7 @@ func (v *batchView) resource(offset, limit int) *batchResource {
 	}
 	for _, s := range v.states {
 		switch s {
-		case job.StateQueued:
+		case job.StateQueued, job.StateScheduled: // a scheduled item waits, as a queued one
 			r.Counts.Queued++
 		case job.StateRunning:
 			r.Counts.Running++

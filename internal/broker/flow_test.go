@@ -33,7 +33,7 @@ func (tb *testBundle) admitJob(t *testing.T, typ, tenant, key, params string, pr
 	now := time.Now().UTC()
 	rec := &job.Record{ID: job.DeriveID(tb.env.Secret, tenant, "reviewer-47", key), Tenant: tenant, Requester: "reviewer-47",
 		KeyHash: job.HashKey(key), Fingerprint: "f-" + key, Type: typ, Params: json.RawMessage(params), Priority: priority,
-		State: job.StateQueued, CreatedAt: now, UpdatedAt: now, MaxAttempts: 2, TimeoutSeconds: 60}
+		State: job.StateQueued, CreatedAt: now, UpdatedAt: now, MaxAttempts: 3, TimeoutSeconds: 60}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, tb.conn.Res.Jobs.Create(ctx, rec))
@@ -139,7 +139,7 @@ func TestConcurrencyPlaceComesBackAfterItsBrokerDies(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { close(over) }) // before the broker's Stop, which waits for it
-	go func() { // its answer never comes
+	go func() {                       // its answer never comes
 		data, _ := json.Marshal(wire.NextRequest{Worker: "w-dead", WaitMS: 2000})
 		_, _ = tb.conn.NC.Request(wire.Subject(credA, "export", wire.OpNext), data, 15*time.Second)
 	}()
@@ -165,4 +165,162 @@ func TestConcurrencyPlaceComesBackAfterItsBrokerDies(t *testing.T) {
 	took := time.Since(began)
 	require.Less(t, took, 30*time.Second, "the place came back within 30 s")
 	require.Greater(t, took, 10*time.Second, "the place was held until its lease ran out, not taken at once")
+}
+
+// A rate limit holds across two brokers, measured over 10 s: however many
+// workers ask, the attempts started in any window of k seconds are at most
+// the burst and k seconds' worth, and the rate is reached, not starved.
+func TestRateLimitHoldsOverTenSeconds(t *testing.T) {
+	_, tb := setup(t)
+	tb.broker(t, true)
+	const perSecond, burst = 5, 2
+	tb.declareFlow(t, "partner_call", api.Flow{RateLimit: &api.RateLimit{PerSecond: perSecond, Burst: burst}})
+	for i := range 120 {
+		tb.admitJob(t, "partner_call", fmt.Sprint(i%3), fmt.Sprintf("p-%d", i), `{}`, 0)
+	}
+	var mu sync.Mutex
+	var starts []time.Time
+	began := time.Now()
+	measure := 10 * time.Second
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(began) < measure {
+				r := tb.ask(t, credA, "partner_call", wire.OpNext, wire.NextRequest{Worker: fmt.Sprintf("w%d", w), WaitMS: 300})
+				if r.Error != nil || r.Job == nil {
+					continue
+				}
+				at := time.Now()
+				d := tb.ask(t, credA, "partner_call", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: r.Job.Key, Token: r.Job.Token}})
+				require.Nil(t, d.Error)
+				mu.Lock()
+				starts = append(starts, at)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	t.Logf("%d attempts started in %s", len(starts), measure)
+	// The answers reach the workers a little after the token was taken:
+	// 150 ms of slack on each window's length.
+	for k := 1; k <= 10; k++ {
+		window := time.Duration(k)*time.Second + 150*time.Millisecond
+		most := burst + perSecond*k
+		for i := range starts {
+			n := sort.Search(len(starts), func(j int) bool { return starts[j].Sub(starts[i]) >= window })
+			require.LessOrEqual(t, n-i, most+1, "%d attempts started within %s (at most %d)", n-i, window, most)
+		}
+	}
+	require.GreaterOrEqual(t, len(starts), perSecond*10*7/10, "the rate was reached")
+}
+
+// The retry policy a type declares spaces its retries with full jitter:
+// each pause is within [0, min(max, initial·multiplierⁿ⁻¹)), and the
+// pauses differ.
+func TestRetryPolicyDelaysWithFullJitter(t *testing.T) {
+	_, tb := setup(t)
+	r := tb.ask(t, credA, "flaky", wire.OpDeclare, wire.DeclareRequest{Worker: "w", Type: wire.Declaration{
+		Name: "flaky", Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+		TimeoutSeconds: 60, Attempts: 3, MaxResultBytes: 1 << 20, ContentType: "text/plain",
+		Flow: api.Flow{Retry: &api.RetryPolicy{InitialSeconds: 0.4, MaxSeconds: 0.6, Multiplier: 2}},
+	}})
+	require.Nil(t, r.Error)
+	const jobs = 24
+	for i := range jobs {
+		tb.admitJob(t, "flaky", "4", fmt.Sprintf("f-%d", i), `{}`, 0)
+	}
+	pauses := map[int][]time.Duration{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(pauses[1]) < jobs || len(pauses[2]) < jobs {
+		require.True(t, time.Now().Before(deadline), "every job retried twice")
+		a := tb.next(t, credA, "flaky", "w")
+		if a.Attempt > 2 {
+			d := tb.ask(t, credA, "flaky", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+			require.Nil(t, d.Error)
+			continue
+		}
+		f := tb.ask(t, credA, "flaky", wire.OpFail, wire.FailRequest{Held: wire.Held{Key: a.Key, Token: a.Token}, Kind: wire.KindError, Message: "partner down"})
+		require.Nil(t, f.Error)
+		rec := tb.record(t, a.Key)
+		require.NotNil(t, rec.RetryAt)
+		pauses[a.Attempt] = append(pauses[a.Attempt], rec.RetryAt.Sub(rec.UpdatedAt))
+	}
+	for n, ceil := range map[int]time.Duration{1: 400 * time.Millisecond, 2: 600 * time.Millisecond} {
+		distinct := map[time.Duration]bool{}
+		short := 0
+		for _, p := range pauses[n] {
+			require.GreaterOrEqual(t, p, time.Duration(0))
+			require.Less(t, p, ceil, "the pause after attempt %d is below %s", n, ceil)
+			distinct[p] = true
+			if p < ceil/2 {
+				short++
+			}
+		}
+		require.Greater(t, len(distinct), len(pauses[n])/2, "the pauses after attempt %d are jittered", n)
+		require.True(t, short > 0 && short < len(pauses[n]), "the pauses after attempt %d spread over [0, %s): %v", n, ceil, pauses[n])
+	}
+}
+
+// With one slot (one worker taking one job at a time), a tenant's waiting
+// jobs are taken in priority order, 1 first, first come first within a
+// priority, however they were admitted.
+func TestPriorityOrderWithOneSlot(t *testing.T) {
+	_, tb := setup(t)
+	tb.declareFlow(t, "report", api.Flow{})
+	prios := []int{5, 3, 1, 4, 0, 2, 1, 5, 3, 2, 4, 1}
+	want := map[string]int{}
+	for i, p := range prios {
+		rec := tb.admitJob(t, "report", "4", fmt.Sprintf("r-%d", i), `{}`, p)
+		want[rec.Key()] = i
+	}
+	got := takeAll(t, tb, "report", len(prios))
+	order := make([]int, len(got))
+	for i, key := range got {
+		order[i] = want[key]
+	}
+	require.Equal(t, []int{2, 6, 11, 5, 9, 1, 4, 8, 3, 10, 0, 7}, order, "by priority, then admission")
+}
+
+// With a concurrency limit of 1 on the tenant, the jobs that waited for
+// the place are started in priority order as it frees.
+func TestPriorityOrderWaitingForAConcurrencyPlace(t *testing.T) {
+	_, tb := setup(t)
+	tb.declareFlow(t, "report", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	first := tb.admitJob(t, "report", "4", "r-first", `{}`, 0)
+	a := tb.next(t, credA, "report", "w")
+	require.Equal(t, first.Key(), a.Key)
+	prios := []int{5, 3, 1, 4, 2}
+	want := map[string]int{}
+	for i, p := range prios {
+		want[tb.admitJob(t, "report", "4", fmt.Sprintf("r-%d", i), `{}`, p).Key()] = p
+	}
+	// They all meet the full place and wait.
+	r := tb.ask(t, credA, "report", wire.OpNext, wire.NextRequest{Worker: "w2", WaitMS: 1500})
+	require.Nil(t, r.Error)
+	require.Nil(t, r.Job, "the tenant's place is taken")
+	d := tb.ask(t, credA, "report", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+	require.Nil(t, d.Error)
+	got := takeAll(t, tb, "report", len(prios))
+	order := make([]int, len(got))
+	for i, key := range got {
+		order[i] = want[key]
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5}, order)
+}
+
+// takeAll takes n jobs of typ one at a time, each done before the next is
+// asked for, and returns their keys in the order taken.
+func takeAll(t *testing.T, tb *testBundle, typ string, n int) []string {
+	t.Helper()
+	var keys []string
+	for range n {
+		a := tb.next(t, credA, typ, "w")
+		keys = append(keys, a.Key)
+		d := tb.ask(t, credA, typ, wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+		require.Nil(t, d.Error)
+	}
+	return keys
 }

@@ -208,6 +208,7 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 		b.remove(octx, s, msg)
 		return nil
 	}
+	s.unparkSeq(msg.Seq)
 	var known *job.Record
 	if fresh && msg.Rec != nil && msg.Rec.Key() == msg.Key && msg.Rec.Attempt == 0 && msg.Rec.State == job.StateQueued {
 		known = msg.Rec

@@ -24,7 +24,7 @@ const (
 	maxParkedKeys = 100000
 )
 
-// parkQ is one key's parked messages.
+// parkQ is one key's parked messages, its probe among them.
 type parkQ struct {
 	probeAt time.Time         // when its probe is looked at again (zero: none)
 	msgs    map[uint64]parked // by sequence
@@ -50,13 +50,29 @@ func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.D
 		q = &parkQ{msgs: map[uint64]parked{}}
 		s.parked[key] = q
 	}
+	q.msgs[msg.Seq] = parked{tenant: msg.Tenant, requester: msg.Requester, seq: msg.Seq, priority: priority}
+	s.parkedBy[msg.Seq] = key
 	if q.probeAt.IsZero() || !q.probeAt.After(now) {
 		q.probeAt = now.Add(delay)
 		s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, q.probeAt)
 		return
 	}
-	q.msgs[msg.Seq] = parked{tenant: msg.Tenant, requester: msg.Requester, seq: msg.Seq, priority: priority}
 	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(parkBackstop))
+}
+
+// unparkSeq takes a message out of its key's parked ones: it is being
+// looked at (and parked again if it still waits).
+func (s *sched) unparkSeq(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := s.parkedBy[seq]
+	if !ok {
+		return
+	}
+	delete(s.parkedBy, seq)
+	if q := s.parked[key]; q != nil {
+		delete(q.msgs, seq)
+	}
 }
 
 // unpark wakes key's best parked message: a place under it may be free.
@@ -77,12 +93,13 @@ func (s *sched) unpark(key string) {
 			}
 		}
 		delete(q.msgs, best.seq)
-		// A message no longer deferred was settled meanwhile (its job
-		// ended, or another look claimed it): the next one wakes.
+		delete(s.parkedBy, best.seq)
+		// A message no longer deferred was settled meanwhile: the next
+		// one wakes.
 		if l := s.tenants[best.tenant]; l != nil {
 			if lane := l.lanes[best.requester]; lane != nil {
 				if _, ok := lane.deferred[best.seq]; ok {
-					q.probeAt = now.Add(probeEvery)
+					// It looks now; blocked again, it is the next probe.
 					lane.deferTo(best.seq, now)
 					s.wakeLocked()
 					return

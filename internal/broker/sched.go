@@ -66,7 +66,8 @@ type sched struct {
 	// ahead counts the messages read ahead in all lanes, and their bytes.
 	ahead, aheadSize int
 	// parked holds the messages waiting for a flow key (park.go).
-	parked map[string]*parkQ
+	parked   map[string]*parkQ
+	parkedBy map[uint64]string // a parked message's key, by sequence
 }
 
 // holding is a claim this broker made: it counts against its tenant's cap
@@ -93,9 +94,17 @@ type tenantQ struct {
 
 type laneQ struct {
 	requester string
-	cursor    uint64 // next sequence to read from
-	work      bool   // may have messages at or after cursor
-	noticed   time.Time
+	// Per priority (1 to 5, see natsjs.WorkSubjectOf): the next sequence
+	// to read from, and whether it may have messages at or after it. A
+	// read takes the best priority with work first; work says whether any
+	// has.
+	cursor  [6]uint64
+	works   [6]bool
+	work    bool
+	noticed time.Time
+	// noticedAt: the priorities noticed since the lane was last found
+	// empty past noticeGrace.
+	noticedAt [6]bool
 	recheck   time.Time // when a lane that looked empty is read again
 	lastPick  uint64
 	deferred  map[uint64]time.Time // sequence → when to look at it again
@@ -104,9 +113,9 @@ type laneQ struct {
 	// a concurrent read that meets one reads past it, so requests racing
 	// on one lane take different jobs instead of racing for one claim.
 	taken map[uint64]bool
-	// ahead holds messages read from the cursor before a request asked
-	// for them, oldest first (all below cursor).
-	ahead []*natsjs.LaneMsg
+	// ahead holds messages read from a priority's cursor before a request
+	// asked for them, oldest first (all below that cursor).
+	ahead [6][]*natsjs.LaneMsg
 	// turn lets one request at a time read from the cursor: requests that
 	// read it together would all get the same message and read again,
 	// each, for every one of them that wins it.
@@ -116,7 +125,7 @@ type laneQ struct {
 func newSched(b *Broker, typ string) *sched {
 	return &sched{b: b, typ: typ, lanes: b.stores.Work.Lanes(typ), tenants: map[string]*tenantQ{},
 		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]*holding{},
-		parked: map[string]*parkQ{}}
+		parked: map[string]*parkQ{}, parkedBy: map[uint64]string{}}
 }
 
 // start removes the consumers of earlier versions, subscribes to notices
@@ -145,10 +154,11 @@ func (s *sched) close() {
 	}
 }
 
-func (s *sched) notice(tenant, requester string) {
+func (s *sched) notice(tenant, requester string, priority int) {
 	s.mu.Lock()
 	l := s.laneLocked(tenant, requester)
-	l.work, l.noticed = true, s.b.cfg.Now()
+	l.works[priority], l.work, l.noticed = true, true, s.b.cfg.Now()
+	l.noticedAt[priority] = true
 	s.wakeLocked()
 	s.mu.Unlock()
 }
@@ -206,7 +216,7 @@ func (s *sched) list(ctx context.Context, force bool) error {
 			return nil
 		}
 	}
-	with, seq, err := s.lanes.List(ctx)
+	with, seq, err := s.lanes.ListPriorities(ctx)
 	took := s.b.cfg.Now().Sub(now)
 	if err != nil {
 		return err
@@ -215,10 +225,12 @@ func (s *sched) list(ctx context.Context, force bool) error {
 	defer s.mu.Unlock()
 	s.listedAt, s.listTook, s.lastSeq = now, took, seq
 	for tenant, requesters := range with {
-		for requester := range requesters {
+		for requester, prios := range requesters {
 			l := s.laneLocked(tenant, requester)
-			if !l.work {
-				l.work, l.cursor = true, 0
+			for p := 1; p <= 5; p++ {
+				if prios.Has(p) && !l.works[p] {
+					l.works[p], l.cursor[p], l.work = true, 0, true
+				}
 			}
 		}
 	}
@@ -317,7 +329,7 @@ func laneReady(l *laneQ, now time.Time) bool {
 func (s *sched) forgetIdleLocked(now time.Time) {
 	for name, t := range s.tenants {
 		for r, l := range t.lanes {
-			if !l.work && len(l.deferred) == 0 && len(l.ahead) == 0 && (l.recheck.IsZero() || l.recheck.Before(now)) {
+			if !l.work && len(l.deferred) == 0 && l.aheadLen() == 0 && (l.recheck.IsZero() || l.recheck.Before(now)) {
 				delete(t.lanes, r)
 			}
 		}
@@ -346,40 +358,52 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 	}
 	for range 16 {
 		s.mu.Lock()
-		if msg := s.popAheadLocked(l); msg != nil {
+		// The best priority that may have work: its read-ahead, else a
+		// read from its cursor (the default priority's filter reads the
+		// lane as before, when no job names another).
+		p := l.bestPriority()
+		if p == 0 {
+			l.work = false
+			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
+				l.recheck = now.Add(recheckSoon)
+				// A notice a moment ahead of its message: its priority
+				// is read again from where it was.
+				l.works = l.noticedAt
+			} else {
+				l.recheck, l.noticedAt = time.Time{}, [6]bool{}
+			}
+			s.mu.Unlock()
+			return nil, nil
+		}
+		if msg := s.popAheadLocked(l, p); msg != nil {
 			s.mu.Unlock()
 			return msg, nil
 		}
-		from := l.cursor
+		from := l.cursor[p]
 		n, room := readAhead, aheadBytes-s.aheadSize
 		if s.ahead+n > aheadMax || room <= 0 {
 			n, room = 1, 0
 		}
 		s.mu.Unlock()
-		msgs, err := s.lanes.OldestBatch(ctx, t.name, l.requester, from, n, room)
+		msgs, err := s.lanes.OldestBatchAt(ctx, t.name, l.requester, p, from, n, room)
 		if err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
 		if len(msgs) == 0 {
-			l.work = false
-			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
-				l.recheck = now.Add(recheckSoon)
-			} else {
-				l.recheck = time.Time{}
-			}
+			l.works[p] = false
 			s.mu.Unlock()
-			return nil, nil
+			continue
 		}
 		for _, m := range msgs {
-			if m.Seq >= l.cursor {
-				l.cursor = m.Seq + 1
-				l.ahead = append(l.ahead, m)
+			if m.Seq >= l.cursor[p] {
+				l.cursor[p] = m.Seq + 1
+				l.ahead[p] = append(l.ahead[p], m)
 				s.ahead++
 				s.aheadSize += m.Size
 			}
 		}
-		msg := s.popAheadLocked(l)
+		msg := s.popAheadLocked(l, p)
 		s.mu.Unlock()
 		if msg != nil {
 			return msg, nil
@@ -388,13 +412,33 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 	return nil, nil
 }
 
+// bestPriority is the lane's best priority with a message read ahead or
+// work, 0 when none has.
+func (l *laneQ) bestPriority() int {
+	for p := 1; p <= 5; p++ {
+		if l.works[p] || len(l.ahead[p]) > 0 {
+			return p
+		}
+	}
+	return 0
+}
+
+// aheadLen counts the lane's messages read ahead.
+func (l *laneQ) aheadLen() int {
+	n := 0
+	for _, a := range l.ahead {
+		n += len(a)
+	}
+	return n
+}
+
 // popAheadLocked takes the lane's oldest message read ahead that no other
 // request of this broker has, or nil.
-func (s *sched) popAheadLocked(l *laneQ) *natsjs.LaneMsg {
-	for len(l.ahead) > 0 {
-		msg := l.ahead[0]
-		l.ahead[0] = nil
-		l.ahead = l.ahead[1:]
+func (s *sched) popAheadLocked(l *laneQ, p int) *natsjs.LaneMsg {
+	for len(l.ahead[p]) > 0 {
+		msg := l.ahead[p][0]
+		l.ahead[p][0] = nil
+		l.ahead[p] = l.ahead[p][1:]
 		s.ahead--
 		s.aheadSize -= msg.Size
 		if !l.taken[msg.Seq] {

@@ -14,7 +14,7 @@ func TestNewNamesAMissingStore(t *testing.T) {
 	_, err := New(testConfig(), Stores{}, nil)
 	require.EqualError(t, err, "broker: Stores.Jobs is nil: every field is required")
 	st := Stores{Jobs: &natsjs.Store{}, Work: &natsjs.WorkQueue{}, Events: &natsjs.EventStream{}, Secrets: &natsjs.Secrets{},
-		Types: &natsjs.TypeStore{}, Results: (*natsjs.Resources)(nil)}
+		Types: &natsjs.TypeStore{}, Slots: &natsjs.SlotStore{}, Results: (*natsjs.Resources)(nil)}
 	_, err = New(testConfig(), st, nil)
 	require.EqualError(t, err, "broker: Stores.Results is nil: every field is required")
 	st.Results = &natsjs.Resources{}

@@ -39,7 +39,7 @@ func TestProvisionOnCluster(t *testing.T) {
 	_, err := provisionOnce(js, r1)
 	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 3 on JOBGATE_JOBS, "+
-		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_TYPES, JOBGATE_WORKERS, JOBGATE_SLOTS, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_BATCHES, JOBGATE_RESULTS, but this process is configured for 1")
+		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_TYPES, JOBGATE_WORKERS, JOBGATE_SLOTS, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_SCHEDULE, JOBGATE_BATCHES, JOBGATE_RESULTS, but this process is configured for 1")
 
 	ttl := layout
 	ttl.JobTTL = time.Hour

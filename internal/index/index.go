@@ -105,7 +105,7 @@ func entryOf(r *job.Record) Entry {
 	if r.State == job.StateRunning && r.Worker == "" && r.RetryAt != nil {
 		e.Class = classRetrying
 	}
-	if r.State == job.StateFailed && r.Error != nil {
+	if r.Error != nil && (r.State == job.StateFailed || r.State == job.StateCanceled && r.Error.Category == job.CategoryDeadline) {
 		e.Category = r.Error.Category
 	}
 	if r.FinishedAt != nil {
@@ -685,7 +685,7 @@ func contributions(out []string, e *Entry, now time.Time) []string {
 		switch e.Class {
 		case string(job.StateQueued):
 			out = append(out, "C"+st+e.Class, "Q"+st+created)
-		case string(job.StateRunning), classRetrying:
+		case string(job.StateRunning), classRetrying, string(job.StateScheduled):
 			out = append(out, "C"+st+e.Class)
 		default:
 			if e.Finished == 0 || now.Sub(time.Unix(0, e.Finished)) > finishKept {

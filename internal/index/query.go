@@ -174,9 +174,10 @@ func (x *Index) Stats(tenant string, now time.Time) ([]api.TypeStats, error) {
 			typ := string(k[len(scope):])
 			st := scope + typ + "\x00"
 			s := api.TypeStats{Type: typ,
-				Queued:   int64(u64(counts.Get([]byte(st + string(job.StateQueued))))),
-				Running:  int64(u64(counts.Get([]byte(st + string(job.StateRunning))))),
-				Retrying: int64(u64(counts.Get([]byte(st + classRetrying)))),
+				Queued:    int64(u64(counts.Get([]byte(st + string(job.StateQueued))))),
+				Running:   int64(u64(counts.Get([]byte(st + string(job.StateRunning))))),
+				Retrying:  int64(u64(counts.Get([]byte(st + classRetrying)))),
+				Scheduled: int64(u64(counts.Get([]byte(st + string(job.StateScheduled))))),
 			}
 			qc := queued.Cursor()
 			if qk, _ := qc.Seek([]byte(st)); qk != nil && hasPrefix(qk, st) && len(qk) >= len(st)+8 {

@@ -85,6 +85,7 @@ var (
 	ErrValidation       = api.ErrValidation
 	ErrInvalidType      = api.ErrInvalidType
 	ErrNotRetryable     = api.ErrNotRetryable
+	ErrNotScheduled     = api.ErrNotScheduled
 
 	InternalProblem = api.InternalProblem
 )

@@ -41,6 +41,11 @@ type BatchItem struct {
 	Fingerprint    string          `json:"fingerprint"`
 	MaxAttempts    int             `json:"max_attempts,omitempty"`
 	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
+	// The item's flow fields, a delay resolved against the batch's
+	// CreatedAt (ItemRecord starts an item with a run_at ahead scheduled).
+	RunAt    *time.Time `json:"run_at,omitempty"`
+	Priority int        `json:"priority,omitempty"`
+	StartBy  *time.Time `json:"start_by,omitempty"`
 }
 
 // BatchRecord is the one stored document of a batch: the idempotency
@@ -95,18 +100,20 @@ func UnmarshalBatch(data []byte, revision uint64) (*BatchRecord, error) {
 	return &b, nil
 }
 
-// ItemRecord is the job record of item i as admission creates it: queued,
-// created when the batch was, in the batch's scope, tagged with the batch's
+// ItemRecord is the job record of item i as admission creates it: queued
+// (scheduled with a run_at ahead), created when the batch was, in the batch's scope, tagged with the batch's
 // key hash. It is a pure function of the batch record.
 func (b *BatchRecord) ItemRecord(i int) *Record {
 	it := b.Items[i]
-	return &Record{
+	r := &Record{
 		ID: it.JobID, Tenant: b.Tenant, Requester: b.Requester, KeyHash: b.KeyHash,
 		Fingerprint: it.Fingerprint, Type: it.Type, Params: it.Params,
 		State: StateQueued, CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt,
 		MaxAttempts: it.MaxAttempts, TimeoutSeconds: it.TimeoutSeconds,
 		Batch: b.ID, BatchNotify: b.Notify, Trace: b.Trace, TraceState: b.TraceState,
 	}
+	Flow{RunAt: it.RunAt, Priority: it.Priority, StartBy: it.StartBy}.Apply(r)
+	return r
 }
 
 // The notice choices of a batch (POST /v1/batches "notify").

@@ -19,8 +19,9 @@ import (
 type Request struct {
 	Type        string
 	Params      json.RawMessage // canonical params
-	Canonical   []byte          // canonical {"params":...,"type":...}
+	Canonical   []byte          // canonical {"params":...,"type":...}, with the flow fields when given
 	Fingerprint string          // hex SHA-256 of Canonical
+	Flow        Flow            // run_at or delay, priority, start_by (flow.go)
 }
 
 // DecodeSubmission parses a submission body and validates it against the
@@ -55,8 +56,9 @@ func DecodeSubmission(body []byte, types schema.Types) (*Request, error) {
 func requestOf(top map[string]any, size int, types schema.Types) (*Request, error) {
 	var err error
 	var fe []FieldError
+	flow, fe := flowOf(top)
 	for k := range top {
-		if k != "type" && k != "params" {
+		if k != "type" && k != "params" && !flowMembers[k] {
 			fe = append(fe, FieldError{Field: "/" + canon.EscapePointerToken(k), Rule: "additionalProperties", Message: "is not allowed"})
 		}
 	}
@@ -92,7 +94,10 @@ func requestOf(top map[string]any, size int, types schema.Types) (*Request, erro
 		return nil, ve
 	}
 	buf := make([]byte, 0, size+16)
-	buf = append(buf, `{"params":`...)
+	buf = append(buf, '{')
+	buf = flow.appendBefore(buf)
+	paramsStart := len(buf) + len(`"params":`)
+	buf = append(buf, `"params":`...)
 	if buf, err = canon.AppendCanonical(buf, params); err != nil {
 		var ce *canon.CanonicalError
 		if errors.As(err, &ce) {
@@ -101,6 +106,7 @@ func requestOf(top map[string]any, size int, types schema.Types) (*Request, erro
 		return nil, err
 	}
 	paramsEnd := len(buf)
+	buf = flow.appendAfter(buf)
 	buf = append(buf, `,"type":`...)
 	if buf, err = canon.AppendCanonical(buf, typ); err != nil {
 		return nil, validation([]FieldError{{Field: "/type", Rule: "type", Message: "must be valid UTF-8"}})
@@ -109,9 +115,10 @@ func requestOf(top map[string]any, size int, types schema.Types) (*Request, erro
 	sum := sha256.Sum256(buf)
 	return &Request{
 		Type:        typ,
-		Params:      json.RawMessage(buf[len(`{"params":`):paramsEnd:paramsEnd]),
+		Params:      json.RawMessage(buf[paramsStart:paramsEnd:paramsEnd]),
 		Canonical:   buf,
 		Fingerprint: hex.EncodeToString(sum[:]),
+		Flow:        flow,
 	}, nil
 }
 

@@ -31,6 +31,8 @@ type Metrics struct {
 	StorageBudget     *prometheus.GaugeVec     // resource: byte budget (0: none)
 	Attempts          *prometheus.CounterVec   // type, outcome: attempts of every type as the broker and sweeper judged them
 	AttemptDuration   *prometheus.HistogramVec // type, outcome: claim to verdict
+	ScheduledDepth    prometheus.Gauge         // entries of the scheduled set (schedule.go)
+	ScheduleLate      prometheus.Histogram     // run_at to queued
 
 	// The tenants' result quota (internal/tenantquota), as a gateway last
 	// read the stored results: the quota, how many tenants are at the
@@ -119,7 +121,9 @@ func New() *Metrics {
 			Help: "Age of each tenant's oldest queued job (same tenants as jobgate_tenant_queued_jobs; \"other\" is the oldest of the rest).",
 		}, []string{"tenant"}),
 	}
+	newScheduleMetrics(m)
 	m.Registry.MustRegister(
+		m.ScheduledDepth, m.ScheduleLate,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,

@@ -61,7 +61,7 @@ type WorkState struct {
 // consumer that holds it (its requester's, or its tenant's when the tenant
 // has a cap, in earlier versions) has delivered it yet.
 func pendingWork(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, r *job.Record) (WorkState, error) {
-	m, err := s.GetLastMsgForSubject(ctx, WorkSubject(r.Type, r.Tenant, r.Requester, r.ID))
+	m, err := s.GetLastMsgForSubject(ctx, WorkSubjectOf(r))
 	if err != nil {
 		if errors.Is(mapMsgErr(err), ErrWorkGone) {
 			return WorkState{}, nil

@@ -19,6 +19,7 @@ const (
 	StreamEvents  = "JOBGATE_EVENTS"  // job state changes for subscribers
 
 	StreamDeliveries = "JOBGATE_DELIVERIES" // the notifier's pending deliveries, per destination
+	StreamSchedule   = "JOBGATE_SCHEDULE"   // the scheduled set: an entry per job with a run_at ahead, per minute (schedule.go)
 
 	ConsumerRelay        = "relay"    // durable consumer on the job record change log
 	ConsumerNotifier     = "notifier" // durable consumer on StreamEvents
@@ -28,6 +29,7 @@ const (
 	deliveriesPrefix     = "jobgate.deliveries."
 	deliveryConsumerPre  = "deliver_" // + destination: the consumer of its deliveries
 	eventsPrefix         = "jobgate.events."
+	schedulePrefix       = "jobgate.schedule."
 	jobChangesPrefix     = "$KV." + BucketJobs + "."
 )
 

@@ -45,8 +45,13 @@ const smallBucketBytes = 64 << 20
 // StorageReserve is what the layout's budgets add up to: the JetStream
 // storage a server must grant them (an embedded server is given it).
 func (l Layout) StorageReserve() int64 {
-	return 6*l.StoreMaxBytes + l.ResultsMaxBytes + 4*smallBucketBytes
+	return 6*l.StoreMaxBytes + l.scheduleBytes() + l.ResultsMaxBytes + 4*smallBucketBytes
 }
+
+// scheduleBytes is the byte budget of the scheduled set: a quarter of the
+// store budget, as its entries (about 150 bytes) are a quarter of a
+// record or less; 512 MiB by default, over three million scheduled jobs.
+func (l Layout) scheduleBytes() int64 { return l.StoreMaxBytes / 4 }
 
 // DefaultLayout is the layout of an embedded single-node deployment.
 func DefaultLayout() Layout {
@@ -190,6 +195,7 @@ type Resources struct {
 	Types      *TypeStore   // job type declarations and worker presence (JOBGATE_TYPES, JOBGATE_WORKERS)
 	Slots      *SlotStore   // endpoint types' request slots (JOBGATE_SLOTS)
 	Batches    *BatchStore  // batch records (JOBGATE_BATCHES)
+	Schedule   *Schedule    // the scheduled set (JOBGATE_SCHEDULE)
 	Layout     Layout
 
 	// The raw handles, for the adapters of pkg/worker and for tests that
@@ -372,6 +378,7 @@ func bind(ctx context.Context, js jetstream.JetStream, all bool) (*Resources, er
 		res.Deliveries = NewDeliveries(js)
 		res.Batches = newBatchStore(js, batches)
 		res.Slots = &SlotStore{kv: slots}
+		res.Schedule = NewSchedule(js)
 	}
 	return res, nil
 }
@@ -468,6 +475,22 @@ func (l Layout) resources() []resource {
 		MaxBytes:    l.StoreMaxBytes,
 		Discard:     jetstream.DiscardNew,
 	}
+	// The scheduled set: entries live no longer than their jobs, and are
+	// read by direct get by subject (from the leader on a cluster, as the
+	// work above).
+	schedule := jetstream.StreamConfig{
+		Name:        StreamSchedule,
+		Description: "jobgate scheduled jobs: an entry per job with a run_at ahead, one subject per minute",
+		Subjects:    []string{schedulePrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		AllowDirect: l.Replicas <= 1,
+		Duplicates:  l.DuplicateWindow,
+		MaxAge:      l.JobTTL,
+		Replicas:    l.Replicas,
+		Storage:     jetstream.FileStorage,
+		MaxBytes:    l.scheduleBytes(),
+		Discard:     jetstream.DiscardNew,
+	}
 	typesKV := jetstream.KeyValueConfig{
 		Bucket: BucketTypes, Description: "jobgate job types, declared by their workers", History: 1,
 		MaxBytes: smallBucketBytes, Replicas: l.Replicas, Storage: jetstream.FileStorage,
@@ -515,6 +538,9 @@ func (l Layout) resources() []resource {
 		{name: StreamDeliveries, stream: StreamDeliveries, create: stream(deliveries), want: expect{
 			replicas: l.Replicas, maxAge: l.EventsMaxAge, ageSetting: settingEventsAge, duplicates: l.DuplicateWindow,
 			retention: &workQueue, subjects: deliveries.Subjects, maxBytes: l.StoreMaxBytes, bytesName: SettingStoreBytes}},
+		{name: StreamSchedule, stream: StreamSchedule, create: stream(schedule), want: expect{
+			replicas: l.Replicas, maxAge: l.JobTTL, ageSetting: SettingJobTTL, duplicates: l.DuplicateWindow,
+			retention: &limits, subjects: schedule.Subjects, maxBytes: l.scheduleBytes(), bytesName: SettingStoreBytes}},
 		l.batchesResource(),
 		{name: BucketResults, bucket: true, stream: "OBJ_" + BucketResults, create: func(ctx context.Context, js jetstream.JetStream) error {
 			_, err := js.CreateObjectStore(ctx, results)

@@ -85,7 +85,7 @@ func TestProvisionMismatchNamesSettingAndChangesNothing(t *testing.T) {
 	other.JobTTL = 24 * time.Hour
 	_, err = provision(js, other)
 	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
-	require.ErrorContains(t, err, "job TTL (job_ttl, JOBGATE_JOB_TTL, --job-ttl) is 720h0m0s on JOBGATE_JOBS, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_BATCHES, but this process is configured for 24h0m0s")
+	require.ErrorContains(t, err, "job TTL (job_ttl, JOBGATE_JOB_TTL, --job-ttl) is 720h0m0s on JOBGATE_JOBS, JOBGATE_NOTICES, JOBGATE_WORK, JOBGATE_SCHEDULE, JOBGATE_BATCHES, but this process is configured for 24h0m0s")
 	var mm *natsjs.MismatchError
 	require.True(t, errors.As(err, &mm))
 	require.Equal(t, natsjs.SettingJobTTL, mm.Setting)
@@ -116,7 +116,7 @@ func TestProvisionReplicaMismatch(t *testing.T) {
 	_, err = provision(js, r3)
 	require.ErrorIs(t, err, natsjs.ErrLayoutMismatch)
 	require.ErrorContains(t, err, "replicas (nats.replicas, JOBGATE_NATS_REPLICAS, --replicas) is 1 on JOBGATE_JOBS, "+
-		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_TYPES, JOBGATE_WORKERS, JOBGATE_SLOTS, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_BATCHES, JOBGATE_RESULTS, but this process is configured for 3")
+		"JOBGATE_META, JOBGATE_NOTICES, JOBGATE_TYPES, JOBGATE_WORKERS, JOBGATE_SLOTS, JOBGATE_WORK, JOBGATE_EVENTS, JOBGATE_DELIVERIES, JOBGATE_SCHEDULE, JOBGATE_BATCHES, JOBGATE_RESULTS, but this process is configured for 3")
 	var mm *natsjs.MismatchError
 	require.ErrorAs(t, err, &mm)
 	require.Equal(t, natsjs.SettingReplicas, mm.Setting)

@@ -43,7 +43,7 @@ const (
 // of it (a record changed since costs the claim's compare-and-set a retry
 // after a read, as before); a record of no revision is named by its key.
 func publishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int, event uint64) error {
-	msg := &nats.Msg{Subject: WorkSubject(r.Type, r.Tenant, r.Requester, r.ID), Data: []byte(r.Key()), Header: nats.Header{}}
+	msg := &nats.Msg{Subject: WorkSubjectOf(r), Data: []byte(r.Key()), Header: nats.Header{}}
 	if r.Revision > 0 {
 		if data, err := r.Marshal(); err == nil {
 			msg.Data = data

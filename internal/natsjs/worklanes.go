@@ -51,6 +51,28 @@ func (q *WorkQueue) Lanes(typ string) *WorkLanes {
 // with work, and the stream's last sequence: one subject a queued job, so
 // its cost grows with the backlog (the caller bounds how often it lists).
 func (l *WorkLanes) List(ctx context.Context) (map[string]map[string]bool, uint64, error) {
+	with, last, err := l.ListPriorities(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make(map[string]map[string]bool, len(with))
+	for tenant, requesters := range with {
+		out[tenant] = make(map[string]bool, len(requesters))
+		for requester := range requesters {
+			out[tenant][requester] = true
+		}
+	}
+	return out, last, nil
+}
+
+// Priorities is a set of priorities, bit p for priority p (1 to 5).
+type Priorities uint8
+
+// Has says whether p is in the set.
+func (ps Priorities) Has(p int) bool { return ps&(1<<p) != 0 }
+
+// ListPriorities is List with the priorities each lane has work of.
+func (l *WorkLanes) ListPriorities(ctx context.Context) (map[string]map[string]Priorities, uint64, error) {
 	s, err := l.stream.get(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -59,13 +81,13 @@ func (l *WorkLanes) List(ctx context.Context) (map[string]map[string]bool, uint6
 	if err != nil {
 		return nil, 0, fmt.Errorf("stream %s: %w", StreamWork, mapErr(err))
 	}
-	with := map[string]map[string]bool{}
+	with := map[string]map[string]Priorities{}
 	for subj := range info.State.Subjects {
-		if tenant, requester, _, ok := ScopeOf(subj); ok {
+		if tenant, requester, _, prio, ok := workScopeOf(subj); ok {
 			if with[tenant] == nil {
-				with[tenant] = map[string]bool{}
+				with[tenant] = map[string]Priorities{}
 			}
-			with[tenant][requester] = true
+			with[tenant][requester] |= 1 << prio
 		}
 	}
 	return with, info.State.LastSeq, nil
@@ -96,6 +118,16 @@ func (l *WorkLanes) Oldest(ctx context.Context, tenant, requester string, from u
 // any, and past the first no more than maxBytes of message data. None:
 // the lane has no message from there.
 func (l *WorkLanes) OldestBatch(ctx context.Context, tenant, requester string, from uint64, n, maxBytes int) ([]*LaneMsg, error) {
+	return l.oldestBatch(ctx, RequesterWork(l.typ, tenant, requester), from, n, maxBytes)
+}
+
+// OldestBatchAt is OldestBatch of the lane's messages of one priority
+// (1 to 5, see WorkSubjectOf).
+func (l *WorkLanes) OldestBatchAt(ctx context.Context, tenant, requester string, priority int, from uint64, n, maxBytes int) ([]*LaneMsg, error) {
+	return l.oldestBatch(ctx, priorityWork(l.typ, tenant, requester, priority), from, n, maxBytes)
+}
+
+func (l *WorkLanes) oldestBatch(ctx context.Context, filter string, from uint64, n, maxBytes int) ([]*LaneMsg, error) {
 	s, err := l.stream.get(ctx)
 	if err != nil {
 		return nil, err
@@ -103,7 +135,7 @@ func (l *WorkLanes) OldestBatch(ctx context.Context, tenant, requester string, f
 	// Batches are direct gets only; a stream on a cluster is read from
 	// its leader (its followers may be behind), one message a request.
 	if n <= 1 || !s.CachedInfo().Config.AllowDirect {
-		m, err := l.Oldest(ctx, tenant, requester, from)
+		m, err := l.get(ctx, max(from, 1), filter)
 		if m == nil || err != nil {
 			return nil, err
 		}
@@ -123,7 +155,7 @@ func (l *WorkLanes) OldestBatch(ctx context.Context, tenant, requester string, f
 		NextFor  string `json:"next_by_subj"`
 		Batch    int    `json:"batch"`
 		MaxBytes int    `json:"max_bytes,omitempty"`
-	}{max(from, 1), RequesterWork(l.typ, tenant, requester), n, maxBytes})
+	}{max(from, 1), filter, n, maxBytes})
 	if err := nc.PublishRequest(directGetPrefix+StreamWork, sub.Subject, req); err != nil {
 		return nil, fmt.Errorf("read work: %w", mapErr(err))
 	}
@@ -204,7 +236,7 @@ func laneMsgOf(seq uint64, subject string, h nats.Header, data []byte) *LaneMsg 
 	holdsRecord := err == nil && rev > 0
 	if t, q, id, ok := ScopeOf(string(data)); ok && !holdsRecord {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
-	} else if t, q, id, ok := ScopeOf(subject); ok {
+	} else if t, q, id, _, ok := workScopeOf(subject); ok {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
 		// The record, if it is the subject's job's (the subject is what
 		// the stream's permissions and the lanes go by).
@@ -269,14 +301,14 @@ func removeAnswer(data []byte) error {
 	return resp.Error
 }
 
-// Notices calls fn with the lane of every work message published from now
+// Notices calls fn with the lane and priority of every work message published from now
 // on (a core subscription to the type's work subjects: a notice may come a
 // moment before the message is stored, and none comes while the
 // connection is down, so listings stay the backstop).
-func (l *WorkLanes) Notices(fn func(tenant, requester string)) (func(), error) {
+func (l *WorkLanes) Notices(fn func(tenant, requester string, priority int)) (func(), error) {
 	sub, err := l.js.Conn().Subscribe(TypeWork(l.typ), func(m *nats.Msg) {
-		if tenant, requester, _, ok := ScopeOf(m.Subject); ok {
-			fn(tenant, requester)
+		if tenant, requester, _, prio, ok := workScopeOf(m.Subject); ok {
+			fn(tenant, requester, prio)
 		}
 	})
 	if err != nil {
@@ -311,4 +343,41 @@ func (l *WorkLanes) RemoveConsumers(ctx context.Context) (int, error) {
 		}
 	}
 	return len(stale), nil
+}
+
+// A job's priority (job.Record.Priority, 1 first to 5 last) is in its work
+// message's subject: the default, 3, as every message of earlier versions
+// (jobgate.work.<type>.<tenant>.<requester>.<id>), any other as one more
+// token (….<id>.<priority>). A lane's messages of one priority are then one
+// subject filter, read in order by direct gets like the whole lane, so
+// taking the best priority first costs a read per priority that has work,
+// and a deployment that sets no priority reads exactly as before.
+
+// WorkSubjectOf is the subject of r's work message.
+func WorkSubjectOf(r *job.Record) string {
+	subj := WorkSubject(r.Type, r.Tenant, r.Requester, r.ID)
+	if p := r.PriorityOr(); p != job.DefaultPriority && p >= 1 && p <= 5 {
+		subj += "." + strconv.Itoa(p)
+	}
+	return subj
+}
+
+// priorityWork matches a lane's messages of priority p.
+func priorityWork(typ, tenant, requester string, p int) string {
+	lane := workPrefix + typ + "." + tenant + "." + requester + ".*"
+	if p == job.DefaultPriority {
+		return lane
+	}
+	return lane + "." + strconv.Itoa(p)
+}
+
+// workScopeOf splits a work subject into its job's scope and priority.
+func workScopeOf(subj string) (tenant, requester, id string, priority int, ok bool) {
+	priority = job.DefaultPriority
+	if n := len(subj); n > 2 && subj[n-2] == '.' && subj[n-1] >= '1' && subj[n-1] <= '5' && subj[n-1] != '3' &&
+		strings.Count(subj[len(workPrefix):], ".") == 4 {
+		priority, subj = int(subj[n-1]-'0'), subj[:n-2]
+	}
+	tenant, requester, id, ok = ScopeOf(subj)
+	return tenant, requester, id, priority, ok
 }

@@ -25,7 +25,7 @@ func GatewayStores(res *natsjs.Resources) gateway.Stores {
 // DispatcherStores are the dispatcher's adapters on res, its broker's
 // included.
 func DispatcherStores(res *natsjs.Resources) dispatcher.Stores {
-	return dispatcher.Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Broker: BrokerStores(res)}
+	return dispatcher.Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Schedule: res.Schedule, Broker: BrokerStores(res)}
 }
 
 // BatchRelayStores are the batch relay's adapters on res.

@@ -90,6 +90,8 @@ type TypeStats struct {
 	Queued   int64  `json:"queued"`
 	Running  int64  `json:"running"`
 	Retrying int64  `json:"retrying"` // running, waiting for the next attempt
+	// Scheduled counts the jobs waiting for their run_at.
+	Scheduled int64 `json:"scheduled"`
 	// Workers counts the live worker processes of the type (as GET
 	// /v1/types does); 0 with jobs queued or retrying means nothing runs
 	// them. Paused is an operator's pause of the type.

@@ -33,6 +33,8 @@ var (
 	// ErrNotRetryable: an admin retry of a job that is neither failed nor
 	// canceled.
 	ErrNotRetryable = errors.New("job not retryable")
+	// ErrNotScheduled: an admin run-now of a job that is not scheduled.
+	ErrNotScheduled = errors.New("job not scheduled")
 	// ErrTypeInUse: an operator's delete of a job type while any of its
 	// jobs is queued or running.
 	ErrTypeInUse = errors.New("job type in use")

@@ -74,6 +74,8 @@ var problemKinds = []ProblemKind{
 		"this request is not allowed", ErrForbidden},
 	{"job-not-retryable", 409, "Job cannot be retried",
 		"only a failed or canceled job can be retried", ErrNotRetryable},
+	{"job-not-scheduled", 409, "Job is not scheduled",
+		"only a scheduled job (one whose run_at is still ahead) can be made to run now", ErrNotScheduled},
 	{"permanent-failure", 409, "Job failed permanently; confirm its retry",
 		"the job failed permanently (retryable: false), so a retry will likely fail the same way: retry with confirm_permanent to go ahead", ErrPermanentFailure},
 	{"type-in-use", 409, "Job type in use",
