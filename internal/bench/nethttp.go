@@ -157,6 +157,23 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 			pid = p.ready.PID
 		}
 		figs = append(figs, &fig{name: fmt.Sprintf("jobgate POST /v1/jobs, net/http, %d client(s)", n), kind: "jobgate", run: jobgate(cs), pid: pid})
+		if n > 1 {
+			// The same admission from the bench's usual fasthttp client: what
+			// the client library changes, server side and client side.
+			toks := make([]string, n)
+			for w := range toks {
+				toks[w] = a.token("fast" + strconv.Itoa(w))
+			}
+			figs = append(figs, &fig{name: fmt.Sprintf("jobgate POST /v1/jobs, fasthttp, %d clients", n), kind: "fasthttp", pid: pid,
+				run: func(d time.Duration) (Samples, error) {
+					seq++
+					prefix := "fast-" + fs + "-" + strconv.Itoa(seq) + "-"
+					return closedLoopSamples(ctx, n, d, 0, func(w, i int) error {
+						st, _, err := a.submit(toks[w], prefix+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
+						return expect(st, http.StatusAccepted, err)
+					}), nil
+				}})
+		}
 		if rd != nil {
 			figs = append(figs, &fig{name: fmt.Sprintf("Asynq Enqueue (unique TaskID), Redis appendfsync always, %d client(s)", n), kind: "asynq", run: asynq(n), pid: rd.pid})
 		}
@@ -179,7 +196,7 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 			}
 		}
 		closeStd(cs)
-		var floorRow, jg, aqRow *Row
+		var floorRow, jg, aqRow, fastRow *Row
 		for _, f := range figs {
 			s := f.s.Summary()
 			row := r.rep.add(Row{Section: SecNetHTTP, Name: f.name, Fsync: fs, Value: s.Rate, Unit: "jobs/s", Summary: &s,
@@ -194,6 +211,11 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 					// request (this process is the client).
 					row.Note = noteErrors(&s, fmt.Sprintf("client (net/http) CPU %.0f µs/request", f.u.gen/s.Rate*1e6))
 				}
+			case "fasthttp":
+				fastRow = row
+				if s.Rate > 0 {
+					row.Note = noteErrors(&s, fmt.Sprintf("client (fasthttp) CPU %.0f µs/request", f.u.gen/s.Rate*1e6))
+				}
 			case "asynq":
 				aqRow = row
 				row.ServerCPUPerOp = 0 // the enqueuer's CPU is not redis-server's
@@ -202,6 +224,9 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 		}
 		if floorRow != nil {
 			relate(jg, floorRow, "floor")
+		}
+		if fastRow != nil && fastRow.Value > 0 {
+			jg.Note += fmt.Sprintf("; %.2f× fasthttp's rate", jg.Value/fastRow.Value)
 		}
 		if aqRow != nil {
 			if jg.Ratio != 0 {
