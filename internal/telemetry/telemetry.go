@@ -1,16 +1,3 @@
-// Package telemetry sets up OpenTelemetry tracing for a jobgate process
-// from the standard OTEL_* variables, and holds the few helpers every
-// component shares: the job's trace context as it is stored and carried
-// (W3C traceparent and tracestate), the attempt span's identity, and the
-// log handler that stamps trace_id and span_id on a job's log lines.
-//
-// With no OTLP endpoint set (OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), or with OTEL_SDK_DISABLED=true or
-// OTEL_TRACES_EXPORTER=none, Setup installs nothing: the global tracer
-// provider stays OpenTelemetry's no-op, and spans cost a context lookup.
-//
-// Only the SDK lives here; the services and pkg/worker use the API
-// (go.opentelemetry.io/otel, otel/trace, otel/propagation) alone.
 package telemetry
 
 import (
