@@ -39,6 +39,18 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   fi
 fi
 
+# Python 3.9+: the conformance suite's endpoint handler in Python
+# (internal/conformance/handlers/handler.py) needs only its standard library.
+if ! command -v python3 >/dev/null; then
+  if [ "$may_install" = 1 ] && command -v apt-get >/dev/null; then
+    echo "installing Debian's python3 for the endpoint conformance suite" >&2
+    apt_update
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null
+  else
+    echo "python3 is missing: run 'sudo apt-get install python3'; the endpoint conformance suite's Python half needs it" >&2
+  fi
+fi
+
 # The pinned packages, installed exactly from the lockfile; again only when
 # the lockfile changed since the last install. sdk/typescript: the TypeScript
 # worker library the conformance suite (internal/conformance) builds and runs;

@@ -177,29 +177,17 @@ type deployment struct {
 // conformanceQuota is the deployment's result quota per tenant.
 const conformanceQuota = 4 << 20
 
-func startDeployment(t T, bin string) *deployment {
+func startDeployment(t T, bin string, env ...string) *deployment {
 	t.Helper()
 	d := &deployment{bin: bin, dataDir: filepath.Join(t.TempDir(), "data")}
 	addr, natsAddr := freeAddr(t), freeAddr(t)
 	d.base, d.natsURL = "http://"+addr, "nats://"+natsAddr
 	// Each tenant may store 4 MiB of results: scenarioQuotaRefused's result
 	// passes it, every other scenario's fits.
-	d.serve = start(t, "jobgate serve", filepath.Dir(bin), childproc.Env("JOBGATE_TENANT_RESULTS_MAX_BYTES="+strconv.Itoa(conformanceQuota)), bin,
+	d.serve = start(t, "jobgate serve", filepath.Dir(bin), childproc.Env(append([]string{"JOBGATE_TENANT_RESULTS_MAX_BYTES=" + strconv.Itoa(conformanceQuota)}, env...)...), bin,
 		"serve", "--data-dir", d.dataDir, "--http-addr", addr, "--nats-listen", natsAddr)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(d.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return d
-			}
-		}
-		if time.Now().After(deadline) || !d.serve.alive() {
-			t.Fatalf("jobgate serve not ready (%v)\n%s", err, tail(d.serve.stderr.String(), 8000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitReady(t, d)
+	return d
 }
 
 // jobgate runs a client subcommand of the binary against the data dir.

@@ -117,19 +117,29 @@ func Run(ctx context.Context, cfg Config) (passed, failed int, err error) {
 		return 0, 0, fmt.Errorf("conformance: setting up: %s", strings.Join(append(setup.errors, setup.logs...), "\n"))
 	}
 	fmt.Fprintf(cfg.Out, "deployment and %s's worker ready after %s\n", cfg.Name, time.Since(began).Round(time.Millisecond))
+	names := make([]string, len(scenarios))
+	for i, sc := range scenarios {
+		names[i] = sc.Name
+	}
+	return report(ctx, cfg.Out, names, func(i int, t T) { scenarios[i].Run(t, suite, im) })
+}
 
+// report runs the named scenarios side by side, then prints a line each
+// (ok or FAIL, with what failed and what it logged) and "N passed, M
+// failed".
+func report(ctx context.Context, out io.Writer, names []string, run func(i int, t T)) (passed, failed int, err error) {
 	type outcome struct {
 		t    *scenarioT
 		took time.Duration
 	}
-	results := make([]outcome, len(scenarios))
+	results := make([]outcome, len(names))
 	var wg sync.WaitGroup
-	for i, sc := range scenarios {
+	for i := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			results[i] = outcome{runScenario(func(t T) { sc.Run(t, suite, im) }), time.Since(start)}
+			results[i] = outcome{runScenario(func(t T) { run(i, t) }), time.Since(start)}
 		}()
 	}
 	done := make(chan struct{})
@@ -139,22 +149,22 @@ func Run(ctx context.Context, cfg Config) (passed, failed int, err error) {
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
 	}
-	for i, sc := range scenarios {
+	for i, name := range names {
 		r := results[i]
 		if !r.t.Failed() {
 			passed++
-			fmt.Fprintf(cfg.Out, "ok    %-14s %s\n", sc.Name, r.took.Round(time.Millisecond))
+			fmt.Fprintf(out, "ok    %-17s %s\n", name, r.took.Round(time.Millisecond))
 			continue
 		}
 		failed++
-		fmt.Fprintf(cfg.Out, "FAIL  %-14s %s\n", sc.Name, r.took.Round(time.Millisecond))
+		fmt.Fprintf(out, "FAIL  %-17s %s\n", name, r.took.Round(time.Millisecond))
 		for _, line := range append(r.t.errors, r.t.logs...) {
 			for _, l := range strings.Split(line, "\n") {
-				fmt.Fprintf(cfg.Out, "      %s\n", l)
+				fmt.Fprintf(out, "      %s\n", l)
 			}
 		}
 	}
-	fmt.Fprintf(cfg.Out, "%d passed, %d failed\n", passed, failed)
+	fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
 	return passed, failed, nil
 }
 

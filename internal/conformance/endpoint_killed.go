@@ -1,0 +1,135 @@
+package conformance
+
+import (
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/childproc"
+	"github.com/jobgate/jobgate/internal/natsserver"
+	"github.com/stretchr/testify/require"
+)
+
+// startSplitDeployment is a deployment whose dispatchers are processes of
+// their own, so one can be killed: `jobgate gateway` on an embedded NATS
+// server that also listens on loopback, and n `jobgate dispatcher`
+// processes on it (logged in as the server's operator user, whose password
+// the gateway's data dir derives), each with its endpoint caller.
+func startSplitDeployment(t T, bin string, n int) (*deployment, []*proc) {
+	t.Helper()
+	d := &deployment{bin: bin, dataDir: filepath.Join(t.TempDir(), "data")}
+	addr, natsAddr := freeAddr(t), freeAddr(t)
+	d.base, d.natsURL = "http://"+addr, "nats://"+natsAddr
+	d.serve = start(t, "jobgate gateway", filepath.Dir(bin), childproc.Env(endpointAllow), bin,
+		"gateway", "--data-dir", d.dataDir, "--http-addr", addr, "--nats-listen", natsAddr)
+	waitReady(t, d)
+	secret, err := natsserver.SubscriberSecret(d.dataDir)
+	require.NoError(t, err)
+	env := childproc.Env(endpointAllow, "JOBGATE_NATS_URL="+d.natsURL, "JOBGATE_NATS_USER="+natsserver.OperatorUser,
+		"JOBGATE_NATS_PASSWORD="+natsserver.OperatorPassword(secret), "JOBGATE_PUBLIC_URL="+d.base)
+	var dispatchers []*proc
+	for i := range n {
+		dispatchers = append(dispatchers, start(t, "jobgate dispatcher "+strconv.Itoa(i+1), filepath.Dir(bin), env, bin,
+			"dispatcher", "--data-dir", filepath.Join(t.TempDir(), "dispatcher")))
+	}
+	for _, p := range dispatchers {
+		waitLog(t, p, "endpoint caller started", 60*time.Second)
+	}
+	return d, dispatchers
+}
+
+// waitLog waits until p has logged msg.
+func waitLog(t T, p *proc, msg string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.stderr.String(), msg) {
+		if time.Now().After(deadline) || !p.alive() {
+			t.Fatalf("%s: no %q logged within %s\n%s", p.name, msg, timeout, tail(p.stderr.String(), 4000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// callerPID is the process id in an endpoint caller's worker name
+// (endpoints-<host>-<pid>-<random>-g<n>, docs/endpoints.md).
+var callerPID = regexp.MustCompile(`^endpoints-.*-(\d+)-[0-9a-f]{6}-g\d+$`)
+
+// A dispatcher killed with SIGKILL while the handler holds its request:
+// the request's connection closes (the handler sees it end), the attempt
+// is lost, and another dispatcher takes the job over once the claim goes
+// stale, as attempt 2; the handler never has two requests of the job in
+// flight, and the job succeeds once.
+func endpointDispatcherKilled(t T, s *EndpointSuite, im *EndpointImpl) {
+	d, dispatchers := startSplitDeployment(t, s.d.bin, 2)
+	handler := s.startHandler(t, d, im, im.Name+"-killed-handler", "kill")
+	typ := im.Name + "_kill"
+	for _, p := range dispatchers {
+		waitLog(t, p, "endpoint type running", 30*time.Second)
+	}
+	c := d.client(t, "ep-killed-"+im.Name, "requester")
+	gate := "ep-killed-" + im.Name
+	j := c.submit(t, typ, map[string]any{"mode": "hold", "gate": gate})
+	first := handler.wait(t, 30*time.Second, "the request", eventOf("started", j.ID))
+	require.Equal(t, 1, first.num("attempt"))
+
+	var holder *proc
+	attempts := s.jobAttempts(t, d, j.ID)
+	require.NotEmpty(t, attempts)
+	m := callerPID.FindStringSubmatch(attempts[len(attempts)-1].Worker)
+	require.NotNil(t, m, "the attempt's worker %q names its process", attempts[len(attempts)-1].Worker)
+	for _, p := range dispatchers {
+		if strconv.Itoa(p.cmd.Process.Pid) == m[1] {
+			holder = p
+		}
+	}
+	require.NotNil(t, holder, "attempt 1 is held by one of the dispatcher processes (worker %s)", attempts[len(attempts)-1].Worker)
+	killed := time.Now()
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGKILL))
+	<-holder.exited
+	handler.wait(t, 5*time.Second, "the killed dispatcher's request closing", eventOf("aborted", j.ID))
+
+	second := handler.wait(t, 90*time.Second, "the request of attempt 2", func(e event) bool {
+		return e.str("event") == "started" && e.str("id") == j.ID && e.num("attempt") == 2
+	})
+	t.Logf("%s: attempt 2 sent %s after the SIGKILL", im.Name, time.Since(killed).Round(time.Millisecond))
+	require.Equal(t, 1, second.num("in_flight"), "never two requests of the job in flight")
+	require.Equal(t, j.ID+".a2", second.str("webhook_id"))
+	s.open(t, gate)
+	j = c.terminal(t, j.ID, 30*time.Second)
+	require.Equal(t, "succeeded", j.State, "%+v", j.Error)
+	require.Equal(t, 2, j.Attempt)
+	require.Equal(t, "done by "+im.Name+" at attempt 2\n", string(c.download(t, j.ID).body))
+	starts := handler.find(eventOf("started", j.ID))
+	require.Len(t, starts, 2, "one request an attempt")
+	for _, e := range starts {
+		require.Equal(t, 1, e.num("in_flight"), "never two requests of the job in flight: %v", e)
+	}
+	attempts = s.jobAttempts(t, d, j.ID)
+	require.Len(t, attempts, 2)
+	t.Logf("%s: attempt 1 %s (%s), attempt 2 %s", im.Name, attempts[0].Outcome, attempts[0].Worker, attempts[1].Outcome)
+	require.NotEqual(t, "succeeded", attempts[0].Outcome)
+	require.Equal(t, "succeeded", attempts[1].Outcome)
+}
+
+// waitReady waits until d answers /readyz.
+func waitReady(t T, d *deployment) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(d.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) || !d.serve.alive() {
+			t.Fatalf("%s not ready (%v)\n%s", d.serve.name, err, tail(d.serve.stderr.String(), 8000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
