@@ -5,5 +5,9 @@
 // and memory of both processes, and writes one table and bench.json. The
 // target side (raw JetStream floor, a change driver standing in for a
 // renderer, memory probes) runs inside the measured process, so the floor is
-// taken against the very server and connection the gateway uses.
+// taken against the very server and connection the gateway uses. Peers are
+// measured in the same run where a section compares with them: the
+// endpoints section's no-op HTTP handler runs in this process, and the
+// nethttp section starts a redis-server and tools/asynqbench (Asynq) beside
+// the target.
 package bench
