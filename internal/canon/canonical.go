@@ -276,19 +276,27 @@ func appendCanonicalNumber(b []byte, lit string) ([]byte, error) {
 // plainSmallInt: -?(0|[1-9][0-9]{0,14}), an integer that is written as
 // itself in canonical form.
 func plainSmallInt(s string) bool {
+	n, ok := IntDigits(s)
+	return ok && n <= 15
+}
+
+// IntDigits reports whether s is an integer literal as JSON writes one,
+// -?(0|[1-9][0-9]*), and how many digits it has: the one scan of it that
+// the canonical form and the schema's fast path share.
+func IntDigits(s string) (int, bool) {
 	i := 0
 	if i < len(s) && s[0] == '-' {
 		i++
 	}
-	if i == len(s) || len(s)-i > 15 || (s[i] == '0' && len(s)-i > 1) {
-		return false
+	if i == len(s) || (s[i] == '0' && len(s)-i > 1) {
+		return 0, false
 	}
-	for ; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
+	for j := i; j < len(s); j++ {
+		if s[j] < '0' || s[j] > '9' {
+			return 0, false
 		}
 	}
-	return true
+	return len(s) - i, true
 }
 
 // validNumber: lit follows the JSON number grammar (strconv also takes

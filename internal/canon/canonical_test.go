@@ -290,3 +290,21 @@ func BenchmarkCanonicalize(b *testing.B) {
 		}
 	}
 }
+
+// IntDigits is the one scan of an integer literal (the canonical form's
+// plain integers, the schema's fast path): JSON's grammar, no leading zero,
+// and the digits counted without the sign.
+func TestIntDigits(t *testing.T) {
+	t.Parallel()
+	for lit, want := range map[string]int{"0": 1, "-0": 1, "7": 1, "-47": 2, "9007199254740991": 16, "123456789012345": 15} {
+		n, ok := IntDigits(lit)
+		require.True(t, ok, lit)
+		require.Equal(t, want, n, lit)
+	}
+	for _, lit := range []string{"", "-", "01", "-01", "1.0", "1e3", "+1", " 1", "1a", "--1"} {
+		_, ok := IntDigits(lit)
+		require.False(t, ok, "%q", lit)
+	}
+	require.True(t, plainSmallInt("-123456789012345"))
+	require.False(t, plainSmallInt("1234567890123456"), "16 digits are not all exact in a double")
+}

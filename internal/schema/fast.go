@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/jobgate/jobgate/internal/canon"
 )
 
 // fastSchema checks the shape nearly every params schema has (a closed
@@ -135,35 +137,14 @@ func smallInt(v any) (*int64, bool) {
 
 // plainInt: digits with an optional minus sign, no leading zero.
 func plainInt(s string) bool {
-	i := 0
-	if i < len(s) && s[0] == '-' {
-		i++
-	}
-	if i == len(s) || (s[i] == '0' && len(s)-i > 1) {
-		return false
-	}
-	for ; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	_, ok := canon.IntDigits(s)
+	return ok
 }
 
+// plainSmallInt: plainInt with at most 15 digits, exact in a double.
 func plainSmallInt(s string) bool {
-	i := 0
-	if i < len(s) && s[0] == '-' {
-		i++
-	}
-	if i == len(s) || len(s)-i > 15 || (s[i] == '0' && len(s)-i > 1) {
-		return false
-	}
-	for ; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	n, ok := canon.IntDigits(s)
+	return ok && n <= 15
 }
 
 // valid reports true only if m surely validates.
