@@ -39,21 +39,14 @@ func (t *target) endpointDone(tenant string) (*endpointDone, error) {
 	}
 	d := &endpointDone{}
 	sub, err := t.env.Res.JS.Conn().Subscribe(natsjs.TenantEvents(tenant), func(m *nats.Msg) {
-		if !bytes.Contains(m.Data, succeededMark) {
-			return
-		}
-		var ev struct {
-			Type       string     `json:"type"`
-			CreatedAt  time.Time  `json:"created_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		}
-		if json.Unmarshal(m.Data, &ev) != nil || ev.Type != EndpointType || ev.FinishedAt == nil {
+		wait, ok := succeededAfter(m.Data, EndpointType)
+		if !ok {
 			return
 		}
 		d.mu.Lock()
 		d.count++
 		if len(d.waits) < 1<<21 {
-			d.waits = append(d.waits, ev.FinishedAt.Sub(ev.CreatedAt))
+			d.waits = append(d.waits, wait)
 		}
 		d.mu.Unlock()
 	})
@@ -64,6 +57,25 @@ func (t *target) endpointDone(tenant string) (*endpointDone, error) {
 	d.sub = sub
 	t.epDone = d
 	return d, nil
+}
+
+// succeededAfter reads a job event (the job's resource, as stored on
+// JOBGATE_EVENTS): for a job of typ that succeeded, how long after its
+// admission; false for any other event.
+func succeededAfter(data []byte, typ string) (time.Duration, bool) {
+	if !bytes.Contains(data, succeededMark) {
+		return 0, false
+	}
+	var ev struct {
+		Type       string     `json:"type"`
+		State      string     `json:"state"`
+		CreatedAt  time.Time  `json:"created_at"`
+		FinishedAt *time.Time `json:"finished_at"`
+	}
+	if json.Unmarshal(data, &ev) != nil || ev.Type != typ || ev.State != "succeeded" || ev.FinishedAt == nil {
+		return 0, false
+	}
+	return ev.FinishedAt.Sub(ev.CreatedAt), true
 }
 
 // take returns the successes seen since the last call.
