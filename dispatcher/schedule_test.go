@@ -162,3 +162,24 @@ func waitDepth(t *testing.T, b *testBundle, n uint64) {
 		return err == nil && d == n
 	}, 10*time.Second, 20*time.Millisecond, "the scheduled set never held %d entries", n)
 }
+
+// No attempt starts past a job's start_by, even when its work reaches a
+// free worker before any sweep: the broker refuses the claim and the
+// sweeper cancels the job deadline_exceeded.
+func TestNoAttemptStartsPastItsStartBy(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.SweepInterval = 2 * time.Second; c.RenderTimeout = time.Minute })
+	starts := startRecorder(t, b)
+	startBy := time.Now().Add(-time.Second).UTC()
+	rec := b.put(t, "past-start-by", func(r *job.Record) { r.StartBy = &startBy })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, b.conn.Res.Work.Publish(ctx, rec, 0)) // as the gateway's admission does
+
+	done := jobtest.Terminal(t, b.conn.Res, rec.Key(), 10*time.Second)
+	require.Equal(t, job.StateCanceled, done.State)
+	require.Equal(t, job.CategoryDeadline, done.Error.Category)
+	_, started := starts.Load(rec.ID)
+	require.False(t, started, "an attempt started past its start_by")
+	require.Zero(t, done.Attempt)
+}

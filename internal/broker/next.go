@@ -359,6 +359,10 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 			return claimResult{verdict: verdictNak, why: "retry not due yet", delay: cur.RetryAt.Sub(now)}
 		case cur.AttemptsUsed() >= maxAttempts:
 			return claimResult{verdict: verdictExhaust, why: "no attempts left"}
+		case cur.MissedStart(now):
+			// No attempt starts past the job's start_by: a dispatcher's
+			// sweeper cancels it deadline_exceeded (dispatcher/deadline.go).
+			return claimResult{verdict: verdictAck, why: "past its start_by"}
 		}
 		next := cur.Clone()
 		if err := next.Claim(worker, now); err != nil {
