@@ -34,21 +34,7 @@ type Deployment struct {
 // start.
 func Start(t testing.TB) *Deployment {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	d, err := NewDeployment(ctx)
-	if err != nil {
-		t.Fatalf("jobgatetest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := d.Stop(context.Background()); err != nil {
-			t.Errorf("jobgatetest: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("jobgate's logs:\n%s", d.Logs())
-		}
-	})
-	return d
+	return StartWith(t, Options{})
 }
 
 // Options shape a deployment beyond serve's defaults.
