@@ -209,7 +209,7 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 				if s.Rate > 0 {
 					// What the user's side pays: net/http's client CPU per
 					// request (this process is the client).
-					row.Note = noteErrors(&s, fmt.Sprintf("client (net/http) CPU %.0f µs/request", f.u.gen/s.Rate*1e6))
+					row.Note = noteErrors(&s, fmt.Sprintf("client (net/http) CPU %.0f µs/request; server + client %.0f µs/job", f.u.gen/s.Rate*1e6, (f.u.srv+f.u.gen)/s.Rate*1e6))
 				}
 			case "fasthttp":
 				fastRow = row
@@ -219,7 +219,11 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 			case "asynq":
 				aqRow = row
 				row.ServerCPUPerOp = 0 // the enqueuer's CPU is not redis-server's
-				row.Note = noteErrors(&s, "srv = redis-server's CPU; the enqueuer (tools/asynqbench) is a process of its own, in other")
+				note := "srv = redis-server's CPU; the enqueuer (tools/asynqbench) is a process of its own, in other"
+				if f.s.ClientCPU > 0 && s.Ops > 0 {
+					note += fmt.Sprintf("; redis %.0f + enqueuer %.0f µs/job", f.u.srv/s.Rate*1e6, float64(f.s.ClientCPU.Microseconds())/float64(s.Ops))
+				}
+				row.Note = noteErrors(&s, note)
 			}
 		}
 		if floorRow != nil {
@@ -275,6 +279,9 @@ func runAsynq(ctx context.Context, bin, addr string, clients int, d time.Duratio
 	var s Samples
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		return Samples{}, fmt.Errorf("asynqbench output: %w", err)
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		s.ClientCPU = ps.UserTime() + ps.SystemTime()
 	}
 	return s, nil
 }

@@ -73,6 +73,9 @@ type Samples struct {
 	Errors     int64           `json:"errors"`
 	FirstError string          `json:"first_error,omitempty"`
 	Elapsed    time.Duration   `json:"elapsed_ns"`
+	// ClientCPU is the CPU time a load generator of its own used (a
+	// peer's, e.g. tools/asynqbench), when it was measured.
+	ClientCPU time.Duration `json:"client_cpu_ns,omitempty"`
 }
 
 // Add appends another run's samples.
@@ -83,6 +86,7 @@ func (s *Samples) Add(o Samples) {
 		s.FirstError = o.FirstError
 	}
 	s.Elapsed += o.Elapsed
+	s.ClientCPU += o.ClientCPU
 }
 
 // Summary computes rate and percentiles over all runs (sorting Lat).
