@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/jobgate/jobgate/internal/canon"
 	"log/slog"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/canon"
 
 	"github.com/jobgate/jobgate/internal/schema"
 	"github.com/jobgate/jobgate/internal/verdict"
