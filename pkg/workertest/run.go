@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/canon"
-
 	"github.com/jobgate/jobgate/internal/schema"
 	"github.com/jobgate/jobgate/internal/verdict"
 	"github.com/jobgate/jobgate/internal/wire"
