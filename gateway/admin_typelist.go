@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/natsjs"
 )
 
 // adminTypeSummary is one entry of GET /v1/admin/types: the entry of GET
@@ -14,6 +17,16 @@ import (
 type adminTypeSummary struct {
 	typeSummary
 	Owner string `json:"owner,omitempty"`
+	// SecretSince is when an endpoint type's current signing secret was
+	// made (created, or last rotated): the console shows its age, so an
+	// operator sees a secret that was never rotated.
+	SecretSince *time.Time `json:"secret_since,omitempty"`
+}
+
+// endpointKeyReader reads an endpoint type's signing keys
+// (natsjs.Secrets), for their age.
+type endpointKeyReader interface {
+	EndpointKeys(ctx context.Context, typ string) (*natsjs.EndpointKeys, error)
 }
 
 type adminTypePage struct {
@@ -48,10 +61,22 @@ func (g *Gateway) adminListTypes(c *fiber.Ctx) error {
 	}
 	items, more := g.types.page(g.cfg.Now(), after, limit)
 	page := adminTypePage{Types: make([]adminTypeSummary, len(items))}
+	keys, _ := g.secrets.(endpointKeyReader)
 	for i, t := range items {
 		page.Types[i].typeSummary = t
 		if d, ok := g.types.decl(t.Name); ok {
 			page.Types[i].Owner = d.Owner
+		}
+		if t.Endpoint != nil && keys != nil {
+			// A secret unreadable for now leaves its age out of the page
+			// rather than fail the listing.
+			if k, err := keys.EndpointKeys(c.UserContext(), t.Name); err == nil {
+				since := k.CreatedAt
+				if k.RotatedAt.After(since) {
+					since = k.RotatedAt
+				}
+				page.Types[i].SecretSince = &since
+			}
 		}
 	}
 	if more {

@@ -1,6 +1,7 @@
 // The operator console (/admin): stats per type, the jobs with the filters
 // of GET /v1/admin/jobs, one job with its attempts, cancel and retry, bulk
-// cancel and retry of a filter (a dry run first), the job types (pause,
+// cancel and retry of a filter (a dry run first), the job types (where an
+// endpoint type's jobs go, its secret's age and last error; pause,
 // resume, delete) and the live workers. It uses only the admin API.
 //
 // Live: one server push connection, GET /v1/admin/events (Server-Sent
@@ -1224,7 +1225,9 @@
     if (more && typesCursor) q.set('cursor', typesCursor);
     $('types-error').textContent = '';
     try {
-      const resp = await send(`/v1/types?${q}`, {});
+      // The admin listing: /v1/types' entries with the owner and, for an
+      // endpoint type, its secret's age.
+      const resp = await send(`/v1/admin/types?${q}`, {});
       if (!resp.ok) {
         $('types-error').textContent = await problemText(resp);
         return;
@@ -1245,6 +1248,7 @@
     tr.dataset.paused = String(t.paused === true);
     tr.append(el('th', name, { scope: 'row' }));
     cell(tr, t.workers);
+    endpointCells(tr, name, t);
     cell(tr, t.attempts);
     cell(tr, Number.isFinite(t.timeout_seconds) ? `${t.timeout_seconds} s` : '');
     const d = el('time');
@@ -1254,6 +1258,44 @@
     const actions = cell(tr, '');
     typeActions(tr, actions, name, t.paused === true);
     return tr;
+  }
+
+  // endpointCells shows where an endpoint type's jobs go (the URL's scheme
+  // and host: the API never shows its path), its signing secret's age and
+  // its last failed job's error, read from the job listing; "—" for a
+  // worker's type.
+  function endpointCells(tr, name, t) {
+    const ep = t.endpoint && typeof t.endpoint.url === 'string' ? t.endpoint : null;
+    tr.dataset.endpoint = String(ep !== null);
+    cell(tr, ep ? ep.url : '—').dataset.k = 'endpoint';
+    const since = ep && t.secret_since ? Date.parse(String(t.secret_since)) : NaN;
+    const age = cell(tr, Number.isFinite(since) ? fmtAge((serverNow() - since) / 1000) : '—');
+    age.dataset.k = 'secret-age';
+    if (Number.isFinite(since)) age.title = `Signing secret made ${fmtTime(t.secret_since)}`;
+    const last = cell(tr, ep ? '…' : '—');
+    last.dataset.k = 'last-error';
+    if (ep) lastError(last, name);
+  }
+
+  async function lastError(td, name) {
+    try {
+      const q = new URLSearchParams({ type: name, state: 'failed', limit: '1' });
+      const resp = await send(`/v1/admin/jobs?${q}`, {});
+      if (!resp.ok) {
+        td.textContent = '';
+        return;
+      }
+      const page = await resp.json();
+      const j = Array.isArray(page.jobs) && page.jobs.length > 0 ? page.jobs[0] : null;
+      if (!j || !j.error) {
+        td.textContent = 'none';
+        return;
+      }
+      td.replaceChildren(jobLink(String(j.id)), document.createTextNode(` ${j.error.category || ''}: ${j.error.message || ''}`));
+      td.title = fmtTime(j.finished_at || j.updated_at || j.created_at);
+    } catch (e) {
+      if (!(e instanceof AuthError)) td.textContent = '';
+    }
   }
 
   function typeActions(tr, td, name, paused) {
