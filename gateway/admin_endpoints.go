@@ -65,7 +65,7 @@ func (g *Gateway) endpointStores() (endpointTypes, endpointSecrets, error) {
 // endpointBody is the body of PUT /v1/admin/types/{name}.
 var (
 	endpointTopFields = map[string]bool{"description": true, "schema": true, "timeout_seconds": true, "attempts": true,
-		"max_result_bytes": true, "content_type": true, "endpoint": true}
+		"max_result_bytes": true, "content_type": true, "endpoint": true, "retry": true, "concurrency": true, "rate_limit": true}
 	endpointFields = map[string]bool{"url": true, "concurrency": true, "rate_per_second": true}
 )
 
@@ -253,6 +253,7 @@ func (g *Gateway) decodeEndpointType(c *fiber.Ctx, name string) (*job.TypeDecl, 
 		TimeoutSeconds: req.TimeoutSeconds, Attempts: req.Attempts, MaxResultBytes: req.MaxResultBytes,
 		ContentType: req.ContentType, DeclaredAt: g.cfg.Now().UTC(), Owner: wire.JobgateCredential,
 		Endpoint: &api.Endpoint{URL: req.Endpoint.URL, Concurrency: req.Endpoint.Concurrency, RatePerSecond: req.Endpoint.RatePerSecond},
+		Flow:     req.Flow,
 	}
 	endpointDefaults(d)
 	if len(req.Schema) > 0 {
@@ -283,6 +284,18 @@ func (g *Gateway) decodeEndpointType(c *fiber.Ctx, name string) (*job.TypeDecl, 
 	field("/attempts", one(func(p *api.TypeDecl) { p.Attempts = d.Attempts }))
 	field("/max_result_bytes", one(func(p *api.TypeDecl) { p.MaxResultBytes = d.MaxResultBytes }))
 	field("/content_type", func() error { return api.CheckContentType(d.ContentType) })
+	// The flow fields, each checked on its own so that a 422 points at it.
+	field("/retry", func() error { return (&api.Flow{Retry: d.Retry}).Check() })
+	for i, k := range d.Concurrency {
+		if i >= api.MaxConcurrencyKeys {
+			bad("/concurrency", "maxItems", fmt.Sprintf("at most %d entries", api.MaxConcurrencyKeys))
+			break
+		}
+		field(fmt.Sprintf("/concurrency/%d", i), func() error { return (&api.Flow{Concurrency: []api.ConcurrencyKey{k}}).Check() })
+	}
+	if d.RateLimit != nil {
+		field("/rate_limit", func() error { return (&api.Flow{RateLimit: d.RateLimit}).Check() })
+	}
 	if isObj {
 		field("/endpoint/concurrency", func() error {
 			e := *d.Endpoint

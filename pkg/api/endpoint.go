@@ -90,6 +90,9 @@ type EndpointType struct {
 	MaxResultBytes int64           `json:"max_result_bytes,omitempty"`
 	ContentType    string          `json:"content_type,omitempty"`
 	Endpoint       EndpointRequest `json:"endpoint"`
+	// Flow: the type's retry policy, concurrency keys and rate limit, as
+	// a worker declares them.
+	Flow
 }
 
 // EndpointRequest is the endpoint part of PUT /v1/admin/types/{name}.

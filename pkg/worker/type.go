@@ -37,6 +37,19 @@ type Type[T any] struct {
 	// Concurrency is how many jobs of this type this process runs at once.
 	// Default 2.
 	Concurrency int
+	// Retry spaces a failed job's next attempts: a pause drawn uniformly
+	// from [0, min(MaxSeconds, InitialSeconds·Multiplierⁿ⁻¹)). Nil: 30 s,
+	// 3600 s, 2.
+	Retry *api.RetryPolicy
+	// ConcurrencyKeys bound how many jobs of the type with the same key
+	// value run at once across the whole deployment, whatever the number
+	// of worker processes: a key is "tenant", "requester" or a JSON
+	// Pointer into the params ("/params/customer_id"). The others wait
+	// queued.
+	ConcurrencyKeys []api.ConcurrencyKey
+	// RateLimit bounds the attempts of the type started a second across
+	// the deployment, for the type or per tenant.
+	RateLimit *api.RateLimit
 	// Work does one attempt of a job. Its ctx ends when the job is canceled,
 	// the attempt's time budget runs out, or the process stops; it should
 	// return soon after. Returning nil finishes the job (succeeded) with
@@ -91,10 +104,11 @@ func Register[T any](w *Workers, t Type[T]) error {
 		Name: t.Name, Description: t.Description, Schema: schema,
 		TimeoutSeconds: int(t.Timeout / time.Second), Attempts: t.Attempts,
 		MaxResultBytes: t.MaxResultBytes, ContentType: t.ContentType,
+		Flow: api.Flow{Retry: t.Retry, Concurrency: t.ConcurrencyKeys, RateLimit: t.RateLimit},
 	}
 	check := api.TypeDecl{Name: decl.Name, Description: decl.Description, Schema: decl.Schema,
 		TimeoutSeconds: decl.TimeoutSeconds, Attempts: decl.Attempts, MaxResultBytes: decl.MaxResultBytes,
-		ContentType: decl.ContentType}
+		ContentType: decl.ContentType, Flow: decl.Flow}
 	if err := check.Validate(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -1,0 +1,96 @@
+package endpointcall_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/pkg/endpoint"
+	"github.com/stretchr/testify/require"
+)
+
+// An endpoint type's concurrency key holds through the whole deployment:
+// of the jobs with the same params value, the handler never sees two at
+// once, while jobs of other values run beside them within the endpoint's
+// own concurrency.
+func TestAnEndpointTypesConcurrencyKeyHoldsPerValue(t *testing.T) {
+	t.Parallel()
+	d := start(t)
+	var mu sync.Mutex
+	inFlight, most := map[int]int{}, map[int]int{}
+	total, mostTotal := 0, 0
+	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req endpoint.Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var p struct{ N int }
+		_ = json.Unmarshal(req.Job.Params, &p)
+		mu.Lock()
+		inFlight[p.N]++
+		total++
+		most[p.N] = max(most[p.N], inFlight[p.N])
+		mostTotal = max(mostTotal, total)
+		mu.Unlock()
+		time.Sleep(60 * time.Millisecond)
+		mu.Lock()
+		inFlight[p.N]--
+		total--
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	d.declare(t, "sync_account", url, map[string]any{
+		"concurrency": []map[string]any{{"key": "/params/n", "limit": 1}},
+		"retry":       map[string]any{"initial_seconds": 1, "max_seconds": 5, "multiplier": 2},
+	})
+	var ids []string
+	for i := range 15 {
+		ids = append(ids, d.submit(t, "sync_account", fmt.Sprintf(`{"n":%d}`, i%3)))
+	}
+	for _, id := range ids {
+		j := d.until(t, id, 60*time.Second, terminal)
+		require.Equal(t, "succeeded", j.State, "%+v", j)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for n := range 3 {
+		require.Equal(t, 1, most[n], "the jobs of n=%d ran one at a time", n)
+	}
+	require.Greater(t, mostTotal, 1, "jobs of different values ran beside each other")
+
+	// The declaration shows its flow fields to every caller.
+	status, data, _ := d.do(t, d.user, http.MethodGet, "/v1/types/sync_account", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"concurrency":[{"key":"/params/n","limit":1}]`)
+	require.Contains(t, string(data), `"retry":{"initial_seconds":1,"max_seconds":5,"multiplier":2}`)
+}
+
+// Flow fields out of bounds are refused, each named by its pointer.
+func TestPutRefusesFlowFieldsOutOfBounds(t *testing.T) {
+	t.Parallel()
+	d := start(t)
+	status, data, _ := d.do(t, d.operator, http.MethodPut, "/v1/admin/types/bad_flow", map[string]any{
+		"schema":   json.RawMessage(`{"type":"object","additionalProperties":false}`),
+		"endpoint": map[string]any{"url": "http://127.0.0.1:9/x"},
+		"retry":    map[string]any{"initial_seconds": 0.01, "multiplier": 50},
+		"concurrency": []map[string]any{{"key": "tenant", "limit": 1}, {"key": "/params/~2x", "limit": 1},
+			{"key": "requester", "limit": 100000}},
+		"rate_limit": map[string]any{"per_second": 1, "burst": 500, "key": "requester"},
+	})
+	require.Equal(t, http.StatusUnprocessableEntity, status, string(data))
+	var p struct {
+		Errors []struct {
+			Field string `json:"field"`
+		} `json:"errors"`
+	}
+	require.NoError(t, json.Unmarshal(data, &p))
+	var fields []string
+	for _, e := range p.Errors {
+		fields = append(fields, e.Field)
+	}
+	require.ElementsMatch(t, []string{"/retry", "/concurrency/1", "/concurrency/2", "/rate_limit"}, fields, string(data))
+}
