@@ -20,6 +20,12 @@ const (
 type BatchItem struct {
 	Type   string          `json:"type"`
 	Params json.RawMessage `json:"params"`
+	// The item's flow fields, all optional (docs/api.md, "Flow fields"):
+	// RunAt or Delay (a Go duration, "90s"), Priority 1–5, StartBy.
+	RunAt    *time.Time `json:"run_at,omitempty"`
+	Delay    string     `json:"delay,omitempty"`
+	Priority int        `json:"priority,omitempty"`
+	StartBy  *time.Time `json:"start_by,omitempty"`
 }
 
 // BatchRequest is the body of POST /v1/batches.

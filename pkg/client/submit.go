@@ -43,6 +43,7 @@ type submitOptions struct {
 	notify string // SubmitBatch only
 	// confirmPermanent: Admin.Retry only (WithConfirmPermanent).
 	confirmPermanent bool
+	flow             flow // Submit only (flow.go)
 }
 
 // WithKey makes Submit use the caller's own idempotency key (1–255
@@ -109,14 +110,15 @@ func Fingerprint(body []byte) string {
 	return "raw:" + hex.EncodeToString(sum[:])
 }
 
-func encodeRequest(typ string, params any) ([]byte, error) {
+func encodeRequest(typ string, params any, f flow) ([]byte, error) {
 	if params == nil {
 		params = map[string]any{}
 	}
 	body, err := json.Marshal(struct {
 		Type   string `json:"type"`
 		Params any    `json:"params"`
-	}{typ, params})
+		flow
+	}{typ, params, f})
 	if err != nil {
 		return nil, fmt.Errorf("encode params: %w", err)
 	}
@@ -130,6 +132,8 @@ func encodeRequest(typ string, params any) ([]byte, error) {
 // it. A 409 is a *ConflictError, a 422 a *ValidationError, other problems a
 // *ProblemError; without a definitive answer the error matches
 // ErrNotConfirmed and the entry stays for a later Submit or Resume.
+// WithRunAt, WithDelay, WithPriority and WithStartBy set the job's flow
+// fields.
 func (c *Client) Submit(ctx context.Context, typ string, params any, opts ...SubmitOption) (*Submission, error) {
 	var o submitOptions
 	for _, f := range opts {
@@ -138,7 +142,7 @@ func (c *Client) Submit(ctx context.Context, typ string, params any, opts ...Sub
 	if o.key != "" && !api.ValidKey(o.key) {
 		return nil, fmt.Errorf("%w: must be 1-255 printable ASCII characters", api.ErrKeyInvalid)
 	}
-	body, err := encodeRequest(typ, params)
+	body, err := encodeRequest(typ, params, o.flow)
 	if err != nil {
 		return nil, err
 	}
