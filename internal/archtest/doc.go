@@ -12,8 +12,9 @@
 // Fiber, bbolt or go-mail, which only pkg/workertest/jobgatetest's whole
 // jobgate needs; internal/natsjs, the JetStream adapters, links no NATS
 // server (internal/natsserver holds it); no exported name of a public
-// package mentions an internal type; and nothing public depends on test
-// helpers or the load generator. It reads the import graph with `go list
+// package mentions an internal type; nothing public depends on test
+// helpers or the load generator; and whatever has Start(ctx) has
+// Stop(ctx context.Context) error. It reads the import graph with `go list
 // -json` and the services' and public packages' declarations with
 // go/parser.
 package archtest
