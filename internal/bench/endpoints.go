@@ -180,6 +180,16 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 	}
 	r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("endpoint type at half rate (%.0f/s offered), admission → succeeded, p99", half), Fsync: "default",
 		Value: hs.P99, Unit: "ms", Summary: &hs, Note: noteErrors(&hs, "created_at to finished_at of each job, from its succeeded event")}).use(hu)
+
+	// The path's own latency, at a light load.
+	const light = 100
+	r.logf("endpoints: open loop at %d jobs/s for %s", light, r.o.Duration)
+	ls2, lu, err := r.endpointHalfRate(ctx, p, a, tokens, light)
+	if err != nil {
+		return err
+	}
+	r.rep.add(Row{Section: SecEndpoints, Name: fmt.Sprintf("endpoint type at %d/s, admission → succeeded, p50", light), Fsync: "default",
+		Value: ls2.P50, Unit: "ms", Summary: &ls2, Note: noteErrors(&ls2, "created_at to finished_at of each job, from its succeeded event")}).use(lu)
 	return nil
 }
 
