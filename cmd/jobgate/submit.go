@@ -76,8 +76,19 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "file or directory where --wait saves the result (default <job id> and the extension of the result's content type, e.g. .pdf or .csv); implies --wait")
 	batch := fs.String("batch", "", "submit a batch: FILE holds one params JSON object per line (at most 1,000), each a job of --type, under one key")
 	notify := fs.String("notify", "", "with --batch: batch (one notice when every job has ended, the default) or each (one per job)")
+	runAt := fs.String("run-at", "", "schedule the job: no attempt before this RFC 3339 time (at most 30 days ahead)")
+	delay := fs.Duration("delay", 0, "schedule the job this long after its admission (e.g. 90s, 2h30m)")
+	priority := fs.Int("priority", 0, "1 (first) to 5 (last) among the tenant's waiting jobs of the type; default 3")
+	startBy := fs.String("start-by", "", "cancel the job (deadline_exceeded) when no attempt has started by this RFC 3339 time")
 	if _, err := parseArgs(fs, args, 0, 0, "no arguments (use --type and --param)"); err != nil {
 		return err
+	}
+	flowOpts, err := flowOptions(*runAt, *delay, *priority, *startBy)
+	if err != nil {
+		return err
+	}
+	if *batch != "" && len(flowOpts) > 0 {
+		return &usageError{"submit: --run-at, --delay, --priority and --start-by apply to one job, not to --batch"}
 	}
 	if *key != "" && *fresh {
 		return &usageError{"submit: --key and --new exclude each other"}
@@ -99,6 +110,7 @@ func (m *Main) runSubmit(ctx context.Context, args []string) error {
 	if *fresh {
 		opts = append(opts, client.WithFreshKey())
 	}
+	opts = append(opts, flowOpts...)
 	if *batch != "" {
 		if *notify != "" {
 			opts = append(opts, client.WithNotify(*notify))
@@ -344,4 +356,34 @@ func (m *Main) submitBatch(ctx context.Context, c *client.Client, cf *clientFlag
 		return classify("", &jobOutcomeError{&job.Resource{ID: done.ID, State: job.StateCanceled}})
 	}
 	return nil
+}
+
+// flowOptions reads submit's flow flags (docs/api.md, "Flow fields"); the
+// server checks the values, this only their shape.
+func flowOptions(runAt string, delay time.Duration, priority int, startBy string) ([]client.SubmitOption, error) {
+	var opts []client.SubmitOption
+	if runAt != "" && delay != 0 {
+		return nil, &usageError{"submit: --run-at and --delay exclude each other"}
+	}
+	if runAt != "" {
+		t, err := time.Parse(time.RFC3339, runAt)
+		if err != nil {
+			return nil, &usageError{"submit: --run-at must be an RFC 3339 time, e.g. 2026-12-05T09:00:00Z"}
+		}
+		opts = append(opts, client.WithRunAt(t))
+	}
+	if delay != 0 {
+		opts = append(opts, client.WithDelay(delay))
+	}
+	if priority != 0 {
+		opts = append(opts, client.WithPriority(priority))
+	}
+	if startBy != "" {
+		t, err := time.Parse(time.RFC3339, startBy)
+		if err != nil {
+			return nil, &usageError{"submit: --start-by must be an RFC 3339 time, e.g. 2026-12-05T10:00:00Z"}
+		}
+		opts = append(opts, client.WithStartBy(t))
+	}
+	return opts, nil
 }
