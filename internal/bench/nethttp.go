@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"time"
 )
@@ -182,9 +185,15 @@ func (r *runner) netHTTPRun(ctx context.Context, always bool, rd *redisProc, aq 
 			for _, f := range figs {
 				r.logf("nethttp (fsync %s): %s (round %d/3)", fs, f.name, round+1)
 				profiled := f.kind == "jobgate" && r.profile(p, opProfileStart, fmt.Sprintf("nethttp-%s-%d-%d.pprof", fs, n, round))
+				// The client's side of the same requests: this process.
+				stopClient := func() {}
+				if profiled {
+					stopClient = r.profileSelf(fmt.Sprintf("nethttp-client-%s-%d-%d.pprof", fs, n, round))
+				}
 				m := startCPU(f.pid)
 				s, err := f.run(rdur)
 				if profiled {
+					stopClient()
 					_, _ = p.call(Request{Op: opProfileStop})
 				}
 				if err != nil {
@@ -266,6 +275,25 @@ func (r *runner) netHTTPHalf(ctx context.Context, a *api, fs string, rate float6
 		goal(row, "p99 ≤ 5 ms", s.P99 <= 5)
 	}
 	return nil
+}
+
+// profileSelf starts a CPU profile of this process (the load generator)
+// into name in --profile-dir and returns its stop.
+func (r *runner) profileSelf(name string) func() {
+	f, err := os.Create(filepath.Join(r.o.ProfileDir, name))
+	if err != nil {
+		r.logf("profile %s: %v", name, err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		r.logf("profile %s: %v", name, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // runAsynq runs tools/asynqbench for d and returns its samples.
