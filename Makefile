@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
+.PHONY: build run test test-deploy test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -27,8 +27,16 @@ test:
 	@scripts/ensure-otelcol.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory test-deploy
 	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory fuzz-api FUZZ_API_EXAMPLES=5
+
+## test-deploy: the deployment kit (deploy/check, a Go module of its own so that Helm's and
+##        Kubernetes' dependencies stay out of jobgate's go.mod): the Helm chart renders with
+##        Helm's engine into objects that decode strictly into k8s.io/api types, the Compose
+##        file loads with compose-go, and every setting and flag they pass is one jobgate has
+test-deploy:
+	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
 
 ## test-python: the Python SDK (sdk/python): ruff, mypy --strict and pytest against a real
 ##        `jobgate serve`, in bin/pyenv with the versions pinned in sdk/python/requirements-dev.txt
