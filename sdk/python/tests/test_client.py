@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,27 @@ def test_wait_times_out_with_the_last_version(deployment: Deployment, tmp_path: 
         with pytest.raises(jobgate.ConflictError) as nr:
             c.download(job.id, tmp_path / "none.pdf")
         assert nr.value.slug == "job-canceled"
+
+
+def test_flow_fields_schedule_a_job(deployment: Deployment, tmp_path: Path) -> None:
+    params = {"case_id": 5, "revision": 1, "pages": 1}
+    start_by = datetime.now(UTC) + timedelta(hours=2)
+    with client(deployment, tmp_path, "scheduler") as c:
+        job = c.submit("permit_report", params, key="sched-1", delay=timedelta(hours=1), priority=2, start_by=start_by)
+        assert job.state == "scheduled"
+        assert job.run_at is not None and job.run_at > datetime.now(UTC) + timedelta(minutes=59)
+        assert job.priority == 2
+        assert job.start_by is not None and abs((job.start_by - start_by).total_seconds()) < 0.001
+        # The same request later replays the job whose delay was resolved once.
+        again = c.submit(
+            "permit_report", params, key="sched-1", delay=timedelta(seconds=3600), priority=2, start_by=start_by
+        )
+        assert again.replayed and again.run_at == job.run_at
+        with pytest.raises(jobgate.ConflictError):
+            c.submit("permit_report", params, key="sched-1", delay=timedelta(hours=2))
+        with pytest.raises(jobgate.ValidationError):
+            c.submit("permit_report", params, key="sched-2", priority=9)
+        assert c.cancel(job.id).state == "canceled"
 
 
 def test_batch_is_one_request_and_replays(deployment: Deployment, tmp_path: Path) -> None:

@@ -108,6 +108,8 @@ class Job:
     finished_at: datetime | None = None
     retry_at: datetime | None = None
     run_at: datetime | None = None
+    start_by: datetime | None = None
+    priority: int = 3
     progress: Progress | None = None
     error: JobError | None = None
     result: Result | None = None
@@ -140,6 +142,8 @@ class Job:
             finished_at=_time(d.get("finished_at")),
             retry_at=_time(d.get("retry_at")),
             run_at=_time(d.get("run_at")),
+            start_by=_time(d.get("start_by")),
+            priority=_int(d.get("priority")) or 3,
             progress=Progress.from_json(prog) if isinstance(prog, dict) else None,
             error=JobError.from_json(err) if isinstance(err, dict) else None,
             result=Result.from_json(res) if isinstance(res, dict) else None,
