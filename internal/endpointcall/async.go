@@ -25,7 +25,7 @@ import (
 // the broker's rules through the one claim: a beat's progress goes out
 // with the claim's beats, the result streams into the result store
 // through the attempt's output, and done or fail ends the attempt as an
-// answer would. Once the attempt is no longer held here (it ended, timed
+// answer would, answered once the broker has the verdict on record. Once the attempt is no longer held here (it ended, timed
 // out, was canceled or taken over) its token finds nothing and the
 // gateway answers 409 attempt-lost.
 
@@ -129,6 +129,12 @@ func (r *runner) await(ctx context.Context, j *worker.Job[json.RawMessage], a *a
 		case op := <-a.ops:
 			reply, end := r.callback(j, op, &stored)
 			callbackEvent(ctx, op.op, reply.Status)
+			if end != nil && reply.Status == http.StatusNoContent && (op.op == endpointcb.OpDone || op.op == endpointcb.OpFail) {
+				// Taken: answered once the broker has the verdict on
+				// record (verdictHeard), or 409 when it refused it.
+				r.pending.Store(WebhookID(j.ID, j.Attempt), op)
+				return end.err
+			}
 			op.done <- reply
 			if end != nil {
 				return end.err
@@ -185,4 +191,21 @@ func (r *runner) callback(j *worker.Job[json.RawMessage], op *callbackOp, stored
 		return endpointcb.Reply{Status: http.StatusNoContent}, &ending{workerhook.Failure(kind, retryable, f.UserMessage, errors.New(f.Message), 0)}
 	}
 	return endpointcb.Reply{Status: http.StatusNotFound}, nil
+}
+
+// verdictHeard answers an attempt's done or fail callback once pkg/worker
+// has reported its verdict (workerhook.Verdict): 204 when the broker
+// recorded it, else 409, for the attempt is no longer current (the broker
+// refused it as lost, or could not be reached and the claim goes stale).
+// So a handler that was answered 204 finds the job's state changed.
+func (r *runner) verdictHeard(id string, attempt int, outcome string) {
+	v, ok := r.pending.LoadAndDelete(WebhookID(id, attempt))
+	if !ok {
+		return
+	}
+	status := http.StatusConflict
+	if outcome == workerhook.VerdictRecorded {
+		status = http.StatusNoContent
+	}
+	v.(*callbackOp).done <- endpointcb.Reply{Status: status}
 }

@@ -340,6 +340,9 @@ type runner struct {
 	endpoint    atomic.Pointer[api.Endpoint]
 	limiter     atomic.Pointer[rate.Limiter] // rate_per_second in this process, without a slot store
 	window      rateWindow                   // rate_per_second across the deployment
+	// pending holds each done or fail callback taken, by its attempt's
+	// webhook id, until its verdict is on record (verdictHeard).
+	pending sync.Map
 }
 
 func (c *Caller) newRunner(d *job.TypeDecl) (*runner, error) {
@@ -356,6 +359,7 @@ func (c *Caller) newRunner(d *job.TypeDecl) (*runner, error) {
 		return nil, err
 	}
 	workerhook.Undeclared(w)
+	workerhook.Verdict(w, r.verdictHeard)
 	workerhook.Pace(w, r.pace, r.paced)
 	if c.leases != nil {
 		var waiting sync.Mutex

@@ -33,3 +33,21 @@ var Gate func(w any, gate func(ctx context.Context) (release func(), err error))
 // success asks for no next job in the same request (that job would skip
 // the pace). An error of pace's waits a moment and asks again.
 var Pace func(w any, pace func(ctx context.Context) error, active func() bool)
+
+// Outcomes of an attempt's verdict as Verdict reports them.
+const (
+	// VerdictRecorded: the broker recorded the verdict (done or fail).
+	VerdictRecorded = "recorded"
+	// VerdictLost: the broker refused it, the attempt no longer current.
+	VerdictLost = "lost"
+	// VerdictUnrecorded: none was recorded (no verdict to report, or the
+	// broker could not be reached: the claim goes stale and the job is
+	// retried).
+	VerdictUnrecorded = "unrecorded"
+)
+
+// Verdict makes w (a *worker.Workers, before Start) call fn once each
+// attempt's verdict was reported, with the job's id, the attempt and the
+// outcome (Verdict*): the endpoint caller answers a handler's done or fail
+// callback only once the broker has it on record.
+var Verdict func(w any, fn func(id string, attempt int, outcome string))

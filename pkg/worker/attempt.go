@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/internal/workerhook"
 	"github.com/nats-io/nats.go"
 )
 
@@ -41,6 +42,9 @@ type attempt struct {
 	sent     *wire.Progress // as last sent
 	nextStep int
 	kick     chan struct{}
+	// verdict is what became of the attempt's verdict
+	// (workerhook.Verdict*); only run's goroutine touches it.
+	verdict string
 
 	outOnce sync.Once
 	out     *resultWriter
@@ -64,7 +68,13 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 	if sc := span.SpanContext(); sc.IsValid() {
 		logAttrs = append(logAttrs, "trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
 	}
-	a := &attempt{w: w, t: t, asg: asg, kick: make(chan struct{}, 1), log: w.log.With(logAttrs...)}
+	a := &attempt{w: w, t: t, asg: asg, kick: make(chan struct{}, 1), log: w.log.With(logAttrs...), verdict: workerhook.VerdictUnrecorded}
+	w.mu.Lock()
+	hear := w.verdict
+	w.mu.Unlock()
+	if hear != nil {
+		defer func() { hear(asg.ID, asg.Attempt, a.verdict) }()
+	}
 	a.log.Debug("job claimed") // its outcome is logged at info
 	timeout := time.Duration(asg.TimeoutMS) * time.Millisecond
 	actx, cancelAttempt := context.WithTimeoutCause(tctx, timeout, errAttemptTimeout)
@@ -111,6 +121,7 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 		err := w.call(ctx, t.decl.Name, wire.OpDone, wire.DoneRequest{Held: a.held(), Result: stored, Progress: prog, Next: next}, &reply, true)
 		switch {
 		case err == nil:
+			a.verdict = workerhook.VerdictRecorded
 			w.observe(t, "succeeded", started)
 			size := int64(0)
 			if stored != nil {
@@ -118,6 +129,7 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 			}
 			a.log.Info("job succeeded", "size", size)
 		case refusedAs(err, wire.CodeLost):
+			a.verdict = workerhook.VerdictLost
 			w.observe(t, "lost", started)
 			a.log.Info("job ended elsewhere before it succeeded here", "why", err)
 		default:
@@ -207,9 +219,11 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 		err := w.call(ctx, name, wire.OpFail, req, nil, true)
 		switch {
 		case err == nil:
+			a.verdict = workerhook.VerdictRecorded
 			w.observe(a.t, "failed", started)
 			a.log.Info("attempt failed", "kind", req.Kind, "cause", req.Message)
 		case refusedAs(err, wire.CodeLost):
+			a.verdict = workerhook.VerdictLost
 			w.observe(a.t, "lost", started)
 			a.log.Info("job ended elsewhere before its failure was recorded")
 		default:

@@ -28,6 +28,12 @@ func init() {
 		w.pace, w.paceActive = pace, active
 		w.mu.Unlock()
 	}
+	workerhook.Verdict = func(wa any, fn func(id string, attempt int, outcome string)) {
+		w := wa.(*Workers)
+		w.mu.Lock()
+		w.verdict = fn
+		w.mu.Unlock()
+	}
 	workerhook.Failure = func(kind string, retryable bool, user string, cause error, retryAfter time.Duration) error {
 		return &failure{kind: kind, retryable: retryable, user: user, err: cause, retryAfter: retryAfter}
 	}

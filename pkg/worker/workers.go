@@ -45,6 +45,7 @@ type Workers struct {
 	// each request for a job; successes then chain none.
 	pace       func(ctx context.Context) error
 	paceActive func() bool
+	verdict    func(id string, attempt int, outcome string) // hears each verdict reported (workerhook.Verdict)
 	nc         *nats.Conn
 	ownConn    bool
 	pulls      sync.WaitGroup
