@@ -93,7 +93,7 @@ func TestSweeperFailsAJobNearTheEndOfItsRetentionAndItsKeyOutlivesIt(t *testing.
 	res := gwConn.Res // as internal/system's GatewayStores maps them
 	g, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, gateway.Stores{
 		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Files: res.Files, Types: res.Types,
-		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs),
+		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs), Slots: res.Slots,
 	}, testLogger())
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

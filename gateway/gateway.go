@@ -80,6 +80,7 @@ type Stores struct {
 	Storage storageSource // the byte budgets' use, checked on admission (natsjs.Resources.StorageUse)
 	Changes changeSource  // every record change, for long-polls and event streams (natsjs.Store)
 	Log     index.Source  // the record change log the query index (lists, the admin API) derives from (index.StoreSource)
+	Slots   flowSlots     // the types' concurrency places and rate buckets, read to say what a job waits for (natsjs.SlotStore)
 }
 
 // Gateway is the HTTP API service.
@@ -93,6 +94,7 @@ type Gateway struct {
 	files    resultFiles
 	batches  batchRecords
 	indexSrc index.Source
+	slots    flowSlots
 	query    queryIndex    // the query index (lists, the admin API): opened by Start or Init, before any request
 	indexTmp string        // its temporary dir, when no IndexDir is configured
 	bulk     chan struct{} // the bulk admin calls under way (maxBulkCalls)
@@ -142,6 +144,7 @@ func newGateway(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, secrets: st.Secrets, files: st.Files, indexSrc: st.Log, log: log, batches: st.Batches,
+		slots:    st.Slots,
 		types:    newTypeRegistry(st.Types, log),
 		verifier: auth.NewVerifier(cfg.AuthSecret, cfg.Now, cfg.authOptions()...),
 		seen:     newSeenKeys(1 << 16),

@@ -121,7 +121,7 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 func storesOf(res *natsjs.Resources) Stores {
 	return Stores{
 		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Files: res.Files, Types: res.Types,
-		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs),
+		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs), Slots: res.Slots,
 	}
 }
 

@@ -98,7 +98,15 @@ func (fixedTypes) WatchWorkers(_ context.Context, fn func(string, *natsjs.Presen
 // lists read jobs).
 func memStores(jobs records, work workQueue) Stores {
 	return Stores{Jobs: jobs, Work: work, Events: noEvents{}, Secrets: fixedSecrets{}, Files: noFiles{}, Types: fixedTypes{},
-		Batches: noBatches{}, Storage: roomyStorage{}, Changes: noChanges{errors.ErrUnsupported}, Log: noLog{}}
+		Batches: noBatches{}, Storage: roomyStorage{}, Changes: noChanges{errors.ErrUnsupported}, Log: noLog{}, Slots: noSlots{}}
+}
+
+// noSlots holds no concurrency place and full rate buckets.
+type noSlots struct{}
+
+func (noSlots) Leased(context.Context, string, time.Time) (int, error) { return 0, nil }
+func (noSlots) Tokens(_ context.Context, _ string, _ float64, burst int, _ time.Time) (float64, error) {
+	return float64(burst), nil
 }
 
 // noEvents publishes nothing.

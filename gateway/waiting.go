@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
@@ -52,10 +53,49 @@ func (g *Gateway) waitingFor(rec *job.Record) string {
 	case ok && info.Paused:
 		return api.WaitingForResume
 	case ok && info.TypeDecl.Endpoint != nil:
-		return "" // jobgate's endpoint caller runs it
+		return g.flowWaiting(info.TypeDecl, rec) // jobgate's endpoint caller runs it
 	case info.Workers == 0:
 		// Also a type gone from the table: nothing runs its jobs.
 		return api.WaitingForWorker
+	}
+	if ok {
+		return g.flowWaiting(info.TypeDecl, rec)
+	}
+	return ""
+}
+
+// flowSlots reads the types' flow control state (natsjs.SlotStore).
+type flowSlots interface {
+	Leased(ctx context.Context, key string, now time.Time) (int, error)
+	Tokens(ctx context.Context, key string, perSecond float64, burst int, now time.Time) (float64, error)
+}
+
+// flowWaitBudget bounds the reads of what a job waits for: the detail is
+// answered without it rather than late.
+const flowWaitBudget = 500 * time.Millisecond
+
+// flowWaiting is api.WaitingForConcurrency when one of the job's
+// concurrency keys is at its limit now, api.WaitingForRateLimit when its
+// rate bucket is empty, "" otherwise (or when the state cannot be read):
+// the broker parks such a job until its key frees (internal/broker).
+func (g *Gateway) flowWaiting(d *job.TypeDecl, rec *job.Record) string {
+	keys := job.FlowKeys(d, rec)
+	if len(keys) == 0 || g.slots == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flowWaitBudget)
+	defer cancel()
+	now := g.cfg.Now()
+	for _, k := range keys {
+		if k.Rate != nil {
+			if t, err := g.slots.Tokens(ctx, k.Key, k.Rate.PerSecond, k.Rate.BurstOr(), now); err == nil && t < 1 {
+				return api.WaitingForRateLimit
+			}
+			continue
+		}
+		if n, err := g.slots.Leased(ctx, k.Key, now); err == nil && n >= k.Limit {
+			return api.WaitingForConcurrency
+		}
 	}
 	return ""
 }

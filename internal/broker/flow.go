@@ -2,17 +2,11 @@ package broker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/pkg/api"
 )
 
 // A type's flow control (api.Flow) is enforced where a job starts: the
@@ -34,86 +28,11 @@ const (
 	blockedRate        = "rate limit"
 )
 
-// flowKey is one limit a start of a job must pass: a concurrency entry's
-// key in JOBGATE_SLOTS with its limit, or the rate bucket's (rate set).
-type flowKey struct {
-	key   string
-	class string // "tenant", "requester", "params" or "rate"
-	limit int
-	rate  *api.RateLimit
-}
+// flowKey is one limit a start must pass (job.FlowKeys).
+type flowKey = job.FlowKey
 
-// flowKeys are the limits rec's starts pass under d: its concurrency
-// entries, then its rate bucket.
-func flowKeys(d *job.TypeDecl, rec *job.Record) []flowKey {
-	if len(d.Concurrency) == 0 && d.RateLimit == nil {
-		return nil
-	}
-	keys := make([]flowKey, 0, len(d.Concurrency)+1)
-	for _, c := range d.Concurrency {
-		keys = append(keys, concurrencyKey(d.Name, c, rec))
-	}
-	if r := d.RateLimit; r != nil {
-		k := "fr." + d.Name + ".all.x"
-		if r.KeyOr() == api.KeyTenant {
-			k = "fr." + d.Name + ".t." + digest(rec.Tenant)
-		}
-		keys = append(keys, flowKey{key: k, class: "rate", rate: r})
-	}
-	return keys
-}
-
-// concurrencyKey is the entry of c's value for rec. A value read from the
-// params counts within the job's tenant: another tenant's params, however
-// alike, never take this tenant's places.
-func concurrencyKey(typ string, c api.ConcurrencyKey, rec *job.Record) flowKey {
-	switch c.Key {
-	case api.KeyTenant:
-		return flowKey{key: "fc." + typ + ".t." + digest(rec.Tenant), class: "tenant", limit: c.Limit}
-	case api.KeyRequester:
-		return flowKey{key: "fc." + typ + ".r." + digest(rec.Tenant+"\x00"+rec.Requester), class: "requester", limit: c.Limit}
-	}
-	v := paramValue(rec.Params, strings.TrimPrefix(c.Key, api.KeyParamsPrefix))
-	return flowKey{key: "fc." + typ + ".p" + digest(c.Key)[:12] + "." + digest(rec.Tenant+"\x00"+string(v)),
-		class: "params", limit: c.Limit}
-}
-
-// digest names a value in a key: 96 bits of its SHA-256, hex (keys never
-// hold raw ids or params).
-func digest(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:12])
-}
-
-// paramValue is the JSON value at pointer (RFC 6901, without its leading
-// "/params/") in params, in Go's encoding of it (object keys sorted), or
-// null when there is none.
-func paramValue(params json.RawMessage, pointer string) []byte {
-	var v any
-	if json.Unmarshal(params, &v) != nil {
-		return []byte("null")
-	}
-	for _, tok := range strings.Split(pointer, "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[tok]
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(x) || (len(tok) > 1 && tok[0] == '0') {
-				return []byte("null")
-			}
-			v = x[i]
-		default:
-			return []byte("null")
-		}
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return []byte("null")
-	}
-	return out
-}
+// flowKeys are the limits rec's starts pass under d.
+func flowKeys(d *job.TypeDecl, rec *job.Record) []flowKey { return job.FlowKeys(d, rec) }
 
 // flowBlock is why a start did not pass its limits: the key it waits on,
 // what for (blockedConcurrency or blockedRate) and when to look again.
@@ -132,18 +51,18 @@ func (b *Broker) admit(ctx context.Context, keys []flowKey, holder string) *flow
 	var taken []flowKey
 	undo := func() { b.unlease(ctx, taken, holder) }
 	for _, k := range keys {
-		if k.rate != nil {
-			wait, err := b.stores.Slots.TakeToken(ctx, k.key, k.rate.PerSecond, k.rate.BurstOr(), now)
+		if k.Rate != nil {
+			wait, err := b.stores.Slots.TakeToken(ctx, k.Key, k.Rate.PerSecond, k.Rate.BurstOr(), now)
 			if err != nil || wait > 0 {
 				undo()
-				return &flowBlock{key: k.key, why: blockedRate, delay: max(wait, time.Millisecond) + jitter(20*time.Millisecond) + blockErr(err)}
+				return &flowBlock{key: k.Key, why: blockedRate, delay: max(wait, time.Millisecond) + jitter(20*time.Millisecond) + blockErr(err)}
 			}
 			continue
 		}
-		err := b.stores.Slots.Lease(ctx, k.key, k.limit, holder, now)
+		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, holder, now)
 		if err != nil {
 			undo()
-			return &flowBlock{key: k.key, why: blockedConcurrency, delay: probeEvery + blockErr(err)}
+			return &flowBlock{key: k.Key, why: blockedConcurrency, delay: probeEvery + blockErr(err)}
 		}
 		taken = append(taken, k)
 	}
@@ -166,11 +85,11 @@ func (b *Broker) unlease(ctx context.Context, keys []flowKey, holder string) {
 		return
 	}
 	for _, k := range keys {
-		if k.rate != nil {
+		if k.Rate != nil {
 			continue
 		}
-		if err := b.stores.Slots.Unlease(ctx, k.key, holder, b.cfg.Now()); err != nil {
-			b.log.Debug("concurrency place not given back, it runs out", "key", k.key, "err", err)
+		if err := b.stores.Slots.Unlease(ctx, k.Key, holder, b.cfg.Now()); err != nil {
+			b.log.Debug("concurrency place not given back, it runs out", "key", k.Key, "err", err)
 		}
 	}
 }
@@ -185,8 +104,8 @@ func (b *Broker) release(ctx context.Context, d *job.TypeDecl, rec *job.Record) 
 	b.unlease(ctx, keys, rec.ClaimID)
 	if s := b.schedOf(rec.Type); s != nil {
 		for _, k := range keys {
-			if k.rate == nil {
-				s.unpark(k.key)
+			if k.Rate == nil {
+				s.unpark(k.Key)
 			}
 		}
 	}
@@ -202,12 +121,12 @@ func (b *Broker) renew(ctx context.Context, d *job.TypeDecl, rec *job.Record) {
 	}
 	now := b.cfg.Now()
 	for _, k := range flowKeys(d, rec) {
-		if k.rate != nil {
+		if k.Rate != nil {
 			continue
 		}
-		err := b.stores.Slots.Lease(ctx, k.key, k.limit, rec.ClaimID, now)
+		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, rec.ClaimID, now)
 		if errors.Is(err, natsjs.ErrNoSlot) {
-			b.log.Warn("a running attempt lost its concurrency place", "job_id", rec.ID, "type", rec.Type, "class", k.class)
+			b.log.Warn("a running attempt lost its concurrency place", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
 		} else if err != nil {
 			b.log.Debug("concurrency place not renewed", "job_id", rec.ID, "err", err)
 		}

@@ -112,9 +112,9 @@ func TestConcurrencyKeyLimitHoldsAcrossTwoBrokers(t *testing.T) {
 	require.True(t, overlapAcross, "different customers ran beside each other")
 	// Every place was given back: no customer's entry holds one.
 	for _, c := range customers {
-		k := concurrencyKey("export", api.ConcurrencyKey{Key: "/params/customer", Limit: 1},
+		k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "/params/customer", Limit: 1},
 			&job.Record{Tenant: "4", Params: json.RawMessage(`{"customer":"` + c + `"}`)})
-		n, err := tb.conn.Res.Slots.Leased(ctx, k.key, time.Now())
+		n, err := tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
 		require.NoError(t, err)
 		require.Zero(t, n, "customer %s's place was given back", c)
 	}
@@ -148,8 +148,8 @@ func TestConcurrencyPlaceComesBackAfterItsBrokerDies(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the first broker never took the place")
 	}
-	k := concurrencyKey("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
-	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.key, time.Now())
+	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
+	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.Key, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the dead broker holds the tenant's place")
 	began := time.Now()

@@ -245,7 +245,7 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	s.later(msg, now.Add(b.cfg.StaleAfter+jitter(retrySlack)))
 	rec := c.rec
 	for _, k := range c.keys {
-		s.unpark(k.key) // the next job waiting on the key may pass too
+		s.unpark(k.Key) // the next job waiting on the key may pass too
 	}
 	// The work names the admission's event: the claim's follows it
 	// without a lookup, but only the first claim's. After a retry or a

@@ -94,3 +94,44 @@ func TestPutRefusesFlowFieldsOutOfBounds(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"/retry", "/concurrency/1", "/concurrency/2", "/rate_limit"}, fields, string(data))
 }
+
+// A job held back by its type's flow control says so in its admin detail:
+// "concurrency" while its key's places are taken, "rate limit" while its
+// type's bucket is empty.
+func TestAWaitingJobSaysWhichLimitHoldsItBack(t *testing.T) {
+	t.Parallel()
+	d := start(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	d.declare(t, "one_at_a_time", url, map[string]any{"concurrency": []map[string]any{{"key": "tenant", "limit": 1}}})
+	d.declare(t, "slow_rate", url, map[string]any{"rate_limit": map[string]any{"per_second": 0.05, "burst": 1}})
+	waiting := func(id string) string {
+		status, data, _ := d.do(t, d.operator, http.MethodGet, "/v1/admin/jobs/"+id, nil)
+		require.Equal(t, http.StatusOK, status, string(data))
+		var j struct {
+			State      string `json:"state"`
+			WaitingFor string `json:"waiting_for"`
+		}
+		require.NoError(t, json.Unmarshal(data, &j))
+		return j.State + "/" + j.WaitingFor
+	}
+	for typ, want := range map[string]string{"one_at_a_time": "queued/concurrency", "slow_rate": "queued/rate limit"} {
+		first := d.submit(t, typ, `{"n":1}`)
+		d.until(t, first, 20*time.Second, func(j jobView) bool { return j.State == "running" })
+		second := d.submit(t, typ, `{"n":2}`)
+		deadline := time.Now().Add(10 * time.Second)
+		got := waiting(second)
+		for got != want && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			got = waiting(second)
+		}
+		require.Equal(t, want, got, typ)
+	}
+}

@@ -173,3 +173,20 @@ func parseBucket(v []byte) (float64, int64, bool) {
 	}
 	return 0, 0, false
 }
+
+// Tokens reads the rate bucket under key without taking from it: the
+// tokens it holds at now (a bucket never written, or forgotten, is full).
+func (s *SlotStore) Tokens(ctx context.Context, key string, perSecond float64, burst int, now time.Time) (float64, error) {
+	kve, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return float64(burst), nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
+	}
+	t, at, ok := parseBucket(kve.Value())
+	if !ok {
+		return float64(burst), nil
+	}
+	return min(float64(burst), t+max(now.Sub(time.UnixMilli(at)).Seconds(), 0)*perSecond), nil
+}

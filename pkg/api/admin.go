@@ -45,7 +45,8 @@ type AdminJob struct {
 	RetriedAs string    `json:"retried_as,omitempty"`
 	// WaitingFor, on the detail of a job that waits to run (queued, or
 	// running between attempts), names what nothing will start it without:
-	// WaitingForWorker or WaitingForResume. Absent when a worker is there.
+	// WaitingForWorker, WaitingForResume, WaitingForConcurrency or
+	// WaitingForRateLimit. Absent when nothing holds it back.
 	WaitingFor string `json:"waiting_for,omitempty"`
 }
 
@@ -55,6 +56,12 @@ const (
 	WaitingForWorker = "worker"
 	// WaitingForResume: an operator paused the job's type.
 	WaitingForResume = "resume"
+	// WaitingForConcurrency: one of the job's concurrency keys (its
+	// type's Flow) is at its limit.
+	WaitingForConcurrency = "concurrency"
+	// WaitingForRateLimit: its type's rate bucket (for the job's key) is
+	// empty.
+	WaitingForRateLimit = "rate limit"
 )
 
 // AdminJobPage is a page of GET /v1/admin/jobs, newest first.
