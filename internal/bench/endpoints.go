@@ -184,7 +184,11 @@ func (r *runner) endpointsSuite(ctx context.Context) error {
 	// The path's own latency, at a light load.
 	const light = 100
 	r.logf("endpoints: open loop at %d jobs/s for %s", light, r.o.Duration)
-	ls2, lu, err := r.endpointHalfRate(ctx, p, a, tokens, light)
+	var ls2 Summary
+	var lu usage
+	r.measure(p, "endpoints-light", func() {
+		ls2, lu, err = r.endpointHalfRate(ctx, p, a, tokens, light)
+	})
 	if err != nil {
 		return err
 	}
