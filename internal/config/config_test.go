@@ -144,3 +144,19 @@ func TestPublicURL(t *testing.T) {
 		require.Contains(t, err.Error(), "JOBGATE_PUBLIC_URL")
 	}
 }
+
+// The NATS TLS files and the ops listener come from the environment as
+// well (the Helm chart and the Compose file set nothing else); a bad ops
+// address is named.
+func TestNATSTLSAndOpsAddrFromEnv(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	env := map[string]string{"JOBGATE_NATS_TLS_CA": "/tls/ca.crt", "JOBGATE_NATS_TLS_CERT": "/tls/c.crt", "JOBGATE_NATS_TLS_KEY": "/tls/c.key",
+		"JOBGATE_OPS_ADDR": "0.0.0.0:9090"}
+	require.NoError(t, c.LoadEnv(func(k string) string { return env[k] }))
+	require.Equal(t, NATS{Replicas: 1, TLSCA: "/tls/ca.crt", TLSCert: "/tls/c.crt", TLSKey: "/tls/c.key"}, c.NATS)
+	require.Equal(t, "0.0.0.0:9090", c.OpsAddr)
+	require.NoError(t, c.Validate())
+	c.OpsAddr = "9090"
+	require.ErrorContains(t, c.Validate(), "JOBGATE_OPS_ADDR")
+}

@@ -27,7 +27,8 @@ type EmbeddedConfig struct {
 	// hold the layout's byte budgets (natsjs.Layout.StorageReserve); zero
 	// grants natsjs.DefaultLayout's. Left to itself a server grants 75% of
 	// the disk space free when it starts, and refuses budgets past that.
-	// The server grants EmbeddedHeadroom more.
+	// The server grants EmbeddedHeadroom more. StartEmbedded refuses a
+	// MaxStore larger than the disk's free space plus what the store holds.
 	MaxStore int64
 	// Configure, if set, may adjust the server options before start (the
 	// notifier's tenant users, tests).
@@ -64,6 +65,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if opts.JetStreamMaxStore == 0 {
 		opts.JetStreamMaxStore = natsjs.DefaultLayout().StorageReserve()
+	}
+	if err := checkDisk(cfg.StoreDir, opts.JetStreamMaxStore); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	opts.JetStreamMaxStore += EmbeddedHeadroom
 	if cfg.Listen != "" {
