@@ -123,7 +123,7 @@ var adminListParams = map[string]bool{"tenant": true, "requester": true, "type":
 // failureCategories are the values of the category filter (GET
 // /v1/admin/jobs, the bulk calls): every failure category, and canceled.
 var failureCategories = []string{job.CategoryTimeout, job.CategoryBudgetExceeded, job.CategoryRenderError, job.CategoryHandlerError,
-	job.CategoryWorkerLost, job.CategoryExhausted, api.CategoryExpired, job.CategoryInternal, job.CategoryCanceled}
+	job.CategoryWorkerLost, job.CategoryExhausted, api.CategoryExpired, job.CategoryInternal, job.CategoryCanceled, job.CategoryDeadline}
 
 var categories = func() map[string]bool {
 	m := make(map[string]bool, len(failureCategories))

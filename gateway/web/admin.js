@@ -37,7 +37,7 @@
   const MAX_LIVE_EVENTS = 200; // the open job's live events kept
   const SEND_ATTEMPTS = 6; // an action is sent at most this often (network errors, 429, 503)
   const FILTERS = ['tenant', 'requester', 'type', 'state', 'category', 'created_after', 'created_before'];
-  const STATES = new Set(['queued', 'running', 'succeeded', 'failed', 'canceled']);
+  const STATES = new Set(['scheduled', 'queued', 'running', 'succeeded', 'failed', 'canceled']);
   const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
 
   const $ = (id) => document.getElementById(id);
@@ -532,7 +532,7 @@
         w.title = t.paused === true ? 'Paused: its jobs wait until it is resumed.' : 'No live worker: its jobs wait until one starts.';
         w.append(el('span', t.paused === true ? ' — jobs wait for the resume' : ' — no worker for this work'));
       }
-      for (const [k, v] of [['queued', t.queued], ['running', t.running], ['retrying', t.retrying]]) {
+      for (const [k, v] of [['queued', t.queued], ['running', t.running], ['retrying', t.retrying], ['scheduled', t.scheduled]]) {
         cell(tr, n(v)).dataset.k = k;
       }
       const age = Number(t.oldest_queued_seconds) || 0;
