@@ -82,11 +82,15 @@ func (r *runner) call(ctx context.Context, j *worker.Job[json.RawMessage]) (err 
 	req.Header.Set(stdwebhook.HeaderID, id)
 	req.Header.Set(stdwebhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(stdwebhook.HeaderSignature, stdwebhook.SignAll(keys, id, ts, body))
+	m := r.c.cfg.Metrics
 	sctx, span := startCallSpan(ctx, j, ep.URL)
 	status, accepted := 0, false
-	defer func() { endCallSpan(ctx, span, status, accepted, err) }()
+	defer func() {
+		outcome := callOutcome(ctx, status, accepted, err)
+		m.Outcome(j.Type, outcome)
+		endCallSpan(span, status, accepted, outcome)
+	}()
 	tracing.SetHeader(sctx, req.Header, "", "")
-	m := r.c.cfg.Metrics
 	m.InFlight(j.Type, 1)
 	defer m.InFlight(j.Type, -1)
 	sent := time.Now()

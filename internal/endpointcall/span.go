@@ -24,7 +24,8 @@ import (
 // An attempt answered 202 keeps its span open until the attempt ends, with
 // an event per callback.
 
-// Outcomes of a call, as its span names them (jobgate.endpoint.outcome).
+// Outcomes of a call, as its span names them (jobgate.endpoint.outcome)
+// and jobgate_endpoint_outcomes_total counts them.
 const (
 	outcomeSucceeded = "succeeded" // 200, 201, 204; or a 202's done
 	outcomeRetry     = "retry"     // 408, 425, 429, 5xx
@@ -50,13 +51,11 @@ func startCallSpan(ctx context.Context, j *worker.Job[json.RawMessage], rawURL s
 	return ctx, span
 }
 
-// endCallSpan records the answer (status 0: none came) and the outcome
-// the call's error says, and ends the span. The error's text is not
-// recorded: a handler's message is the operator's, in the attempt's
-// history.
-func endCallSpan(ctx context.Context, span trace.Span, status int, async bool, err error) {
+// endCallSpan records the answer (status 0: none came) and its outcome
+// (callOutcome), and ends the span. The error's text is not recorded: a
+// handler's message is the operator's, in the attempt's history.
+func endCallSpan(span trace.Span, status int, async bool, outcome string) {
 	if span.IsRecording() {
-		outcome := callOutcome(ctx, status, async, err)
 		if status != 0 {
 			span.SetAttributes(attribute.Int("http.response.status_code", status))
 		}

@@ -24,7 +24,8 @@ import (
 // Each request is a client span in the job's trace, under the attempt's
 // run span, naming the handler's status code and what jobgate made of it;
 // the request's traceparent is that span's, so the handler's spans nest
-// under it. A 503 then a 200: two spans, retry then succeeded.
+// under it. A 503 then a 200: two spans, retry then succeeded, and the
+// outcomes counted in jobgate_endpoint_outcomes_total.
 func TestEachCallIsASpanWithTheHandlersAnswer(t *testing.T) {
 	// Not parallel: it installs the global tracer provider (an SDK
 	// recording every span) for as long as it runs.
@@ -86,6 +87,14 @@ func TestEachCallIsASpanWithTheHandlersAnswer(t *testing.T) {
 			"the request carries the call span's context")
 		require.Equal(t, "run traced", spanNamed(rec, s.Parent().SpanID()), "under the attempt's run span")
 	}
+	// The same outcomes are counted.
+	resp, err := http.Get(d.url + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), `jobgate_endpoint_outcomes_total{outcome="retry",type="traced"} 1`)
+	require.Contains(t, string(metrics), `jobgate_endpoint_outcomes_total{outcome="succeeded",type="traced"} 1`)
 }
 
 // spanNamed is the name of the ended span id, "" if none.

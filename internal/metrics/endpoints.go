@@ -8,10 +8,12 @@ import (
 )
 
 // Endpoints are the endpoint caller's metrics (docs/endpoints.md): its
-// requests to each endpoint type's handler by answer, their duration,
+// requests to each endpoint type's handler by answer and by the outcome
+// jobgate drew from it, their duration,
 // and the requests in flight beside the type's concurrency.
 type Endpoints struct {
 	requests *prometheus.CounterVec
+	outcomes *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
 	limit    *prometheus.GaugeVec
@@ -32,6 +34,10 @@ func (m *Metrics) NewEndpoints() (*Endpoints, error) {
 			Name: "jobgate_endpoint_requests_total",
 			Help: "Requests to endpoint types' handlers by answer: 2xx, 3xx, 4xx, 5xx, error (no answer: connection, TLS, address refused), aborted (the attempt ended first: cancel, timeout, stop).",
 		}, []string{"type", "answer"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobgate_endpoint_outcomes_total",
+			Help: "Requests to endpoint types' handlers by what jobgate made of the answer: succeeded, retry, rejected, too_large, error, aborted, failed (a 202's fail or silence).",
+		}, []string{"type", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "jobgate_endpoint_request_duration_seconds",
 			Help:    "Duration of the requests to endpoint types' handlers, from sending to the answer's last byte.",
@@ -46,6 +52,9 @@ func (m *Metrics) NewEndpoints() (*Endpoints, error) {
 	}
 	var err error
 	e.requests, err = register(m.Registry, e.requests)
+	if err == nil {
+		e.outcomes, err = register(m.Registry, e.outcomes)
+	}
 	if err == nil {
 		e.duration, err = register(m.Registry, e.duration)
 	}
@@ -78,6 +87,15 @@ func (e *Endpoints) Request(typ, answer string, took time.Duration) {
 	}
 	e.requests.WithLabelValues(typ, answer).Inc()
 	e.duration.WithLabelValues(typ).Observe(took.Seconds())
+}
+
+// Outcome counts one request of typ by what its answer came to (for a
+// 202, once its attempt ended).
+func (e *Endpoints) Outcome(typ, outcome string) {
+	if e == nil {
+		return
+	}
+	e.outcomes.WithLabelValues(typ, outcome).Inc()
 }
 
 // InFlight moves typ's requests under way by delta.
