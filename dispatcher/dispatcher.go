@@ -113,6 +113,9 @@ func New(cfg Config, st Stores, log *slog.Logger) (*Dispatcher, error) {
 	if bc.OnAttempt == nil && cfg.Metrics != nil {
 		bc.OnAttempt = cfg.Metrics.Attempt
 	}
+	if bc.OnFlowHeldBack == nil && cfg.Metrics != nil {
+		bc.OnFlowHeldBack, bc.OnFlowPlace = cfg.Metrics.FlowHeldBack, cfg.Metrics.FlowPlaceTaken
+	}
 	if bc.OnEvent == nil {
 		bc.OnEvent = d.announced.note
 	}

@@ -91,6 +91,11 @@ type Config struct {
 	// claim taken over or a last attempt's vanished worker) and how long it
 	// ran, claim to verdict, from its history entry (negative: unknown).
 	OnAttempt func(typ, outcome string, took time.Duration)
+	// OnFlowHeldBack and OnFlowPlace, if set, are called when a limit of
+	// a type's flow control holds a start back, and when a start takes a
+	// concurrency place, with the type and the limit's class (tenant,
+	// requester, params; rate).
+	OnFlowHeldBack, OnFlowPlace func(typ, class string)
 	// OnEvent, if set, is called once the event of a change this broker
 	// wrote is stored (by it, or found stored), with the record's key and
 	// revision: the relay of the same dispatcher then needs no check of it.

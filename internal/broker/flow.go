@@ -46,7 +46,7 @@ type flowBlock struct {
 // the claim is written; on a block (or an error) it gives back what it
 // took. The rate token is taken last: a job that waits for a place spends
 // none.
-func (b *Broker) admit(ctx context.Context, keys []flowKey, holder string) *flowBlock {
+func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder string) *flowBlock {
 	now := b.cfg.Now()
 	var taken []flowKey
 	undo := func() { b.unlease(ctx, taken, holder) }
@@ -55,6 +55,7 @@ func (b *Broker) admit(ctx context.Context, keys []flowKey, holder string) *flow
 			wait, err := b.stores.Slots.TakeToken(ctx, k.Key, k.Rate.PerSecond, k.Rate.BurstOr(), now)
 			if err != nil || wait > 0 {
 				undo()
+				b.flowHeldBack(typ, k.Class)
 				return &flowBlock{key: k.Key, why: blockedRate, delay: max(wait, time.Millisecond) + jitter(20*time.Millisecond) + blockErr(err)}
 			}
 			continue
@@ -62,11 +63,23 @@ func (b *Broker) admit(ctx context.Context, keys []flowKey, holder string) *flow
 		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, holder, now)
 		if err != nil {
 			undo()
+			b.flowHeldBack(typ, k.Class)
 			return &flowBlock{key: k.Key, why: blockedConcurrency, delay: probeEvery + blockErr(err)}
 		}
 		taken = append(taken, k)
 	}
+	if b.cfg.OnFlowPlace != nil {
+		for _, k := range taken {
+			b.cfg.OnFlowPlace(typ, k.Class)
+		}
+	}
 	return nil
+}
+
+func (b *Broker) flowHeldBack(typ, class string) {
+	if b.cfg.OnFlowHeldBack != nil {
+		b.cfg.OnFlowHeldBack(typ, class)
+	}
 }
 
 // blockErr is the extra wait of a block that came from a store error

@@ -376,7 +376,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 				// to take.
 				b.unlease(ctx, keys, cur.ClaimID)
 			}
-			if blk := b.admit(ctx, keys, next.ClaimID); blk != nil {
+			if blk := b.admit(ctx, d.Name, keys, next.ClaimID); blk != nil {
 				return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay, block: blk, rec: cur}
 			}
 		}
@@ -437,7 +437,7 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 	var keys []flowKey
 	if len(d.Concurrency) > 0 {
 		keys = flowKeys(&job.TypeDecl{Name: d.Name, Flow: api.Flow{Concurrency: d.Concurrency}}, cur)
-		if blk := b.admit(ctx, keys, next.ClaimID); blk != nil {
+		if blk := b.admit(ctx, d.Name, keys, next.ClaimID); blk != nil {
 			return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay}
 		}
 	}

@@ -134,4 +134,10 @@ func TestAWaitingJobSaysWhichLimitHoldsItBack(t *testing.T) {
 		}
 		require.Equal(t, want, got, typ)
 	}
+	// The metrics count the starts held back, by the limit's class.
+	status, data, _ := d.do(t, "", http.MethodGet, "/metrics", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `jobgate_flow_held_back_total{class="tenant",type="one_at_a_time"}`)
+	require.Contains(t, string(data), `jobgate_flow_held_back_total{class="rate",type="slow_rate"}`)
+	require.Contains(t, string(data), `jobgate_flow_places_taken_total{class="tenant",type="one_at_a_time"} 1`)
 }

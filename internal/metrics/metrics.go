@@ -33,6 +33,8 @@ type Metrics struct {
 	AttemptDuration   *prometheus.HistogramVec // type, outcome: claim to verdict
 	ScheduledDepth    prometheus.Gauge         // entries of the scheduled set (schedule.go)
 	ScheduleLate      prometheus.Histogram     // run_at to queued
+	FlowBlocked       *prometheus.CounterVec   // type, class: starts a flow limit held back (flow.go)
+	FlowPlaces        *prometheus.CounterVec   // type, class: concurrency places taken
 
 	// The tenants' result quota (internal/tenantquota), as a gateway last
 	// read the stored results: the quota, how many tenants are at the
@@ -122,8 +124,9 @@ func New() *Metrics {
 		}, []string{"tenant"}),
 	}
 	newScheduleMetrics(m)
+	newFlowMetrics(m)
 	m.Registry.MustRegister(
-		m.ScheduledDepth, m.ScheduleLate,
+		m.ScheduledDepth, m.ScheduleLate, m.FlowBlocked, m.FlowPlaces,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,
