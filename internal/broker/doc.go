@@ -5,7 +5,11 @@
 // succeed, fail, give back) is a request that the broker checks against
 // the type's owner, the job's state rules, its current claim (a fencing
 // token) and the type's limits before it writes anything. The broker
-// schedules work fairly between tenants and requesters on jobgate's side,
+// schedules work fairly between tenants and requesters on jobgate's side
+// (a requester's jobs by priority), holds each start to its type's flow
+// control (concurrency places and rate tokens leased in JOBGATE_SLOTS,
+// flow.go; jobs held back parked per key, park.go; retries spaced by the
+// type's policy with full jitter),
 // builds every event from the record it stored, and stores results under
 // the content type the type declared. The dispatcher runs it; any number
 // may run at once (a queue group), each request handled by one, every

@@ -16,7 +16,9 @@
 // and the notifiers' per-tenant consumers), the notifier's Deliveries queue
 // and Notices bucket, the BatchStore, the TypeStore of declarations (each
 // owned by the credential that declared it first) and of live worker
-// presence, the ResultFiles object store and the deployment Secrets. Their errors are
+// presence, the SlotStore (endpoint types' request slots, the types'
+// concurrency places and rate buckets, leased by compare-and-set with a
+// TTL), the ResultFiles object store and the deployment Secrets. Their errors are
 // the domain's (job.ErrNotFound, job.ErrUnavailable, job.ErrResultExpired)
 // and this package's (ErrExists, ErrStale, ErrWorkGone, ErrOwned,
 // ErrLayoutMismatch): JetStream's errors are mapped here and nowhere else,

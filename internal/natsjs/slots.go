@@ -20,7 +20,9 @@ const SlotTTL = 25 * time.Second
 // ErrNoSlot: every slot of the type is taken.
 var ErrNoSlot = errors.New("no free slot")
 
-// SlotStore leases the request slots of endpoint types (JOBGATE_SLOTS):
+// SlotStore leases the request slots of endpoint types (JOBGATE_SLOTS),
+// and the concurrency places and rate buckets of the types' flow control
+// (leases.go):
 // slot n of type T is the key T.n, taken by a create-only write and held
 // by rewriting it (compare-and-set on its revision) well within SlotTTL,
 // the bucket's age limit. Whatever the number of dispatchers, at most
