@@ -117,3 +117,25 @@ func TestAdminRunNowAndScheduledCounts(t *testing.T) {
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
 	require.Equal(t, "/problems/job-not-scheduled", r.json(t)["type"])
 }
+
+// A batch item takes the flow fields too: one with a delay is scheduled,
+// one without queued; a bad one is pointed at inside the batch.
+func TestBatchItemsTakeFlowFields(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	alice := b.token(t, "4", "alice", false)
+	item := `{"type":"permit_report","params":{"case_id":1,"revision":1}`
+	r := b.postBatch(t, alice, "bf", `{"jobs":[`+item+`,"delay":"1h","priority":5},`+item+`}]}`)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	ids := r.batch(t).ids()
+	first := b.do(t, http.MethodGet, "/v1/jobs/"+ids[0], alice, "").job(t)
+	require.Equal(t, job.StateScheduled, first.State)
+	require.Equal(t, 5, first.Priority)
+	require.WithinDuration(t, time.Now().Add(time.Hour), *first.RunAt, time.Minute)
+	require.Equal(t, job.StateQueued, b.do(t, http.MethodGet, "/v1/jobs/"+ids[1], alice, "").job(t).State)
+
+	far := time.Now().Add(40 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	r = b.postBatch(t, alice, "bf2", `{"jobs":[`+item+`},`+item+`,"run_at":"`+far+`"}]}`)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
+	require.Equal(t, "/jobs/1/run_at", r.json(t)["errors"].([]any)[0].(map[string]any)["field"])
+}
