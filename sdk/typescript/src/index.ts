@@ -4,7 +4,18 @@
 // inside the package.
 
 export { Worker } from "./worker.js";
-export type { Job, LogLevel, Logger, Outcome, TypeSpec, WorkContext, WorkerConfig } from "./types.js";
+export type {
+  ConcurrencyKey,
+  Job,
+  LogLevel,
+  Logger,
+  Outcome,
+  RateLimit,
+  RetryPolicy,
+  TypeSpec,
+  WorkContext,
+  WorkerConfig,
+} from "./types.js";
 export {
   AbortedError,
   DeclarationError,

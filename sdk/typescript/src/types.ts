@@ -77,6 +77,28 @@ export interface Job<P> {
   write(chunk: Uint8Array | string): Promise<void>;
 }
 
+/** A type's retry policy (docs/workers.md, "Flow control per type"); 0 or absent: the default. */
+export interface RetryPolicy {
+  initialSeconds?: number;
+  maxSeconds?: number;
+  multiplier?: number;
+}
+
+/** A concurrency key of a type and its limit (1 to 1000). */
+export interface ConcurrencyKey {
+  key: "tenant" | "requester" | `/params/${string}`;
+  limit: number;
+}
+
+/** A type's rate limit: a token bucket for the whole type or per tenant. */
+export interface RateLimit {
+  perSecond: number;
+  /** Default one second's worth. */
+  burst?: number;
+  /** Default "type". */
+  key?: "type" | "tenant";
+}
+
 /** A job type and its handler. */
 export interface TypeSpec<P> {
   /** [a-z][a-z0-9_]{0,63}: what clients send as "type". */
@@ -94,6 +116,19 @@ export interface TypeSpec<P> {
   contentType?: string;
   /** Jobs of this type this process runs at once. Default 2. */
   concurrency?: number;
+  /**
+   * Spaces a failed job's next attempts: a pause drawn uniformly from
+   * [0, min(maxSeconds, initialSeconds * multiplier^(n-1))). Default 30 s, 3600 s, 2.
+   */
+  retry?: RetryPolicy;
+  /**
+   * At most `limit` jobs of the type with the same key value run at once
+   * across the whole deployment: key "tenant", "requester" or a JSON
+   * Pointer into the params ("/params/customer_id"). At most 4.
+   */
+  concurrencyKeys?: ConcurrencyKey[];
+  /** Attempts of the type started a second across the deployment. */
+  rateLimit?: RateLimit;
   /**
    * Does one attempt. Returning succeeds the job with what was written to
    * job.output; throwing retries it with backoff while attempts remain,

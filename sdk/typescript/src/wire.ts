@@ -146,6 +146,9 @@ export interface Declaration {
   attempts: number;
   max_result_bytes: number;
   content_type: string;
+  retry?: { initial_seconds?: number; max_seconds?: number; multiplier?: number };
+  concurrency?: { key: string; limit: number }[];
+  rate_limit?: { per_second: number; burst?: number; key?: string };
 }
 
 export interface Progress {

@@ -122,6 +122,21 @@ export class Worker {
       content_type: spec.contentType ?? "application/octet-stream",
     };
     if (spec.description) decl.description = spec.description;
+    // The flow fields: jobgate checks their bounds (a refusal rejects
+    // start() with a DeclarationError naming the field).
+    if (spec.retry) {
+      decl.retry = {
+        initial_seconds: spec.retry.initialSeconds,
+        max_seconds: spec.retry.maxSeconds,
+        multiplier: spec.retry.multiplier,
+      };
+    }
+    if (spec.concurrencyKeys?.length) {
+      decl.concurrency = spec.concurrencyKeys.map((k) => ({ key: k.key, limit: k.limit }));
+    }
+    if (spec.rateLimit) {
+      decl.rate_limit = { per_second: spec.rateLimit.perSecond, burst: spec.rateLimit.burst, key: spec.rateLimit.key };
+    }
     this.types.push(new TypeRunner(decl, concurrency, spec.work as TypeRunner["work"]));
   }
 

@@ -44,13 +44,15 @@ describe("a worker against jobgate serve", () => {
   /** A hold job's handler started; its handler's signal aborted, with the reason. */
   const started = new Map<string, Latch<null>>();
   const aborted = new Map<string, Latch<unknown>>();
+  const flowInFlight = new Map<number, number>();
+  const flowMost = new Map<number, number>();
   const startedFor = (id: string) => started.get(id) ?? started.set(id, latch<null>()).get(id)!;
   const abortFor = (id: string) => aborted.get(id) ?? aborted.set(id, latch<unknown>()).get(id)!;
 
   before(async () => {
     d = await Deployment.start();
     user = d.client("7", "ada");
-    const cred = d.workerCredential("tsw_report", "tsw_fail", "tsw_hold");
+    const cred = d.workerCredential("tsw_report", "tsw_fail", "tsw_hold", "tsw_flow");
     worker = new Worker({ servers: d.natsURL, user: cred.user, pass: cred.password, heartbeatMs: 250, pullWaitMs: 1000, drainTimeoutMs: 1000 });
     worker.register<Params>({
       name: "tsw_report",
@@ -86,6 +88,22 @@ describe("a worker against jobgate serve", () => {
         });
         abortFor(job.id).resolve(job.signal.reason);
         throw job.signal.reason;
+      },
+    });
+    worker.register<Params>({
+      name: "tsw_flow",
+      schema,
+      concurrency: 4,
+      concurrencyKeys: [{ key: "/params/lines", limit: 1 }],
+      retry: { initialSeconds: 1, maxSeconds: 5, multiplier: 2 },
+      rateLimit: { perSecond: 50, burst: 10 },
+      work: async (job) => {
+        const key = job.params.lines ?? 0;
+        const now = (flowInFlight.get(key) ?? 0) + 1;
+        flowInFlight.set(key, now);
+        flowMost.set(key, Math.max(flowMost.get(key) ?? 0, now));
+        await new Promise((r) => setTimeout(r, 80));
+        flowInFlight.set(key, (flowInFlight.get(key) ?? 1) - 1);
       },
     });
     await worker.start();
@@ -143,6 +161,19 @@ describe("a worker against jobgate serve", () => {
     assert.equal(v.state, "canceled");
   });
 
+  test("a type's concurrency key holds: jobs with the same params value run one at a time", async () => {
+    const jobs = [];
+    for (let i = 0; i < 8; i++) jobs.push(await user.submit("tsw_flow", { lines: i % 2 }));
+    for (const j of jobs) assert.equal((await user.ended(j.id)).state, "succeeded");
+    assert.equal(flowMost.get(0), 1);
+    assert.equal(flowMost.get(1), 1);
+    const r = await user.call("GET", "/v1/types/tsw_flow");
+    const t = (await r.json()) as Record<string, unknown>;
+    assert.deepEqual(t.concurrency, [{ key: "/params/lines", limit: 1 }]);
+    assert.deepEqual(t.retry, { initial_seconds: 1, max_seconds: 5, multiplier: 2 });
+    assert.deepEqual(t.rate_limit, { per_second: 50, burst: 10 });
+  });
+
   test("start() rejects with a DeclarationError when jobgate refuses a declaration", async () => {
     // tsw_report belongs to the first credential that declared it.
     const other = d.workerCredential("tsw_report");
@@ -161,6 +192,16 @@ describe("a worker against jobgate serve", () => {
     await assert.rejects(slow.start(), (err: unknown) => {
       assert.ok(err instanceof DeclarationError, String(err));
       assert.equal(err.reason, "invalid");
+      return true;
+    });
+    // A concurrency limit past jobgate's (1 to 1000).
+    const flow = d.workerCredential("tsw_flow_bad");
+    const bad = new Worker({ servers: d.natsURL, user: flow.user, pass: flow.password });
+    bad.register({ name: "tsw_flow_bad", schema, concurrencyKeys: [{ key: "tenant", limit: 5000 }], work: () => {} });
+    await assert.rejects(bad.start(), (err: unknown) => {
+      assert.ok(err instanceof DeclarationError, String(err));
+      assert.equal(err.reason, "invalid");
+      assert.match(err.message, /concurrency\[0\]\.limit/);
       return true;
     });
   });
