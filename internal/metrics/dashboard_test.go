@@ -21,12 +21,23 @@ import (
 )
 
 // dashboardFamilies are the series docs/grafana-dashboard.json may use:
-// the per-type ones, each with its labels.
+// the per-type ones, the workers', the storage's and the notices', each with
+// its labels.
 var dashboardFamilies = map[string][]string{
 	"jobgate_attempts_total":           {"type", "outcome"},
 	"jobgate_attempt_duration_seconds": {"type", "outcome", "le"},
 	"jobgate_jobs":                     {"type", "state"},
 	"jobgate_oldest_queued_seconds":    {"type", "tenant"},
+	"jobgate_workers":                  {"type"},
+	"jobgate_worker_slots":             {"type"},
+	"jobgate_worker_busy_slots":        {"type"},
+	"jobgate_type_paused":              {"type"},
+	"jobgate_storage_bytes":            {"resource"},
+	"jobgate_storage_budget_bytes":     {"resource"},
+	"jobgate_http_storage_full_total":  {"route"},
+	"jobgate_http_rate_limited_total":  {"route"},
+	"jobgate_deliveries_pending":       {"tenant", "destination", "channel"},
+	"jobgate_deliveries_total":         {"channel", "outcome"},
 }
 
 // dashboardExprs are the PromQL expressions of the dashboard's panels and
@@ -76,8 +87,8 @@ type dashPanel struct {
 	} `json:"targets"`
 }
 
-// The dashboard uses only the per-type series, every one of them, with
-// their own labels; promtool accepts its expressions as recording rules
+// The dashboard uses only the series above (per type, workers, storage,
+// notices), every one of them, with their own labels; promtool accepts its expressions as recording rules
 // and the exposition of those series.
 func TestTheDashboardUsesOnlyThePerTypeSeries(t *testing.T) {
 	t.Parallel()
@@ -90,7 +101,7 @@ func TestTheDashboardUsesOnlyThePerTypeSeries(t *testing.T) {
 		for _, n := range names.FindAllString(e, -1) {
 			family := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
 			labels, ok := dashboardFamilies[family]
-			require.True(t, ok, "%s uses %s, not a per-type series", where, n)
+			require.True(t, ok, "%s uses %s, not a series of dashboardFamilies", where, n)
 			used[family] = true
 			for _, g := range grouping.FindAllStringSubmatch(e, -1) {
 				for _, l := range strings.Split(g[1], ",") {
@@ -99,7 +110,7 @@ func TestTheDashboardUsesOnlyThePerTypeSeries(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, used, len(dashboardFamilies), "every per-type series is on the dashboard")
+	require.Len(t, used, len(dashboardFamilies), "every series of dashboardFamilies is on the dashboard")
 
 	// The series as a registry exposes them.
 	m := New()
@@ -109,6 +120,21 @@ func TestTheDashboardUsesOnlyThePerTypeSeries(t *testing.T) {
 	require.NoError(t, m.ObserveTypes(func() []TypeQueue {
 		return []TypeQueue{{Type: "sales_export", Queued: 1, Oldest: map[string]time.Time{"4": now.Add(-time.Minute)}}}
 	}, func() time.Time { return now }))
+	require.NoError(t, m.ObserveTypeWorkers(func() []TypeWorkers {
+		return []TypeWorkers{{Type: "sales_export", Workers: 2, Slots: 8, Busy: 3}}
+	}))
+	m.StorageBytes.WithLabelValues("KV_JOBGATE_JOBS").Set(1 << 20)
+	m.StorageBudget.WithLabelValues("KV_JOBGATE_JOBS").Set(2 << 30)
+	h, err := m.NewHTTP()
+	require.NoError(t, err)
+	h.Request("/v1/jobs", "POST", 507, time.Millisecond)
+	h.Request("/v1/jobs/:id", "GET", 429, time.Millisecond)
+	d := NewDeliveries()
+	m.RegisterDeliveries(d)
+	d.Counter("webhook", "delivered").Inc()
+	m.ObservePendingDeliveries(func() []PendingDeliveries {
+		return []PendingDeliveries{{Tenant: "4", Destination: "wh-1", Channel: "webhook", Count: 3}}
+	})
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
