@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pydantic
 import pytest
 from conftest import Deployment
@@ -136,3 +137,61 @@ async def test_a_throttled_declaration_is_asked_again_after_the_wait_it_names(de
             break
     assert w.declares == 2, f"{w.declares} declarations sent; the throttled one is asked again once"
     assert took >= 1.0, f"asked again after {took:.1f}s"
+
+
+@pytest.mark.anyio
+async def test_a_types_flow_control_is_declared_and_held(deployment: Deployment) -> None:
+    """retry, concurrency_keys and rate_limit go with the declaration: jobgate shows them on the
+    type, runs the jobs of one key value one at a time, and refuses a limit out of bounds."""
+    in_flight: dict[int, int] = {}
+    most: dict[int, int] = {}
+
+    async def one_at_a_time(job: jobgate.WorkerJob[dict[str, Any]]) -> None:
+        key = int(job.params.get("n", 0))
+        in_flight[key] = in_flight.get(key, 0) + 1
+        most[key] = max(most.get(key, 0), in_flight[key])
+        await asyncio.sleep(0.08)
+        in_flight[key] -= 1
+
+    w = worker_for(deployment, "py_flow")
+    w.register(
+        "py_flow",
+        one_at_a_time,
+        schema={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+            "additionalProperties": False,
+        },
+        concurrency=4,
+        retry={"initial_seconds": 1, "max_seconds": 5, "multiplier": 2},
+        concurrency_keys=[{"key": "/params/n", "limit": 1}],
+        rate_limit={"per_second": 50, "burst": 10},
+    )
+    await asyncio.wait_for(w.start(), 30)
+    try:
+        token = deployment.token("py", "flow")
+        async with jobgate.AsyncClient(deployment.url, token, journal=False) as c:
+            jobs = [await c.submit("py_flow", {"n": i % 2}) for i in range(8)]
+            for job in jobs:
+                done = await c.wait(job.id, timeout=30)
+                assert done.state == "succeeded", done.error
+        assert most == {0: 1, 1: 1}, most
+        async with httpx.AsyncClient() as h:
+            r = await h.get(f"{deployment.url}/v1/types/py_flow", headers={"Authorization": f"Bearer {token}"})
+        t = r.json()
+        assert t["concurrency"] == [{"key": "/params/n", "limit": 1}]
+        assert t["retry"] == {"initial_seconds": 1, "max_seconds": 5, "multiplier": 2}
+        assert t["rate_limit"] == {"per_second": 50, "burst": 10}
+    finally:
+        await asyncio.wait_for(w.stop(), 30)
+
+    bad = worker_for(deployment, "py_flow_bad")
+    bad.register(
+        "py_flow_bad",
+        noop,
+        schema={"type": "object", "additionalProperties": False},
+        concurrency_keys=[{"key": "tenant", "limit": 5000}],
+    )
+    with pytest.raises(jobgate.WireError) as e:
+        await asyncio.wait_for(bad.start(), 30)
+    assert e.value.code == "invalid", e.value

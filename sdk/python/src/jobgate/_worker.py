@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -168,6 +168,9 @@ class Worker:
         max_result_bytes: int = 64 << 20,
         content_type: str = "application/octet-stream",
         concurrency: int = 2,
+        retry: Mapping[str, float] | None = None,
+        concurrency_keys: Sequence[Mapping[str, Any]] | None = None,
+        rate_limit: Mapping[str, Any] | None = None,
     ) -> Callable[[H], H]:
         """Registers the decorated function (``def`` or ``async def``, taking the job) as the handler of
         job type ``name``. ``params`` is a dataclass or pydantic model the params are decoded into (by
@@ -175,7 +178,15 @@ class Worker:
         params, generated from the model when omitted. ``timeout`` is one attempt's budget in whole
         seconds. Returning succeeds the job with what was written to ``job.output()``; raising
         :class:`Permanent` fails it at once with its message shown to the owner; any other exception is
-        retried with backoff while ``attempts`` remain."""
+        retried with backoff while ``attempts`` remain.
+
+        The type's flow control, held by jobgate across every worker process and dispatcher:
+        ``retry={"initial_seconds": 10, "max_seconds": 600, "multiplier": 3}`` spaces the retries
+        (full jitter; defaults 30, 3600, 2), ``concurrency_keys=[{"key": "/params/customer", "limit":
+        1}]`` runs at most ``limit`` jobs with the same key value at once (key ``"tenant"``,
+        ``"requester"`` or a JSON Pointer into the params), ``rate_limit={"per_second": 10, "burst":
+        10, "key": "type"}`` bounds the attempts started a second. jobgate checks their bounds: a
+        refusal fails :meth:`start` with a :class:`WireError` ``invalid``."""
 
         def register(fn: H) -> H:
             self.register(
@@ -189,6 +200,9 @@ class Worker:
                 max_result_bytes=max_result_bytes,
                 content_type=content_type,
                 concurrency=concurrency,
+                retry=retry,
+                concurrency_keys=concurrency_keys,
+                rate_limit=rate_limit,
             )
             return fn
 
@@ -207,6 +221,9 @@ class Worker:
         max_result_bytes: int = 64 << 20,
         content_type: str = "application/octet-stream",
         concurrency: int = 2,
+        retry: Mapping[str, float] | None = None,
+        concurrency_keys: Sequence[Mapping[str, Any]] | None = None,
+        rate_limit: Mapping[str, Any] | None = None,
     ) -> None:
         """:meth:`job_type` without the decorator."""
         if self._started:
@@ -242,6 +259,12 @@ class Worker:
         }
         if description:
             decl["description"] = description
+        if retry:
+            decl["retry"] = dict(retry)
+        if concurrency_keys:
+            decl["concurrency"] = [dict(k) for k in concurrency_keys]
+        if rate_limit:
+            decl["rate_limit"] = dict(rate_limit)
         self._types.append(TypeRunner(decl, concurrency, handler, model))
 
     def declaration(self, name: str) -> dict[str, Any]:
