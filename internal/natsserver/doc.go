@@ -1,7 +1,8 @@
 // Package natsserver is the embedded NATS server and who may log in to it:
 // the in-process server with JetStream that `jobgate serve` runs when no
 // external NATS is configured (StartEmbedded, Embedded and its in-process
-// connections), and, when it also listens for network clients, their
+// connections; StartEmbedded refuses a storage reservation its disk cannot
+// hold, disk.go), and, when it also listens for network clients, their
 // authentication (TenantAuth): in-process connections keep full access,
 // every network client logs in as a tenant's event subscriber (TenantUser,
 // TenantPassword, confined by TenantPermissions to that tenant's events) or

@@ -6,7 +6,8 @@
 // Start takes, in this order, everything a process must own before it
 // changes anything: the data dir's lock (embedded server only; a second
 // process on the same data dir fails here, naming the lock) and the
-// gateway's listen address (a taken port fails here). Then it loads the
+// gateway's listen address, or in a process without the gateway its ops
+// address (Settings.OpsAddr; a taken port fails here). Then it loads the
 // token secret (generated into the data dir on first use with the embedded
 // server), starts the embedded NATS server with JetStream (or connects to
 // the external one in Settings.NATS.URL), provisions the streams and
@@ -24,6 +25,10 @@
 //     any worker asks;
 //  3. workers: the renderer (permit_report) and Config.Workers;
 //  4. gateway: the HTTP API, last, once everything it hands work to runs.
+//
+// A process without the gateway then serves /healthz, /readyz and /metrics
+// on its ops address (ops.go), for an orchestrator's probes and a scraper;
+// it stops first.
 //
 // Stop (on SIGTERM in cmd/jobgate) stops them in the reverse order: the
 // gateway drains its requests first, so no new work is admitted; then the
