@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/stretchr/testify/require"
@@ -323,4 +325,36 @@ func takeAll(t *testing.T, tb *testBundle, typ string, n int) []string {
 		require.Nil(t, d.Error)
 	}
 	return keys
+}
+
+// A claim whose answer was lost holds the job's concurrency place; handed
+// out again as the same attempt, the place moves to the new claim at once
+// (with a limit of 1 the old claim holds the only place), and one place
+// is held, not two.
+func TestALostClaimsPlaceMovesToTheClaimHandedOutAgain(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	b := tb.broker(t, false)
+	decl := jobtest.PermitReport()
+	decl.Concurrency = []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}
+	rec := env.Commit(t, tb.conn.Res, jobtest.Request{Key: "lost-place"})
+	ctx := context.Background()
+	writes := 0
+	b.afterClaimWrite = func(string) error {
+		if writes++; writes == 1 {
+			return errors.New("timeout: the store's leader stopped")
+		}
+		return nil
+	}
+	first := b.claim(ctx, decl, rec.Key(), 1, "renderer-a")
+	require.Equal(t, verdictNak, first.verdict, "no answer: no assignment")
+	second := b.claim(ctx, decl, rec.Key(), 2, "renderer-b")
+	require.Equal(t, verdictRun, second.verdict, "%s", second.why)
+	require.Equal(t, 1, second.rec.Attempt, "the lost claim's attempt, handed out again")
+	k := job.ConcurrencyKeyOf(decl.Name, decl.Concurrency[0], second.rec)
+	n, err := tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one place, the new claim's")
+	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, second.rec.ClaimID, time.Now()), "held by the claim handed out")
 }

@@ -432,11 +432,14 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 		return claimResult{verdict: verdictAck, why: err.Error()}
 	}
 	next.ClaimID = newClaimID()
-	// The same attempt: its places move to the new claim, and no rate
-	// token is taken again.
+	// The same attempt: its places move to the new claim (the old one's
+	// first: with a limit of 1 it holds the only place), and no rate token
+	// is taken again. Should the move fail, the stored claim, answered to
+	// no one, goes stale and is taken over.
 	var keys []flowKey
 	if len(d.Concurrency) > 0 {
 		keys = flowKeys(&job.TypeDecl{Name: d.Name, Flow: api.Flow{Concurrency: d.Concurrency}}, cur)
+		b.unlease(ctx, keys, cur.ClaimID)
 		if blk := b.admit(ctx, d.Name, keys, next.ClaimID); blk != nil {
 			return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay}
 		}
@@ -449,7 +452,6 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 	if err != nil {
 		return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 	}
-	b.unlease(ctx, keys, cur.ClaimID)
 	b.log.Info("lost claim handed out again", "job_id", next.ID, "attempt", next.Attempt, "worker", worker)
 	return claimResult{verdict: verdictRun, rec: next}
 }
