@@ -358,3 +358,40 @@ func TestALostClaimsPlaceMovesToTheClaimHandedOutAgain(t *testing.T) {
 	require.Equal(t, 1, n, "one place, the new claim's")
 	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, second.rec.ClaimID, time.Now()), "held by the claim handed out")
 }
+
+// Many jobs waiting on one full key cost about one look a probe interval,
+// not one each: over three seconds in which every parked job comes due
+// six times (the backstop shortened to 500 ms here), the work stream is
+// read a handful of times, not for each job, while a worker keeps asking.
+func TestJobsWaitingOnAFullKeyCostOneProbe(t *testing.T) {
+	old := parkBackstop
+	parkBackstop = 500 * time.Millisecond
+	t.Cleanup(func() { parkBackstop = old })
+	_, tb := setup(t)
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	const waiting = 200
+	for i := range waiting {
+		tb.admitJob(t, "export", "4", fmt.Sprintf("w-%d", i), `{}`, 0)
+	}
+	// The tenant's only place is held by someone else for the whole test.
+	ctx := context.Background()
+	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, &job.Record{Tenant: "4"})
+	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, "elsewhere", time.Now()))
+	ask := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			r := tb.ask(t, credA, "export", wire.OpNext, wire.NextRequest{Worker: "w", WaitMS: 300})
+			require.Nil(t, r.Error)
+			require.Nil(t, r.Job, "the tenant's place is taken")
+		}
+	}
+	ask(2 * time.Second) // every job read once and parked
+	reads := tb.env.CountReads(t, "JOBGATE_WORK")
+	ask(3 * time.Second)
+	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, "elsewhere", time.Now())) // still held
+	t.Logf("%d reads of the work stream in 3 s for %d parked jobs", reads.Load(), waiting)
+	require.Less(t, reads.Load(), int64(30), "the parked jobs wait without reads")
+	// Once the place is given back, the jobs start again.
+	require.NoError(t, tb.conn.Res.Slots.Unlease(ctx, k.Key, "elsewhere", time.Now()))
+	a := tb.next(t, credA, "export", "w")
+	require.NotNil(t, a)
+}

@@ -121,6 +121,11 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 			}
 			continue
 		}
+		if seq != 0 && s.stillParked(l, seq, now) {
+			s.unreserve(t.name)
+			again = true
+			continue
+		}
 		// A picked message is settled whatever the wait has left: a
 		// deferred one dropped here would never be looked at again.
 		rctx, rcancel := context.WithTimeout(ctx, opTimeout)

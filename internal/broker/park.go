@@ -16,9 +16,13 @@ import (
 // backstop covers what this broker does not see (a place given back on
 // another broker wakes the probe's next look here, not a parked message).
 
+const probeEvery = time.Second
+
+// parkBackstop: a parked message is looked at again after this long even
+// unwoken (a variable for the tests).
+var parkBackstop = 30 * time.Second
+
 const (
-	probeEvery   = time.Second
-	parkBackstop = 30 * time.Second
 	// maxParkedKeys bounds the keys parked per type in memory; past it a
 	// message is deferred as if it were its key's probe.
 	maxParkedKeys = 100000
@@ -58,6 +62,25 @@ func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.D
 		return
 	}
 	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(parkBackstop))
+}
+
+// stillParked re-parks a deferred message come due at seq, without a
+// read, while its key's probe is live: only the probe's look can tell the
+// key freed, so the others' looks would be reads and a compare-and-set
+// each for nothing. It reports whether it did.
+func (s *sched) stillParked(l *laneQ, seq uint64, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := s.parkedBy[seq]
+	if !ok {
+		return false
+	}
+	q := s.parked[key]
+	if q == nil || !q.probeAt.After(now) {
+		return false
+	}
+	l.deferTo(seq, now.Add(parkBackstop))
+	return true
 }
 
 // unparkSeq takes a message out of its key's parked ones: it is being
