@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,18 +46,44 @@ func TestEndpointConformance(t *testing.T) {
 		s.StartHandler(t, im)
 	}
 	t.Logf("deployment and handlers ready after %s", time.Since(began).Round(time.Millisecond))
+	// Every scenario of both at once, then one subtest each saying how it
+	// went: t.Parallel would run two at a time on a 2-CPU machine, and
+	// they mostly wait.
+	type run struct {
+		name string
+		sc   EndpointScenario
+		im   *EndpointImpl
+	}
+	var runs []run
+	for _, name := range []string{"py", "node"} {
+		for _, sc := range EndpointScenarios {
+			runs = append(runs, run{name, sc, impls[name]})
+		}
+	}
+	results, err := runAll(context.Background(), len(runs), func(i int, st T) {
+		if runs[i].im != nil {
+			runs[i].sc.Run(st, s, runs[i].im)
+		}
+	})
+	require.NoError(t, err)
 	t.Run("scenarios", func(t *testing.T) {
-		for _, name := range []string{"py", "node"} {
-			for _, sc := range EndpointScenarios {
-				t.Run(name+"/"+sc.Name, func(t *testing.T) {
-					im := impls[name]
-					if im == nil {
-						t.Skip("no " + name)
-					}
-					t.Parallel()
-					sc.Run(t, s, im)
-				})
-			}
+		for i, r := range runs {
+			t.Run(r.name+"/"+r.sc.Name, func(t *testing.T) {
+				if r.im == nil {
+					t.Skip("no " + r.name)
+				}
+				res := results[i]
+				for _, l := range res.t.logs {
+					t.Log(l)
+				}
+				for _, e := range res.t.errors {
+					t.Error(e)
+				}
+				if res.t.Failed() && len(res.t.errors) == 0 {
+					t.Error("failed")
+				}
+				t.Logf("took %s", res.took.Round(time.Millisecond))
+			})
 		}
 	})
 	t.Logf("whole suite: %s", time.Since(began).Round(time.Millisecond))

@@ -128,26 +128,9 @@ func Run(ctx context.Context, cfg Config) (passed, failed int, err error) {
 // (ok or FAIL, with what failed and what it logged) and "N passed, M
 // failed".
 func report(ctx context.Context, out io.Writer, names []string, run func(i int, t T)) (passed, failed int, err error) {
-	type outcome struct {
-		t    *scenarioT
-		took time.Duration
-	}
-	results := make([]outcome, len(names))
-	var wg sync.WaitGroup
-	for i := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			results[i] = outcome{runScenario(func(t T) { run(i, t) }), time.Since(start)}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+	results, err := runAll(ctx, len(names), run)
+	if err != nil {
+		return 0, 0, err
 	}
 	for i, name := range names {
 		r := results[i]
@@ -166,6 +149,36 @@ func report(ctx context.Context, out io.Writer, names []string, run func(i int, 
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
 	return passed, failed, nil
+}
+
+// outcome is how a scenario run by runAll went.
+type outcome struct {
+	t    *scenarioT
+	took time.Duration
+}
+
+// runAll runs n scenarios side by side, all at once (they mostly wait on
+// processes, so go test's -parallel bound, the number of CPUs, would
+// only queue them), each as runScenario does.
+func runAll(ctx context.Context, n int, run func(i int, t T)) ([]outcome, error) {
+	results := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			results[i] = outcome{runScenario(func(t T) { run(i, t) }), time.Since(start)}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return results, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // runUntilDone runs f as runScenario does, but leaves its cleanups to the
