@@ -395,3 +395,26 @@ func TestJobsWaitingOnAFullKeyCostOneProbe(t *testing.T) {
 	a := tb.next(t, credA, "export", "w")
 	require.NotNil(t, a)
 }
+
+// A canceled job holds no place: its worker's next beat, answered lost
+// (canceled), gives back the places of its claim.
+func TestACanceledJobsPlaceIsGivenBackAtItsWorkersBeat(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	rec := tb.admitJob(t, "export", "4", "c-1", `{}`, 0)
+	a := tb.next(t, credA, "export", "w")
+	ctx := context.Background()
+	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
+	n, err := tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the running job holds the tenant's place")
+	_, err = tb.conn.Res.Jobs.Mutate(ctx, a.Key, func(r *job.Record) error { return r.Cancel(time.Now().UTC()) })
+	require.NoError(t, err)
+	r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+	require.NotNil(t, r.Error)
+	require.True(t, r.Canceled, "the beat says canceled")
+	n, err = tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
+	require.NoError(t, err)
+	require.Zero(t, n, "the canceled job's place was given back")
+}

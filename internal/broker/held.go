@@ -59,6 +59,11 @@ func (b *Broker) held(ctx context.Context, r *request, h wire.Held, verdict bool
 		return nil, refuse(wire.CodeUnavailable, "the job could not be read")
 	}
 	if reply := b.check(rec, d, h); reply != nil {
+		if reply.Canceled {
+			// The worker learns of the cancel here: the places its claim
+			// holds go with it, not when a broker next looks at the job.
+			b.release(octx, d, rec)
+		}
 		return nil, reply
 	}
 	return &heldJob{decl: d, rec: rec}, nil
