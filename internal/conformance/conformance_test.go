@@ -65,10 +65,8 @@ func TestConformance(t *testing.T) {
 	goImpl := s.CommandImpl("go", filepath.Dir(bins[1]), bins[1])
 	tsImpl := s.CommandImpl("ts", tsDir, "node "+filepath.Join("dist", "test", "conformance-worker.js"))
 	s.StartMain(t, goImpl)
-	impls := []*Impl{goImpl}
 	if tsSkip == "" {
 		s.StartMain(t, tsImpl)
-		impls = append(impls, tsImpl)
 	}
 	t.Logf("deployment and workers ready after %s", time.Since(began).Round(time.Millisecond))
 

@@ -150,7 +150,6 @@ type Caller struct {
 	// runners is each endpoint type's runner (only the loop touches it).
 	runners map[string]*runner
 	gen     atomic.Int64
-	stopMu  sync.Mutex
 	stops   sync.WaitGroup
 }
 
