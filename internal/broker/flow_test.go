@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/stretchr/testify/require"
@@ -417,4 +418,25 @@ func TestACanceledJobsPlaceIsGivenBackAtItsWorkersBeat(t *testing.T) {
 	n, err = tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
 	require.NoError(t, err)
 	require.Zero(t, n, "the canceled job's place was given back")
+}
+
+// A running job's beats renew its places: past SlotTTL from its claim, its
+// place is still held (judged at a time moved by hand), so a long attempt
+// never loses its place to a waiting job.
+func TestARunningJobsBeatsRenewItsPlace(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	rec := tb.admitJob(t, "export", "4", "b-1", `{}`, 0)
+	claimed := time.Now()
+	a := tb.next(t, credA, "export", "w")
+	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
+	for time.Since(claimed) < 1500*time.Millisecond {
+		time.Sleep(150 * time.Millisecond) // the worker's beat interval
+		r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+		require.Nil(t, r.Error)
+	}
+	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.Key, claimed.Add(natsjs.SlotTTL+time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the place was renewed by the beats")
 }

@@ -1,0 +1,97 @@
+package natsjs_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/stretchr/testify/require"
+)
+
+// A key's places: at most limit live holders, a holder's own lease renewed
+// (not a second place), a place given back free at once, and a lease not
+// renewed for SlotTTL gone (expiry is judged on the time the caller
+// passes: here a clock moved by hand).
+func TestLeasesAreBoundedRenewedAndRunOut(t *testing.T) {
+	t.Parallel()
+	slots := jobtest.Start(t).Connect(t, "leases").Res.Slots
+	ctx := context.Background()
+	t0 := time.Now()
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-a", t0))
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-a", t0), "a renewal, not a second place")
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-b", t0))
+	require.ErrorIs(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-c", t0), natsjs.ErrNoSlot)
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.other", 2, "claim-c", t0), "another value's places are its own")
+
+	require.NoError(t, slots.Unlease(ctx, "fc.export.t.k", "claim-b", t0))
+	require.NoError(t, slots.Unlease(ctx, "fc.export.t.k", "claim-b", t0), "twice is no error")
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-c", t0), "a place given back is free at once")
+
+	// claim-a renews 20 s on; claim-c does not: 26 s on, only claim-a holds.
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-a", t0.Add(20*time.Second)))
+	late := t0.Add(natsjs.SlotTTL + time.Second)
+	n, err := slots.Leased(ctx, "fc.export.t.k", late)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the lease not renewed ran out")
+	require.NoError(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-d", late))
+	require.ErrorIs(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-e", late), natsjs.ErrNoSlot)
+}
+
+// Many holders racing for one key's place from several connections: at
+// most limit hold one at any moment (every take and give-back recorded).
+func TestLeasesHoldTheirLimitUnderContention(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	var held, most atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 4 {
+		slots := env.Connect(t, "leases").Res.Slots
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := range 40 {
+				holder := string(rune('a'+c)) + "-" + string(rune('0'+i%10)) + string(rune('0'+i/10))
+				if err := slots.Lease(ctx, "fc.x.t.hot", 2, holder, time.Now()); err != nil {
+					continue
+				}
+				now := held.Add(1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				time.Sleep(time.Millisecond)
+				held.Add(-1)
+				require.NoError(t, slots.Unlease(ctx, "fc.x.t.hot", holder, time.Now()))
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, most.Load(), int64(2))
+	require.Equal(t, int64(2), most.Load(), "the limit was reached")
+}
+
+// A rate bucket gives burst tokens at once, then one per 1/rate, across
+// callers; empty, it says how long until the next.
+func TestRateBucketTokens(t *testing.T) {
+	t.Parallel()
+	slots := jobtest.Start(t).Connect(t, "rate").Res.Slots
+	ctx := context.Background()
+	t0 := time.Now()
+	for range 3 {
+		wait, err := slots.TakeToken(ctx, "fr.x.all.x", 2, 3, t0)
+		require.NoError(t, err)
+		require.Zero(t, wait)
+	}
+	wait, err := slots.TakeToken(ctx, "fr.x.all.x", 2, 3, t0)
+	require.NoError(t, err)
+	require.InDelta(t, 500*time.Millisecond, wait, float64(5*time.Millisecond), "one token a half second")
+	tokens, err := slots.Tokens(ctx, "fr.x.all.x", 2, 3, t0.Add(time.Second))
+	require.NoError(t, err)
+	require.InDelta(t, 2, tokens, 0.01)
+	wait, err = slots.TakeToken(ctx, "fr.x.all.x", 2, 3, t0.Add(500*time.Millisecond))
+	require.NoError(t, err)
+	require.Zero(t, wait)
+}
