@@ -6,8 +6,8 @@
 // TypeScript worker on sdk/typescript (sdk/typescript/test/). Endpoint
 // types get the same treatment (endpoint*.go): jobgate calls handler
 // processes in Python and Node (handlers/, standard library only) through
-// the endpoint scenarios, dispatcher_killed in a deployment whose two
-// dispatchers are processes of their own, one killed with SIGKILL.
+// the endpoint scenarios, dispatcher_killed in a deployment whose three
+// dispatchers are processes of their own, killed with SIGKILL.
 //
 // The TypeScript half needs node (18.17 or later; it is run on 20) and the npm packages pinned
 // in sdk/typescript/package-lock.json (scripts/ensure-interop.sh installs

@@ -62,9 +62,13 @@ var callerPID = regexp.MustCompile(`^endpoints-.*-(\d+)-[0-9a-f]{6}-g\d+$`)
 // the request's connection closes (the handler sees it end), the attempt
 // is lost, and another dispatcher takes the job over once the claim goes
 // stale, as attempt 2; the handler never has two requests of the job in
-// flight, and the job succeeds once.
+// flight, and the job succeeds once. Beside it, an asynchronous attempt
+// (202) held by a killed dispatcher: its next callback is answered 409
+// attempt-lost (the process holding it is gone), and its attempt 2 goes
+// on to succeed. Of three dispatchers, those holding either job are
+// killed: one at least is left.
 func endpointDispatcherKilled(t T, s *EndpointSuite, im *EndpointImpl) {
-	d, dispatchers := startSplitDeployment(t, s.d.bin, 2)
+	d, dispatchers := startSplitDeployment(t, s.d.bin, 3)
 	handler := s.startHandler(t, d, im, im.Name+"-killed-handler", "kill")
 	typ := im.Name + "_kill"
 	for _, p := range dispatchers {
@@ -73,46 +77,64 @@ func endpointDispatcherKilled(t T, s *EndpointSuite, im *EndpointImpl) {
 	c := d.client(t, "ep-killed-"+im.Name, "requester")
 	gate := "ep-killed-" + im.Name
 	j := c.submit(t, typ, map[string]any{"mode": "hold", "gate": gate})
-	first := handler.wait(t, 30*time.Second, "the request", eventOf("started", j.ID))
-	require.Equal(t, 1, first.num("attempt"))
+	aj := c.submit(t, typ, map[string]any{"mode": "async", "gate": gate + "-async"})
+	handler.wait(t, 30*time.Second, "the request", eventOf("started", j.ID))
+	c.until(t, aj.ID, 30*time.Second, "the 202's attempt beating", func(j jobView) bool { return j.State == "running" && j.Progress != nil })
 
-	var holder *proc
-	attempts := s.jobAttempts(t, d, j.ID)
-	require.NotEmpty(t, attempts)
-	m := callerPID.FindStringSubmatch(attempts[len(attempts)-1].Worker)
-	require.NotNil(t, m, "the attempt's worker %q names its process", attempts[len(attempts)-1].Worker)
-	for _, p := range dispatchers {
-		if strconv.Itoa(p.cmd.Process.Pid) == m[1] {
-			holder = p
+	holders := map[*proc]bool{}
+	for _, id := range []string{j.ID, aj.ID} {
+		attempts := s.jobAttempts(t, d, id)
+		require.NotEmpty(t, attempts)
+		worker := attempts[len(attempts)-1].Worker
+		m := callerPID.FindStringSubmatch(worker)
+		require.NotNil(t, m, "the attempt's worker %q names its process", worker)
+		var holder *proc
+		for _, p := range dispatchers {
+			if strconv.Itoa(p.cmd.Process.Pid) == m[1] {
+				holder = p
+			}
 		}
+		require.NotNil(t, holder, "attempt 1 of %s is held by one of the dispatcher processes (worker %s)", id, worker)
+		holders[holder] = true
 	}
-	require.NotNil(t, holder, "attempt 1 is held by one of the dispatcher processes (worker %s)", attempts[len(attempts)-1].Worker)
 	killed := time.Now()
-	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGKILL))
-	<-holder.exited
+	for p := range holders {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		<-p.exited
+	}
 	handler.wait(t, 5*time.Second, "the killed dispatcher's request closing", eventOf("aborted", j.ID))
+	lost := handler.wait(t, 10*time.Second, "the 202's next callback answered 409", func(e event) bool {
+		return e.str("event") == "callback" && e.str("id") == aj.ID && e.num("attempt") == 1 && e.num("status") == http.StatusConflict
+	})
+	require.Equal(t, false, lost["canceled"], "%v", lost)
 
 	second := handler.wait(t, 90*time.Second, "the request of attempt 2", func(e event) bool {
 		return e.str("event") == "started" && e.str("id") == j.ID && e.num("attempt") == 2
 	})
-	t.Logf("%s: attempt 2 sent %s after the SIGKILL", im.Name, time.Since(killed).Round(time.Millisecond))
+	t.Logf("%s: %d of 3 dispatchers killed; attempt 2 sent %s after the SIGKILL", im.Name, len(holders), time.Since(killed).Round(time.Millisecond))
 	require.Equal(t, 1, second.num("in_flight"), "never two requests of the job in flight")
 	require.Equal(t, j.ID+".a2", second.str("webhook_id"))
+	handler.wait(t, 90*time.Second, "the 202's attempt 2", func(e event) bool {
+		return e.str("event") == "started" && e.str("id") == aj.ID && e.num("attempt") == 2
+	})
 	s.open(t, gate)
-	j = c.terminal(t, j.ID, 30*time.Second)
-	require.Equal(t, "succeeded", j.State, "%+v", j.Error)
-	require.Equal(t, 2, j.Attempt)
-	require.Equal(t, "done by "+im.Name+" at attempt 2\n", string(c.download(t, j.ID).body))
-	starts := handler.find(eventOf("started", j.ID))
-	require.Len(t, starts, 2, "one request an attempt")
-	for _, e := range starts {
-		require.Equal(t, 1, e.num("in_flight"), "never two requests of the job in flight: %v", e)
+	s.open(t, gate+"-async")
+	for _, id := range []string{j.ID, aj.ID} {
+		done := c.terminal(t, id, 30*time.Second)
+		require.Equal(t, "succeeded", done.State, "%+v", done.Error)
+		require.Equal(t, 2, done.Attempt)
+		require.Equal(t, "done by "+im.Name+" at attempt 2\n", string(c.download(t, id).body))
+		starts := handler.find(eventOf("started", id))
+		require.Len(t, starts, 2, "one request an attempt")
+		for _, e := range starts {
+			require.Equal(t, 1, e.num("in_flight"), "never two requests of the job in flight: %v", e)
+		}
+		attempts := s.jobAttempts(t, d, id)
+		require.Len(t, attempts, 2)
+		t.Logf("%s: %s: attempt 1 %s, attempt 2 %s", im.Name, id, attempts[0].Outcome, attempts[1].Outcome)
+		require.NotEqual(t, "succeeded", attempts[0].Outcome)
+		require.Equal(t, "succeeded", attempts[1].Outcome)
 	}
-	attempts = s.jobAttempts(t, d, j.ID)
-	require.Len(t, attempts, 2)
-	t.Logf("%s: attempt 1 %s (%s), attempt 2 %s", im.Name, attempts[0].Outcome, attempts[0].Worker, attempts[1].Outcome)
-	require.NotEqual(t, "succeeded", attempts[0].Outcome)
-	require.Equal(t, "succeeded", attempts[1].Outcome)
 }
 
 // waitReady waits until d answers /readyz.

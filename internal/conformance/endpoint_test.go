@@ -16,7 +16,8 @@ import (
 // TestEndpointConformance runs the endpoint scenarios with the Python and
 // the Node handlers (handlers/, each on its language's standard library)
 // against one real `jobgate serve`, side by side; dispatcher_killed runs
-// each against a gateway and two `jobgate dispatcher` processes of its own.
+// each against a gateway and three `jobgate dispatcher` processes of its
+// own.
 func TestEndpointConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and spawns jobgate and handler processes")
