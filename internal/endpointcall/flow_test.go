@@ -1,6 +1,7 @@
 package endpointcall_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -140,4 +141,60 @@ func TestAWaitingJobSaysWhichLimitHoldsItBack(t *testing.T) {
 	require.Contains(t, string(data), `jobgate_flow_held_back_total{class="tenant",type="one_at_a_time"}`)
 	require.Contains(t, string(data), `jobgate_flow_held_back_total{class="rate",type="slow_rate"}`)
 	require.Contains(t, string(data), `jobgate_flow_places_taken_total{class="tenant",type="one_at_a_time"} 1`)
+}
+
+// Through a whole deployment, an endpoint type with one request in flight
+// takes a requester's waiting jobs by their priority, the oldest first
+// within one, as POST /v1/jobs set it.
+func TestAWaitingRequestersJobsStartInPriorityOrder(t *testing.T) {
+	t.Parallel()
+	d := start(t)
+	var mu sync.Mutex
+	var order []int
+	release := make(chan struct{})
+	url := handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req endpoint.Request
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		var p struct{ N int }
+		_ = json.Unmarshal(req.Job.Params, &p)
+		if p.N == 0 {
+			<-release // the first job holds the only request in flight
+		}
+		mu.Lock()
+		order = append(order, p.N)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	d.declare(t, "ordered", url, map[string]any{"endpoint": map[string]any{"url": url, "concurrency": 1}})
+	first := d.submit(t, "ordered", `{"n":0}`)
+	d.until(t, first, 20*time.Second, func(j jobView) bool { return j.State == "running" })
+	var ids []string
+	for i, prio := range []int{5, 3, 1, 4, 1, 2} {
+		status, data, _ := d.do(t, d.user, http.MethodPost, "/v1/jobs",
+			fmt.Sprintf(`{"type":"ordered","params":{"n":%d},"priority":%d}`, 10*prio+i, prio), "Idempotency-Key", fmt.Sprintf("prio-%d", i))
+		require.Equal(t, http.StatusAccepted, status, string(data))
+		var j struct{ ID string }
+		require.NoError(t, json.Unmarshal(data, &j))
+		ids = append(ids, j.ID)
+	}
+	// The relay publishes their work while the slot is taken: all of it
+	// is in the work stream before the first job ends.
+	lanes := d.sys.Resources().Work.Lanes("ordered")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		msgs, err := lanes.OldestBatch(context.Background(), "acme", "ann", 0, 16, 1<<20)
+		require.NoError(t, err)
+		if len(msgs) == len(ids)+1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the work of every job published")
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(release)
+	for _, id := range append(ids, first) {
+		require.Equal(t, "succeeded", d.until(t, id, 30*time.Second, terminal).State)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{0, 12, 14, 25, 31, 43, 50}, order, "by priority, then admission")
 }
