@@ -440,3 +440,30 @@ func TestARunningJobsBeatsRenewItsPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the place was renewed by the beats")
 }
+
+// A changed policy applies to the jobs not started yet: a job waiting for
+// the tenant's only place starts once the type is declared again with two.
+func TestAChangedLimitAppliesToTheWaitingJobs(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	first := tb.admitJob(t, "export", "4", "p-1", `{}`, 0)
+	a := tb.next(t, credA, "export", "w")
+	require.Equal(t, first.Key(), a.Key)
+	second := tb.admitJob(t, "export", "4", "p-2", `{}`, 0)
+	r := tb.ask(t, credA, "export", wire.OpNext, wire.NextRequest{Worker: "w2", WaitMS: 1000})
+	require.Nil(t, r.Error)
+	require.Nil(t, r.Job, "one place, taken")
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 2}}})
+	// The first job beats on meanwhile: its claim stands.
+	deadline := time.Now().Add(15 * time.Second)
+	var b *wire.Assignment
+	for b == nil {
+		require.True(t, time.Now().Before(deadline), "the waiting job started under the new limit")
+		require.Nil(t, tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}}).Error)
+		r := tb.ask(t, credA, "export", wire.OpNext, wire.NextRequest{Worker: "w2", WaitMS: 300})
+		require.Nil(t, r.Error)
+		b = r.Job
+	}
+	require.Equal(t, second.Key(), b.Key)
+}
