@@ -23,6 +23,7 @@ var EndpointScenarios = []EndpointScenario{
 	{"retry", endpointRetry},
 	{"timeout", endpointTimeout},
 	{"oversize", endpointOversize},
+	{"quota_refused", endpointQuotaRefused},
 	{"cancel", endpointCancel},
 	{"async", endpointAsync},
 	{"async_cancel", endpointAsyncCancel},
@@ -146,6 +147,21 @@ func endpointOversize(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.Equal(t, "budget_exceeded", j.Error.Category)
 	require.Equal(t, 1, j.Attempt)
 	require.Nil(t, j.Result)
+}
+
+// A 200's body past its tenant's result quota is refused as it arrives:
+// the job fails budget_exceeded, not retried.
+func endpointQuotaRefused(t T, s *EndpointSuite, im *EndpointImpl) {
+	c := s.d.client(t, "ep-quota-"+im.Name, "requester")
+	blocks, tailLen := 1100, 4_000_000
+	require.Greater(t, len(expectedResult(blocks, tailLen, 3)), conformanceQuota)
+	j := c.submit(t, im.Name+"_work", map[string]any{"mode": "result", "blocks": blocks, "tail": tailLen, "seed": 3})
+	j = c.terminal(t, j.ID, 60*time.Second)
+	require.Equal(t, "failed", j.State)
+	require.NotNil(t, j.Error)
+	require.Equal(t, "budget_exceeded", j.Error.Category)
+	require.Equal(t, 1, j.Attempt)
+	require.Len(t, im.handler.find(eventOf("started", j.ID)), 1)
 }
 
 // A cancel reaches the request in flight within a second or two: the
