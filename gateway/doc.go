@@ -8,6 +8,10 @@
 // publishes the admission's event and the work message
 // (gateway.leave_work_to_relay, default true; false makes the gateway
 // publish the same work message too, which de-duplication makes harmless).
+// A submission's flow fields (run_at or delay, priority, start_by: flow.go)
+// are part of its fingerprint; one with a run_at ahead is admitted
+// scheduled, with no work, and an admin's run-now (admin_runnow.go) makes
+// it queued at once.
 // It serves a job's status, the requester's job list (from the
 // dispatcher's index), changes (long-poll and SSE, fed by one watch of the
 // record bucket per process), cancellation (whose event it publishes),

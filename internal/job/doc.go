@@ -1,7 +1,7 @@
 // Package job is jobgate's domain package: the stored job record and its
 // lifecycle (which changes each component may make, as compare-and-set
 // writes), scoped job ids and key hashes, store keys, the submission decoder
-// and its fingerprint, type declarations as stored, the record's hand-built
+// and its fingerprint (with a submission's flow fields: flow.go), type declarations as stored, the record's hand-built
 // codecs, the flow keys a type's flow control takes for a job (FlowKeys),
 // and the one map from errors to problem documents (NewProblem). The
 // contract's own types (states, the resource, failures, problems and their

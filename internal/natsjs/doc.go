@@ -14,7 +14,9 @@
 // schedules from by direct gets with no work consumer at all, the
 // EventStream (in-order publishes under Nats-Msg-Id <job_id>.<revision>,
 // and the notifiers' per-tenant consumers), the notifier's Deliveries queue
-// and Notices bucket, the BatchStore, the TypeStore of declarations (each
+// and Notices bucket, the BatchStore, the Schedule (the scheduled set:
+// an entry per job with a run_at ahead, on a subject per minute, read by
+// direct get; nothing of it held in memory), the TypeStore of declarations (each
 // owned by the credential that declared it first) and of live worker
 // presence, the SlotStore (endpoint types' request slots, the types'
 // concurrency places and rate buckets, leased by compare-and-set with a
