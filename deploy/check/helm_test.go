@@ -193,7 +193,9 @@ func checkDeployments(t *testing.T, objs []rendered) []string {
 			if s.service != nil && s.service.Spec.Selector != nil &&
 				equal(pick(d.Spec.Template.Labels, s.service.Spec.Selector), s.service.Spec.Selector) {
 				selected = true
-				require.True(t, ports[s.service.Spec.Ports[0].TargetPort.StrVal], "%s: its Service's target port exists", o.where)
+				for _, p := range s.service.Spec.Ports {
+					require.True(t, ports[p.TargetPort.StrVal], "%s: its Service's target port %s exists", o.where, p.TargetPort.StrVal)
+				}
 			}
 		}
 		require.True(t, selected, "%s: a Service selects its pods", o.where)
@@ -226,9 +228,12 @@ func TestTheChartRendersAnEmbeddedSingleNode(t *testing.T) {
 		if d := o.deployment; d != nil {
 			require.EqualValues(t, 1, *d.Spec.Replicas, "serve locks its data dir")
 			require.Equal(t, appsv1.RecreateDeploymentStrategyType, d.Spec.Strategy.Type, "the old pod lets go of the data dir first")
+			env := map[string]string{}
 			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-				require.NotEqual(t, "JOBGATE_NATS_URL", e.Name, "embedded: no external NATS")
+				env[e.Name] = e.Value
 			}
+			require.NotContains(t, env, "JOBGATE_NATS_URL", "embedded: no external NATS")
+			require.Equal(t, "0.0.0.0:4222", env["JOBGATE_NATS_LISTEN"], "workers in other pods reach the embedded server")
 		}
 	}
 }
