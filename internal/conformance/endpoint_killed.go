@@ -83,19 +83,7 @@ func endpointDispatcherKilled(t T, s *EndpointSuite, im *EndpointImpl) {
 
 	holders := map[*proc]bool{}
 	for _, id := range []string{j.ID, aj.ID} {
-		attempts := s.jobAttempts(t, d, id)
-		require.NotEmpty(t, attempts)
-		worker := attempts[len(attempts)-1].Worker
-		m := callerPID.FindStringSubmatch(worker)
-		require.NotNil(t, m, "the attempt's worker %q names its process", worker)
-		var holder *proc
-		for _, p := range dispatchers {
-			if strconv.Itoa(p.cmd.Process.Pid) == m[1] {
-				holder = p
-			}
-		}
-		require.NotNil(t, holder, "attempt 1 of %s is held by one of the dispatcher processes (worker %s)", id, worker)
-		holders[holder] = true
+		holders[holderOf(t, s, d, dispatchers, id)] = true
 	}
 	killed := time.Now()
 	for p := range holders {
@@ -135,6 +123,62 @@ func endpointDispatcherKilled(t T, s *EndpointSuite, im *EndpointImpl) {
 		require.NotEqual(t, "succeeded", attempts[0].Outcome)
 		require.Equal(t, "succeeded", attempts[1].Outcome)
 	}
+}
+
+// A dispatcher stopped with SIGTERM while the handler holds its request:
+// it lets the request run for its drain time (cut to its share of the
+// stop: about 6 s), then closes it and
+// gives the job back, exiting 0; the other dispatcher sends the job again
+// at once, and the given-back attempt used up none of the job's one
+// attempt.
+func endpointDispatcherStopped(t T, s *EndpointSuite, im *EndpointImpl) {
+	d, dispatchers := startSplitDeployment(t, s.d.bin, 2)
+	handler := s.startHandler(t, d, im, im.Name+"-stopped-handler", "drain")
+	typ := im.Name + "_drain"
+	for _, p := range dispatchers {
+		waitLog(t, p, "endpoint type running", 30*time.Second)
+	}
+	c := d.client(t, "ep-stopped-"+im.Name, "requester")
+	gate := "ep-stopped-" + im.Name
+	j := c.submit(t, typ, map[string]any{"mode": "hold", "gate": gate})
+	handler.wait(t, 30*time.Second, "the request", eventOf("started", j.ID))
+	holder := holderOf(t, s, d, dispatchers, j.ID)
+	stopped := time.Now()
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-holder.exited:
+		require.NoError(t, holder.err, "the stopped dispatcher exits 0")
+	case <-time.After(40 * time.Second):
+		t.Fatalf("%s did not stop within 40s of SIGTERM", holder.name)
+	}
+	handler.wait(t, time.Second, "the request closed by the drain's end", eventOf("aborted", j.ID))
+	t.Logf("%s: %s stopped %s after SIGTERM", im.Name, holder.name, time.Since(stopped).Round(time.Millisecond))
+	s.open(t, gate)
+	done := c.terminal(t, j.ID, 30*time.Second)
+	require.Equal(t, "succeeded", done.State, "the given-back job used none of its one attempt: %+v", done.Error)
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, "done by "+im.Name+" at attempt 2\n", string(c.download(t, j.ID).body))
+	for _, e := range handler.find(eventOf("started", j.ID)) {
+		require.Equal(t, 1, e.num("in_flight"), "never two requests of the job in flight: %v", e)
+	}
+}
+
+// holderOf is the dispatcher process holding job id's current attempt,
+// from the worker name the attempt records.
+func holderOf(t T, s *EndpointSuite, d *deployment, dispatchers []*proc, id string) *proc {
+	t.Helper()
+	attempts := s.jobAttempts(t, d, id)
+	require.NotEmpty(t, attempts)
+	worker := attempts[len(attempts)-1].Worker
+	m := callerPID.FindStringSubmatch(worker)
+	require.NotNil(t, m, "the attempt's worker %q names its process", worker)
+	for _, p := range dispatchers {
+		if strconv.Itoa(p.cmd.Process.Pid) == m[1] {
+			return p
+		}
+	}
+	t.Fatalf("the attempt of %s is held by none of the dispatcher processes (worker %s)", id, worker)
+	return nil
 }
 
 // waitReady waits until d answers /readyz.

@@ -12,7 +12,7 @@ const path = require("node:path");
 const LABEL = process.env.CONF_LABEL;
 const GATES = process.env.CONF_GATES;
 const SECRETS = JSON.parse(fs.readFileSync(process.env.CONF_SECRETS, "utf8"));
-const inFlight = new Map(); // job id -> requests of it being answered now
+const inFlight = new Map(); // job id -> the responses of its requests whose connections are open
 
 function say(event, fields) {
   process.stdout.write(JSON.stringify({ event, ...fields }) + "\n");
@@ -147,8 +147,12 @@ const server = http.createServer((req, res) => {
     const msg = JSON.parse(body.toString("utf8"));
     const job = msg.job;
     const trace = (req.headers.traceparent || "").split("-");
-    const now = (inFlight.get(job.id) || 0) + 1;
-    inFlight.set(job.id, now);
+    // The job's other requests still open as this one arrives (one whose
+    // caller closed it counts no more).
+    const live = new Set([...(inFlight.get(job.id) || [])].filter((r) => r.socket && !r.socket.destroyed && !r.socket.readableEnded));
+    live.add(res);
+    inFlight.set(job.id, live);
+    const now = live.size;
     say("started", {
       id: job.id, type: job.type, attempt: job.attempt, mode: job.params.mode, webhook_id: req.headers["webhook-id"],
       trace_id: trace.length === 4 ? trace[1] : "", in_flight: now, callback: Boolean(msg.callback),
@@ -156,7 +160,7 @@ const server = http.createServer((req, res) => {
     try {
       await handle(req, res, job, job.params, msg.callback || "");
     } finally {
-      inFlight.set(job.id, inFlight.get(job.id) - 1);
+      inFlight.get(job.id).delete(res);
     }
   });
 });

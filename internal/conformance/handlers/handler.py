@@ -31,7 +31,7 @@ with open(os.environ["CONF_SECRETS"], encoding="utf-8") as f:
 
 _out = threading.Lock()
 _flight = threading.Lock()
-in_flight: dict = {}  # job id -> requests of it being answered now
+in_flight: dict = {}  # job id -> the handlers of its requests whose connections are open
 
 
 def say(event, **fields):
@@ -123,10 +123,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def closed(self):
+    def closed(self, wait=0.05):
         """The caller closed the connection (cancel, timeout, a dead
         dispatcher): readable with nothing to read."""
-        r, _, _ = select.select([self.connection], [], [], 0.05)
+        r, _, _ = select.select([self.connection], [], [], wait)
         if not r:
             return False
         try:
@@ -147,8 +147,12 @@ class Handler(BaseHTTPRequestHandler):
         job, params = msg["job"], msg["job"]["params"]
         trace = self.headers.get("traceparent", "")
         with _flight:
-            in_flight[job["id"]] = in_flight.get(job["id"], 0) + 1
-            now = in_flight[job["id"]]
+            # The job's other requests still open as this one arrives (one
+            # whose caller closed it counts no more, noticed or not).
+            live = {h for h in in_flight.get(job["id"], set()) if not h.closed(0)}
+            live.add(self)
+            in_flight[job["id"]] = live
+            now = len(live)
         say("started", id=job["id"], type=job["type"], attempt=job["attempt"], mode=params["mode"],
             webhook_id=self.headers.get("webhook-id"), trace_id=trace.split("-")[1] if trace.count("-") == 3 else "",
             in_flight=now, callback=bool(msg.get("callback")))
@@ -156,7 +160,7 @@ class Handler(BaseHTTPRequestHandler):
             self.handle_job(job, params, msg.get("callback", ""))
         finally:
             with _flight:
-                in_flight[job["id"]] -= 1
+                in_flight[job["id"]].discard(self)
 
     def handle_job(self, job, params, url):
         mode, n = params["mode"], job["attempt"]
