@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run test test-deploy test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
+.PHONY: build run image test test-deploy test-image test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -29,6 +29,7 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-deploy
+	@$(MAKE) --no-print-directory test-image
 	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory fuzz-api FUZZ_API_EXAMPLES=5
 
@@ -38,6 +39,20 @@ test:
 ##        file loads with compose-go, and every setting and flag they pass is one jobgate has
 test-deploy:
 	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
+
+## image: the OCI image of jobgate, built without a Docker engine by tools/image (a Go module of
+##        its own: go-containerregistry stays out of jobgate's go.mod): a static binary as uid
+##        65532, entrypoint jobgate, command serve, data in the volume /var/lib/jobgate; one
+##        tarball that docker/podman load and OCI tools read, tagged jobgate:<version> and
+##        jobgate:dev; reproducible (SOURCE_DATE_EPOCH, by default the commit's time)
+image:
+	cd tools/image && $(GO) run . --out ../../bin/jobgate-image.tar
+
+## test-image: tools/image's tests: two builds have one digest, and the image's root file
+##        system unpacked runs its entrypoint as its user (chroot, own network namespace;
+##        needs root, as CI has) up to /readyz and its health check
+test-image:
+	cd tools/image && $(GO) test -race -count=1 -timeout 10m ./...
 
 ## test-python: the Python SDK (sdk/python): ruff, mypy --strict and pytest against a real
 ##        `jobgate serve`, in bin/pyenv with the versions pinned in sdk/python/requirements-dev.txt
