@@ -14,8 +14,10 @@ import (
 // buildFlags make the binary static and the same bytes on every build of
 // one commit: no cgo (the image has no libc), no local paths, no build id
 // (which would hash the linker's inputs' paths), Go's own time zone data
-// (the image has no /usr/share/zoneinfo).
-var buildFlags = []string{"build", "-trimpath", "-tags", "timetzdata", "-ldflags", "-s -w -buildid="}
+// (the image has no /usr/share/zoneinfo). -buildvcs=auto overrides a
+// GOFLAGS=-buildvcs=false (this machine's go env has it): the commit and
+// its time in the build info are the image's version, revision and date.
+var buildFlags = []string{"build", "-trimpath", "-buildvcs=auto", "-tags", "timetzdata", "-ldflags", "-s -w -buildid="}
 
 // buildBinary compiles module root's cmd/jobgate into out.
 func buildBinary(ctx context.Context, root, out string) error {
