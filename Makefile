@@ -26,6 +26,7 @@ test:
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-interop.sh
 	@scripts/ensure-otelcol.sh
+	@scripts/ensure-systemd.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-deploy
@@ -36,7 +37,8 @@ test:
 ## test-deploy: the deployment kit (deploy/check, a Go module of its own so that Helm's and
 ##        Kubernetes' dependencies stay out of jobgate's go.mod): the Helm chart renders with
 ##        Helm's engine into objects that decode strictly into k8s.io/api types, the Compose
-##        file loads with compose-go, and every setting and flag they pass is one jobgate has
+##        file loads with compose-go, systemd-analyze accepts deploy/systemd's units, and every
+##        setting and flag they pass is one jobgate has
 test-deploy:
 	cd deploy/check && $(GO) test -count=1 -timeout 10m ./...
 
