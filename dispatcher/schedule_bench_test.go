@@ -128,7 +128,7 @@ func TestScheduleLatenessAtScale(t *testing.T) {
 	}()
 	create("dddd", due, func(i int) time.Time { return first.Add(spread * time.Duration(i) / time.Duration(due)) })
 	var all []time.Duration
-	deadline := time.After(first.Add(spread).Sub(time.Now()) + 5*time.Minute)
+	deadline := time.After(time.Until(first.Add(spread)) + 5*time.Minute)
 	for len(all) < due {
 		select {
 		case d := <-late:
