@@ -163,6 +163,53 @@ func endpointDispatcherStopped(t T, s *EndpointSuite, im *EndpointImpl) {
 	}
 }
 
+// A dispatcher paused (SIGSTOP) while the handler holds its request, as a
+// partitioned one would be: its claim goes stale and the other dispatcher
+// sends attempt 2, while attempt 1's request is still open (a paused
+// process closes nothing: the handler sees both). The handler then
+// answers attempt 1 with a 200, and the paused dispatcher resumes
+// (SIGCONT) and reports it: the broker refuses the report, its fencing
+// token being attempt 1's, and the job is attempt 2's, result and all.
+func endpointDispatcherPaused(t T, s *EndpointSuite, im *EndpointImpl) {
+	d, dispatchers := startSplitDeployment(t, s.d.bin, 2)
+	handler := s.startHandler(t, d, im, im.Name+"-paused-handler", "kill")
+	typ := im.Name + "_kill"
+	for _, p := range dispatchers {
+		waitLog(t, p, "endpoint type running", 30*time.Second)
+	}
+	c := d.client(t, "ep-paused-"+im.Name, "requester")
+	gate := "ep-paused-" + im.Name
+	j := c.submit(t, typ, map[string]any{"mode": "hold", "gate": gate})
+	handler.wait(t, 30*time.Second, "the request", eventOf("started", j.ID))
+	holder := holderOf(t, s, d, dispatchers, j.ID)
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGSTOP))
+	paused := true
+	t.Cleanup(func() {
+		if paused {
+			_ = holder.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	second := handler.wait(t, 90*time.Second, "the request of attempt 2", func(e event) bool {
+		return e.str("event") == "started" && e.str("id") == j.ID && e.num("attempt") == 2
+	})
+	require.Equal(t, 2, second.num("in_flight"), "the paused dispatcher's request is still open")
+	s.open(t, gate+".a1")
+	handler.wait(t, 5*time.Second, "attempt 1 answered", func(e event) bool {
+		return e.str("event") == "answered" && e.str("id") == j.ID && e.num("attempt") == 1
+	})
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGCONT))
+	paused = false
+	// The resumed dispatcher logs the attempt's end (at info, its first
+	// line naming the job): refused as lost, or the job stopped there.
+	waitLog(t, holder, "job_id="+j.ID, 20*time.Second)
+	require.Equal(t, "running", c.job(t, j.ID).State, "attempt 1's late report changed nothing")
+	s.open(t, gate+".a2")
+	done := c.terminal(t, j.ID, 30*time.Second)
+	require.Equal(t, "succeeded", done.State, "%+v", done.Error)
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, "done by "+im.Name+" at attempt 2\n", string(c.download(t, j.ID).body), "attempt 2's result, not the paused attempt's")
+}
+
 // holderOf is the dispatcher process holding job id's current attempt,
 // from the worker name the attempt records.
 func holderOf(t T, s *EndpointSuite, d *deployment, dispatchers []*proc, id string) *proc {

@@ -15,8 +15,7 @@ import (
 // EndpointScenarios are what jobgate must do with every endpoint handler,
 // the worker scenarios' counterparts (docs/conformance.md, "Endpoint
 // types"), each against the implementation's main handler process but
-// dispatcher_killed and dispatcher_stopped, each in a deployment of its
-// own.
+// the dispatcher_ ones, each in a deployment of its own.
 var EndpointScenarios = []EndpointScenario{
 	{"forgery", endpointForgery},
 	{"result", endpointResult},
@@ -31,6 +30,7 @@ var EndpointScenarios = []EndpointScenario{
 	{"late_callback", endpointLateCallback},
 	{"dispatcher_killed", endpointDispatcherKilled},
 	{"dispatcher_stopped", endpointDispatcherStopped},
+	{"dispatcher_paused", endpointDispatcherPaused},
 }
 
 // callbacksOf are the callbacks the handler sent for attempt n of job id,

@@ -108,14 +108,17 @@ async function handle(req, res, job, params, url) {
       res.on("close", () => {
         if (!res.writableFinished) gone = true;
       });
-      while (!gateOpen(params.gate)) {
+      // The job's gate, or its gate for this attempt alone.
+      while (!gateOpen(params.gate) && !(params.gate && gateOpen(`${params.gate}.a${n}`))) {
         if (gone) {
           say("aborted", { id: job.id, attempt: n });
           return;
         }
         await sleep(50);
       }
-      return answer(res, 200, done, { "Content-Type": "text/plain" });
+      answer(res, 200, done, { "Content-Type": "text/plain" });
+      say("answered", { id: job.id, attempt: n, status: 200 });
+      return;
     }
     case "permanent": {
       const problem = { type: "about:blank", title: "Rejected", status: 422, detail: params.message };

@@ -169,12 +169,15 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(200, expected_result(params["blocks"], params["tail"], params["seed"]),
                                {"Content-Type": "application/octet-stream"})
         if mode == "hold":
-            while not gate_open(params["gate"]):
+            # The job's gate, or its gate for this attempt alone.
+            while not gate_open(params["gate"]) and not gate_open(f"{params['gate']}.a{n}" if params["gate"] else ""):
                 if self.closed():
                     say("aborted", id=job["id"], attempt=n)
                     self.close_connection = True
                     return
-            return self.answer(200, done, {"Content-Type": "text/plain"})
+            self.answer(200, done, {"Content-Type": "text/plain"})
+            say("answered", id=job["id"], attempt=n, status=200)
+            return
         if mode == "permanent":
             problem = {"type": "about:blank", "title": "Rejected", "status": 422, "detail": params["message"]}
             return self.answer(422, json.dumps(problem).encode(), {"Content-Type": "application/problem+json"})
