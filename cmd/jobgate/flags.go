@@ -70,7 +70,7 @@ func bindSettings(fs *flag.FlagSet) *settingFlags {
 		_, err := fmt.Sscan(v, &c.MaxAttempts)
 		return err
 	}
-	fs.Bool("sync-always", false, "embedded: fsync every write before acknowledging it")
+	fs.Bool("sync-always", true, "embedded: fsync every write before acknowledging it (--sync-always=false: every 2 minutes)")
 	sf.set["sync-always"] = func(c *config.Config, v string) error { c.NATS.SyncAlways = v == "true"; return nil }
 	fs.Bool("dev", false, "serve: enable development helpers (the page's /dev/token login)")
 	sf.set["dev"] = func(c *config.Config, v string) error { c.Dev = v == "true"; return nil }

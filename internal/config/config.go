@@ -217,7 +217,7 @@ func Default() Config {
 		MaxAttempts:   api.DefaultAttempts,
 		LogFormat:     "text",
 		LogLevel:      "info",
-		NATS:          NATS{Replicas: 1},
+		NATS:          NATS{Replicas: 1, SyncAlways: true},
 		Renderer:      Renderer{Concurrency: api.DefaultConcurrency, MaxOutputBytes: api.DefaultMaxResultBytes},
 		Gateway: Gateway{ReadRate: 20, ReadBurst: 40, SubmitRate: 50, SubmitBurst: 100, LeaveWorkToRelay: true,
 			MaxStreamsPerRequester: 20, MaxLongPollsPerRequester: 20, MaxStreamsPerTenant: 2000, MaxLongPollsPerTenant: 2000,

@@ -154,9 +154,22 @@ func TestNATSTLSAndOpsAddrFromEnv(t *testing.T) {
 	env := map[string]string{"JOBGATE_NATS_TLS_CA": "/tls/ca.crt", "JOBGATE_NATS_TLS_CERT": "/tls/c.crt", "JOBGATE_NATS_TLS_KEY": "/tls/c.key",
 		"JOBGATE_OPS_ADDR": "0.0.0.0:9090"}
 	require.NoError(t, c.LoadEnv(func(k string) string { return env[k] }))
-	require.Equal(t, NATS{Replicas: 1, TLSCA: "/tls/ca.crt", TLSCert: "/tls/c.crt", TLSKey: "/tls/c.key"}, c.NATS)
+	require.Equal(t, NATS{Replicas: 1, SyncAlways: true, TLSCA: "/tls/ca.crt", TLSCert: "/tls/c.crt", TLSKey: "/tls/c.key"}, c.NATS)
 	require.Equal(t, "0.0.0.0:9090", c.OpsAddr)
 	require.NoError(t, c.Validate())
 	c.OpsAddr = "9090"
 	require.ErrorContains(t, c.Validate(), "JOBGATE_OPS_ADDR")
+}
+
+// The embedded server fsyncs every write before it acknowledges it unless
+// told otherwise: a 202 then survives the machine's power loss
+// (docs/reliability.md, "What a 202 survives").
+func TestSyncAlwaysIsTheDefault(t *testing.T) {
+	t.Parallel()
+	require.True(t, Default().NATS.SyncAlways)
+	c := Default()
+	require.NoError(t, c.LoadEnv(func(k string) string {
+		return map[string]string{"JOBGATE_NATS_SYNC_ALWAYS": "false"}[k]
+	}))
+	require.False(t, c.NATS.SyncAlways)
 }
