@@ -43,11 +43,10 @@ type flowBlock struct {
 }
 
 // admit takes rec's places and a rate token for the claim holder before
-// the claim is written; on a block (or an error) it gives back what it
+// the claim is written, at now (the claim's start); on a block (or an error) it gives back what it
 // took. The rate token is taken last: a job that waits for a place spends
 // none.
-func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder string) *flowBlock {
-	now := b.cfg.Now()
+func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder string, now time.Time) *flowBlock {
 	var taken []flowKey
 	undo := func() { b.unlease(ctx, taken, holder) }
 	for _, k := range keys {

@@ -182,7 +182,7 @@ func TestRateLimitHoldsOverTenSeconds(t *testing.T) {
 		tb.admitJob(t, "partner_call", fmt.Sprint(i%3), fmt.Sprintf("p-%d", i), `{}`, 0)
 	}
 	var mu sync.Mutex
-	var starts []time.Time
+	var started []string
 	began := time.Now()
 	measure := 10 * time.Second
 	var wg sync.WaitGroup
@@ -195,26 +195,32 @@ func TestRateLimitHoldsOverTenSeconds(t *testing.T) {
 				if r.Error != nil || r.Job == nil {
 					continue
 				}
-				at := time.Now()
 				d := tb.ask(t, credA, "partner_call", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: r.Job.Key, Token: r.Job.Token}})
 				require.Nil(t, d.Error)
 				mu.Lock()
-				starts = append(starts, at)
+				started = append(started, r.Job.Key)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	// When each attempt started, as the broker that claimed it recorded it
+	// (the answers reach the workers later, and not evenly on a loaded
+	// machine).
+	var starts []time.Time
+	for _, key := range started {
+		starts = append(starts, tb.record(t, key).Attempts[0].StartedAt)
+	}
 	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
 	t.Logf("%d attempts started in %s", len(starts), measure)
-	// The answers reach the workers a little after the token was taken:
-	// 150 ms of slack on each window's length.
+	// One more for the clocks of two brokers: a claim's start is its
+	// broker's now, the bucket's the latest writer's.
 	for k := 1; k <= 10; k++ {
-		window := time.Duration(k)*time.Second + 150*time.Millisecond
-		most := burst + perSecond*k
+		window := time.Duration(k) * time.Second
+		most := burst + perSecond*k + 1
 		for i := range starts {
 			n := sort.Search(len(starts), func(j int) bool { return starts[j].Sub(starts[i]) >= window })
-			require.LessOrEqual(t, n-i, most+1, "%d attempts started within %s (at most %d)", n-i, window, most)
+			require.LessOrEqual(t, n-i, most, "%d attempts started within %s (at most %d)", n-i, window, most)
 		}
 	}
 	require.GreaterOrEqual(t, len(starts), perSecond*10*7/10, "the rate was reached")

@@ -145,7 +145,21 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 			return refuse(wire.CodeUnavailable, "the work of %s could not be read", r.typ)
 		}
 		if msg == nil {
-			again = true // the lane was empty: look at the others
+			// The lane was empty, or the deferred message is gone (its job
+			// ended on another broker): should it have been parked, the
+			// next one parked on its key is woken in its stead.
+			if key := s.unparkSeq(seq); seq != 0 && key != "" {
+				s.unpark(key)
+			}
+			again = true
+			continue
+		}
+		if seq == 0 && s.stillParked(l, msg.Seq, now) {
+			// Read again from the lane's start (a listing found it with
+			// work): a parked job whose probe lives waits on unread.
+			s.settled(msg)
+			s.unreserve(t.name)
+			again = true
 			continue
 		}
 		a := b.handle(ctx, s, d, msg, req.Worker, seq == 0)
@@ -213,7 +227,16 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 		b.remove(octx, s, msg)
 		return nil
 	}
-	s.unparkSeq(msg.Seq)
+	// A parked message looked at: should it not wait on its key again
+	// (its job ended, or started), the next one parked there is woken, or
+	// the key's waiting jobs would wait for the backstop.
+	if key := s.unparkSeq(msg.Seq); key != "" {
+		defer func() {
+			if s.parkedOn(msg.Seq) == "" {
+				s.unpark(key)
+			}
+		}()
+	}
 	var known *job.Record
 	if fresh && msg.Rec != nil && msg.Rec.Key() == msg.Key && msg.Rec.Attempt == 0 && msg.Rec.State == job.StateQueued {
 		known = msg.Rec
@@ -381,7 +404,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 				// to take.
 				b.unlease(ctx, keys, cur.ClaimID)
 			}
-			if blk := b.admit(ctx, d.Name, keys, next.ClaimID); blk != nil {
+			if blk := b.admit(ctx, d.Name, keys, next.ClaimID, now); blk != nil {
 				return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay, block: blk, rec: cur}
 			}
 		}
@@ -445,7 +468,7 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 	if len(d.Concurrency) > 0 {
 		keys = flowKeys(&job.TypeDecl{Name: d.Name, Flow: api.Flow{Concurrency: d.Concurrency}}, cur)
 		b.unlease(ctx, keys, cur.ClaimID)
-		if blk := b.admit(ctx, d.Name, keys, next.ClaimID); blk != nil {
+		if blk := b.admit(ctx, d.Name, keys, next.ClaimID, now); blk != nil {
 			return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay}
 		}
 	}

@@ -83,19 +83,28 @@ func (s *sched) stillParked(l *laneQ, seq uint64, now time.Time) bool {
 	return true
 }
 
-// unparkSeq takes a message out of its key's parked ones: it is being
-// looked at (and parked again if it still waits).
-func (s *sched) unparkSeq(seq uint64) {
+// unparkSeq takes a message out of its key's parked ones, returning the
+// key ("" when it was not parked): it is being looked at (and parked
+// again if it still waits).
+func (s *sched) unparkSeq(seq uint64) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key, ok := s.parkedBy[seq]
 	if !ok {
-		return
+		return ""
 	}
 	delete(s.parkedBy, seq)
 	if q := s.parked[key]; q != nil {
 		delete(q.msgs, seq)
 	}
+	return key
+}
+
+// parkedOn is the key a message is parked on, "" when it is not.
+func (s *sched) parkedOn(seq uint64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parkedBy[seq]
 }
 
 // unpark wakes key's best parked message: a place under it may be free.

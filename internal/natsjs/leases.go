@@ -129,7 +129,7 @@ func (s *SlotStore) readLeases(ctx context.Context, key string, now time.Time) (
 // starts full again, which it would be by then (api.RateRefillSeconds).
 func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64, burst int, now time.Time) (time.Duration, error) {
 	for range leaseTries {
-		tokens, rev := float64(burst), uint64(0)
+		tokens, rev, at := float64(burst), uint64(0), now.UnixMilli()
 		kve, err := s.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
@@ -137,9 +137,13 @@ func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64
 			return 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
 		default:
 			rev = kve.Revision()
-			if t, at, ok := parseBucket(kve.Value()); ok {
-				elapsed := max(now.Sub(time.UnixMilli(at)).Seconds(), 0)
+			if t, last, ok := parseBucket(kve.Value()); ok {
+				// The bucket's clock never goes back: a dispatcher whose
+				// now is behind the last writer's refills nothing, and
+				// writes the later time, so no token is made twice.
+				elapsed := max(now.Sub(time.UnixMilli(last)).Seconds(), 0)
 				tokens = min(float64(burst), t+elapsed*perSecond)
+				at = max(at, last)
 			}
 		}
 		if tokens < 1 {
@@ -147,7 +151,7 @@ func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64
 		}
 		data := strconv.AppendFloat(nil, tokens-1, 'f', 6, 64)
 		data = append(data, ' ')
-		data = strconv.AppendInt(data, now.UnixMilli(), 10)
+		data = strconv.AppendInt(data, at, 10)
 		if rev == 0 {
 			_, err = s.kv.Create(ctx, key, data)
 		} else {
