@@ -1010,6 +1010,7 @@
       $('d-retry-confirm').hidden = true;
       $('d-cancel').disabled = true;
       $('d-retry').disabled = true;
+      $('d-run-now').hidden = true;
       return;
     }
     v.dataset.jobId = String(j.id);
@@ -1031,7 +1032,8 @@
     $('d-error').hidden = !j.error;
     // What a waiting job waits for (waiting_for): nothing starts it until
     // a worker of its type runs, or its type is resumed.
-    const waits = j.waiting_for === 'worker' ? `Waiting for a worker: no live worker runs ${j.type}; ` +
+    const waits = j.state === 'scheduled' && j.run_at ? `Scheduled: no attempt starts before ${fmtTime(j.run_at)} ` +
+      '(Run now makes it due at once).' : j.waiting_for === 'worker' ? `Waiting for a worker: no live worker runs ${j.type}; ` +
       'the job stays queued until one starts (see Workers).' :
       j.waiting_for === 'resume' ? `Waiting for the resume: an operator paused ${j.type}; the job stays queued until it is resumed.` : '';
     $('d-waiting').textContent = waits;
@@ -1044,6 +1046,8 @@
     $('d-params').textContent = params;
     $('d-cancel').disabled = TERMINAL.has(j.state);
     $('d-retry').disabled = j.state !== 'failed' && j.state !== 'canceled';
+    $('d-run-now').hidden = j.state !== 'scheduled';
+    $('d-run-now').disabled = false;
     const attempts = Array.isArray(j.attempts) ? j.attempts : [];
     $('attempts-body').replaceChildren(...attempts.map((a) => {
       const tr = el('tr', null, { 'data-attempt': String(a.attempt) });
@@ -1148,6 +1152,29 @@
     } catch (e) {
       if (!(e instanceof AuthError)) $('d-status').textContent = 'The server could not be reached. Try again.';
       $('d-cancel').disabled = false;
+    }
+  }
+
+  // runNowJob makes a scheduled job due at once (POST .../run-now).
+  async function runNowJob() {
+    const id = $('view-job').dataset.jobId;
+    if (!id) return;
+    $('d-run-now').disabled = true;
+    $('d-status').textContent = 'Queuing…';
+    try {
+      const resp = await send(`/v1/admin/jobs/${encodeURIComponent(id)}/run-now`, { method: 'POST' });
+      if (resp.ok) {
+        const j = await resp.json();
+        if ($('view-job').dataset.jobId === id) renderJob(j);
+        $('d-status').textContent = `Queued ${id} to run now.`;
+        announce(`Queued ${id} to run now.`);
+      } else {
+        $('d-status').textContent = await problemText(resp);
+        loadJob(id);
+      }
+    } catch (e) {
+      if (!(e instanceof AuthError)) $('d-status').textContent = 'The server could not be reached. Try again.';
+      $('d-run-now').disabled = false;
     }
   }
 
@@ -1435,6 +1462,7 @@
     });
     $('chart-type').addEventListener('change', renderChart);
     $('d-cancel').addEventListener('click', cancelJob);
+    $('d-run-now').addEventListener('click', runNowJob);
     $('d-retry').addEventListener('click', () => retryJob(false));
     $('d-retry-anyway').addEventListener('click', () => retryJob(true));
     $('d-retry-keep').addEventListener('click', () => {
