@@ -299,7 +299,7 @@ func WorkIDs(t testing.TB, res *natsjs.Resources, rec *job.Record) []string {
 	defer cancel()
 	s, err := res.JS.Stream(ctx, natsjs.StreamWork)
 	require.NoError(t, err)
-	subject := natsjs.WorkSubject(rec.Type, rec.Tenant, rec.Requester, rec.ID)
+	subject := natsjs.WorkSubjectOf(rec)
 	var ids []string
 	for seq := uint64(1); ; {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
