@@ -227,7 +227,9 @@ func Default() Config {
 			Mail:           Mail{SMTPPort: 587, From: "jobgate@localhost"},
 		},
 
-		StoreMaxBytes:         2 << 30, // natsjs.DefaultStoreMaxBytes
+		// 2 GiB holds two to three million job records (or their work
+		// messages, events, ...: 0.6 to 1 KiB each); 8 GiB of results.
+		StoreMaxBytes:         2 << 30,
 		ResultsMaxBytes:       8 << 30,
 		TenantResultsMaxBytes: tenantquota.DefaultMaxBytes,
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,27 +54,23 @@ func (l Layout) StorageReserve() int64 {
 // record or less; 512 MiB by default, over three million scheduled jobs.
 func (l Layout) scheduleBytes() int64 { return l.StoreMaxBytes / 4 }
 
-// DefaultLayout is the layout of an embedded single-node deployment.
+// DefaultLayout is the layout of an embedded single-node deployment with
+// serve's default settings, which internal/config's Default names once
+// (replicas, retention, byte budgets: with the small buckets the default
+// budgets reserve 20.2 GiB of a server's JetStream storage); the rest are
+// the layout's own.
 func DefaultLayout() Layout {
+	d := config.Default()
 	return Layout{
-		Replicas:        1,
-		JobTTL:          720 * time.Hour,
-		ResultTTL:       168 * time.Hour,
+		Replicas:        d.NATS.Replicas,
+		JobTTL:          d.JobTTL,
+		ResultTTL:       d.ResultTTL,
 		DuplicateWindow: 10 * time.Minute,
 		EventsMaxAge:    72 * time.Hour,
-		StoreMaxBytes:   DefaultStoreMaxBytes,
-		ResultsMaxBytes: DefaultResultsMaxBytes,
+		StoreMaxBytes:   d.StoreMaxBytes,
+		ResultsMaxBytes: d.ResultsMaxBytes,
 	}
 }
-
-// The default byte budgets: 2 GiB holds two to three million job records
-// (or their work messages, events, ...: 0.6 to 1 KiB each), and 8 GiB of
-// results. With the small buckets they reserve 20.2 GiB of a server's
-// JetStream storage.
-const (
-	DefaultStoreMaxBytes   = 2 << 30
-	DefaultResultsMaxBytes = 8 << 30
-)
 
 func (l Layout) validate() error {
 	if l.Replicas < 1 || l.Replicas > 5 {

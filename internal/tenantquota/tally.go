@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultMaxBytes is the default result quota of one tenant: a quarter of
-// the default results' byte budget (natsjs.DefaultResultsMaxBytes, 8 GiB),
+// the default results' byte budget (config's results_max_bytes, 8 GiB),
 // so at least four tenants fill it before any other is refused.
 const DefaultMaxBytes = 2 << 30
 
