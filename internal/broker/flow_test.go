@@ -56,6 +56,7 @@ type span struct {
 // of one customer ever run at once, and the customers run beside each
 // other (the key limits a customer, not the type).
 func TestConcurrencyKeyLimitHoldsAcrossTwoBrokers(t *testing.T) {
+	t.Parallel()
 	_, tb := setup(t)
 	tb.broker(t, true) // a second broker in the queue group: requests go to either
 	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "/params/customer", Limit: 1}}})
@@ -127,6 +128,7 @@ func TestConcurrencyKeyLimitHoldsAcrossTwoBrokers(t *testing.T) {
 // and stopped before writing the claim) comes back within SlotTTL: the
 // job it would have started starts on the other broker within 30 s.
 func TestConcurrencyPlaceComesBackAfterItsBrokerDies(t *testing.T) {
+	t.Parallel()
 	first, tb := setup(t)
 	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
 	rec := tb.admitJob(t, "export", "4", "k-1", `{"customer":"c1"}`, 0)
@@ -230,6 +232,7 @@ func TestRateLimitHoldsOverTenSeconds(t *testing.T) {
 // each pause is within [0, min(max, initial·multiplierⁿ⁻¹)), and the
 // pauses differ.
 func TestRetryPolicyDelaysWithFullJitter(t *testing.T) {
+	t.Parallel()
 	_, tb := setup(t)
 	r := tb.ask(t, credA, "flaky", wire.OpDeclare, wire.DeclareRequest{Worker: "w", Type: wire.Declaration{
 		Name: "flaky", Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
@@ -277,6 +280,7 @@ func TestRetryPolicyDelaysWithFullJitter(t *testing.T) {
 // jobs are taken in priority order, 1 first, first come first within a
 // priority, however they were admitted.
 func TestPriorityOrderWithOneSlot(t *testing.T) {
+	t.Parallel()
 	_, tb := setup(t)
 	tb.declareFlow(t, "report", api.Flow{})
 	prios := []int{5, 3, 1, 4, 0, 2, 1, 5, 3, 2, 4, 1}
@@ -296,6 +300,7 @@ func TestPriorityOrderWithOneSlot(t *testing.T) {
 // With a concurrency limit of 1 on the tenant, the jobs that waited for
 // the place are started in priority order as it frees.
 func TestPriorityOrderWaitingForAConcurrencyPlace(t *testing.T) {
+	t.Parallel()
 	_, tb := setup(t)
 	tb.declareFlow(t, "report", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
 	first := tb.admitJob(t, "report", "4", "r-first", `{}`, 0)
