@@ -10,7 +10,8 @@
 // the writer died before it could. Its waker (schedule.go) reads the
 // scheduled set every ScheduleTick and moves each job whose run_at has
 // come to queued, or canceled deadline_exceeded past its start_by, by
-// compare-and-set; the set is stored, so a restart loses no scheduled job
+// compare-and-set (and writes again the record of a wait longer than half
+// the retention, every half retention, so that the bucket keeps it); the set is stored, so a restart loses no scheduled job
 // and wakes none early. Its
 // sweeper, a backstop, keeps the open
 // jobs in memory from a watch of the record bucket: a running job silent

@@ -118,9 +118,12 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 	_ = c.Ack()
 }
 
-// relayScheduled handles the admission of a job with a run_at ahead: its
-// event (state scheduled), then its entry in the scheduled set, which the
-// waker reads when the run_at comes. No work exists before that.
+// relayScheduled handles a scheduled record (its admission, or a renewal):
+// the admission's event (state scheduled; a renewal's is its writer's),
+// then its entry in the scheduled set, which the waker reads when the
+// run_at comes (again for a renewal: the stream drops entries as old as
+// the retention), and its next renewal when the run_at is more than half
+// a retention away. No work exists before the run_at.
 func (d *Dispatcher) relayScheduled(ctx context.Context, c *natsjs.LoggedChange, rec *job.Record) {
 	if _, _, err := d.events.PublishFirst(ctx, rec); err != nil {
 		d.log.WarnContext(ctx, "relay: event not published, will retry", "job_id", rec.ID, "err", err)
@@ -131,6 +134,15 @@ func (d *Dispatcher) relayScheduled(ctx context.Context, c *natsjs.LoggedChange,
 		d.log.WarnContext(ctx, "relay: scheduled job not added to the scheduled set, will retry", "job_id", rec.ID, "err", err)
 		_ = c.Nak(relayRetry)
 		return
+	}
+	// A wait longer than half the retention has the record written again
+	// halfway (the waker's renew), and so on until the run_at is near.
+	if ttl, _ := d.retention(); ttl > 0 && rec.RunAt.Sub(rec.UpdatedAt) > ttl/2 {
+		if err := d.schedule.AddRenewal(ctx, rec, rec.UpdatedAt.Add(ttl/2)); err != nil {
+			d.log.WarnContext(ctx, "relay: scheduled job's renewal not added, will retry", "job_id", rec.ID, "err", err)
+			_ = c.Nak(relayRetry)
+			return
+		}
 	}
 	d.cfg.Metrics.Relayed("schedule")
 	_ = c.Ack()

@@ -15,6 +15,7 @@ import (
 // admitted with a run_at ahead, per minute of its run_at.
 type scheduleStore interface {
 	Add(ctx context.Context, r *job.Record) error
+	AddRenewal(ctx context.Context, r *job.Record, at time.Time) error
 	Minutes(ctx context.Context, last int64) ([]int64, error)
 	Next(ctx context.Context, minute int64, after uint64) (*natsjs.ScheduleEntry, error)
 	Remove(ctx context.Context, seq uint64) error
@@ -196,6 +197,9 @@ func (d *Dispatcher) wake(ctx context.Context, e natsjs.ScheduleEntry, now time.
 	if cur.State != job.StateScheduled {
 		return e, d.removeEntry(octx, e) // run now, canceled, or woken by another dispatcher
 	}
+	if e.Renew {
+		return e, d.renew(octx, e, cur)
+	}
 	if cur.RunAt != nil && cur.RunAt.After(now) {
 		// An entry ahead of its record (the record of an earlier job under
 		// the same id): wait for the record's own run_at.
@@ -234,6 +238,29 @@ func (d *Dispatcher) wake(ctx context.Context, e natsjs.ScheduleEntry, now time.
 		}
 	}
 	return e, d.removeEntry(octx, e)
+}
+
+// renew writes a scheduled job's record again, unchanged but for its
+// updated_at, so that the record bucket, which drops a record its
+// retention after its last write, keeps it until its run_at; the relay
+// then adds the job's entry again (the stream drops entries as old as the
+// retention too) and, while the run_at is still more than half a
+// retention away, the next renewal. The write is a change: it has its
+// event, as every stored change does. It reports whether the entry is
+// settled.
+func (d *Dispatcher) renew(ctx context.Context, e natsjs.ScheduleEntry, cur *job.Record) bool {
+	next := cur.Clone()
+	next.UpdatedAt = d.cfg.Now().UTC()
+	if err := d.jobs.Update(ctx, next); err != nil {
+		if !errors.Is(err, natsjs.ErrStale) {
+			d.log.Warn("scheduler: could not renew a scheduled job's record", "job_id", cur.ID, "err", err)
+		}
+		return false
+	}
+	if _, err := d.events.Publish(ctx, next); err != nil {
+		d.log.Debug("event left to the relay", "job_id", next.ID, "err", err)
+	}
+	return d.removeEntry(ctx, e)
 }
 
 // removeEntry deletes a settled entry; it reports whether it is gone (one

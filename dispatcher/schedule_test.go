@@ -183,3 +183,46 @@ func TestNoAttemptStartsPastItsStartBy(t *testing.T) {
 	require.False(t, started, "an attempt started past its start_by")
 	require.Zero(t, done.Attempt)
 }
+
+// A job scheduled further ahead than half the job retention has its record
+// written again every half retention, so the record bucket (which drops a
+// record its retention after its last write) keeps it until its run_at:
+// here a 4 s retention and a run_at 5 s ahead, two renewals, each a change
+// with its event, then queued.
+func TestALongWaitRenewsTheRecord(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t, func(c *Config) { c.JobTTL = 4 * time.Second })
+	runAt := time.Now().Add(5 * time.Second)
+	rec := b.put(t, "renewed", scheduled(runAt, nil))
+	h := jobtest.Watch(t, b.conn.Res, rec.Key())
+	woken := jobtest.WaitFor(t, b.conn.Res, rec.Key(), 15*time.Second, func(r *job.Record) bool { return r.State != job.StateScheduled })
+	require.Equal(t, job.StateQueued, woken.State)
+	require.Eventually(t, func() bool { return h.Find(func(r *job.Record) bool { return r.State == job.StateQueued }) != nil },
+		5*time.Second, 20*time.Millisecond)
+
+	var writes []time.Time
+	for _, r := range h.All() {
+		if r.State == job.StateScheduled {
+			writes = append(writes, r.UpdatedAt)
+		}
+	}
+	require.Len(t, writes, 3, "admitted, then renewed twice")
+	for i := 1; i < len(writes); i++ {
+		require.Less(t, writes[i].Sub(writes[i-1]), 3*time.Second, "renewed within half the retention (and a tick)")
+	}
+	require.Less(t, runAt.Sub(writes[len(writes)-1]), 2*time.Second+500*time.Millisecond)
+	// Every change has its event: three scheduled (the admission and two
+	// renewals), then queued (the 4 s retention then expires the job).
+	var events []jobtest.Event
+	require.Eventually(t, func() bool {
+		events = jobtest.Events(t, b.conn.Res, woken)
+		return len(events) >= 4
+	}, 10*time.Second, 20*time.Millisecond, "an event per change")
+	events = events[:4]
+	var states []job.State
+	for _, e := range events {
+		states = append(states, e.Resource.State)
+	}
+	require.Equal(t, []job.State{job.StateScheduled, job.StateScheduled, job.StateScheduled, job.StateQueued}, states)
+	jobtest.RequireOneIDPerRevision(t, woken, events)
+}

@@ -7,22 +7,11 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 )
 
-// storeTTL is what a record store that knows its retention offers
-// (natsjs.Store).
-type storeTTL interface{ TTL() time.Duration }
-
-// scheduleAhead is how far ahead a job may be scheduled here: 30 days, or
-// the job retention less an hour when that is shorter. A scheduled job's
-// record is written at its admission and next when its run_at comes, so
-// its run_at must fall well within the record's retention (the hour is
-// for the wake).
-func (g *Gateway) scheduleAhead() time.Duration {
-	ahead := job.MaxScheduleAhead
-	if s, ok := g.jobs.(storeTTL); ok && s.TTL() > 0 {
-		ahead = min(ahead, s.TTL()-min(time.Hour, s.TTL()/4))
-	}
-	return ahead
-}
+// scheduleAhead is how far ahead a job may be scheduled: 30 days, the
+// contract's bound, whatever the job retention (a scheduled job's record
+// is written again every half retention until its run_at: the
+// dispatcher's renewals).
+func (g *Gateway) scheduleAhead() time.Duration { return job.MaxScheduleAhead }
 
 // checkBatchSchedule checks each item's schedule bound (CheckSchedule),
 // its errors pointed into the batch body.

@@ -51,6 +51,9 @@ func TestSubmitScheduled(t *testing.T) {
 	require.Equal(t, http.StatusOK, replay.status, "%s", replay.body)
 	require.Equal(t, first.RunAt.UTC(), replay.job(t).RunAt.UTC(), "the delay resolved once, at admission")
 
+	month := b.submit(t, alice, "m1", withFlow(`,"delay":"720h"`))
+	require.Equal(t, http.StatusAccepted, month.status, "30 days ahead, whatever the retention: %s", month.body)
+
 	past := b.submit(t, alice, "p1", withFlow(`,"run_at":"2020-01-01T00:00:00Z"`))
 	require.Equal(t, http.StatusAccepted, past.status, "%s", past.body)
 	require.Equal(t, job.StateQueued, past.job(t).State, "a run_at in the past is due at once")

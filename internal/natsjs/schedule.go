@@ -30,11 +30,15 @@ import (
 // timer wheel slot per schedule subject), which is memory per scheduled
 // job in the server process; a minute bucket costs one subject.
 
-// ScheduleEntry is one scheduled job as its entry names it.
+// ScheduleEntry is one scheduled job as its entry names it: when its
+// run_at comes (RunAt), or, with Renew, when its record is to be written
+// again so that it outlives a wait longer than half the job retention
+// (the record bucket drops a record its retention after its last write).
 type ScheduleEntry struct {
 	Seq   uint64    `json:"-"` // the entry's stream sequence
 	Key   string    `json:"key"`
 	RunAt time.Time `json:"run_at"`
+	Renew bool      `json:"renew,omitempty"`
 }
 
 // Schedule is the JOBGATE_SCHEDULE stream as the services see it. Its
@@ -66,13 +70,22 @@ func (s *Schedule) Add(ctx context.Context, r *job.Record) error {
 	if r.RunAt == nil {
 		return fmt.Errorf("schedule %s: %w: no run_at", r.ID, job.ErrInvalidState)
 	}
-	data, err := json.Marshal(ScheduleEntry{Key: r.Key(), RunAt: r.RunAt.UTC()})
+	return s.add(ctx, r.ID, ScheduleEntry{Key: r.Key(), RunAt: r.RunAt.UTC()})
+}
+
+// AddRenewal stores an entry that has r's record written again at at.
+func (s *Schedule) AddRenewal(ctx context.Context, r *job.Record, at time.Time) error {
+	return s.add(ctx, r.ID, ScheduleEntry{Key: r.Key(), RunAt: at.UTC(), Renew: true})
+}
+
+func (s *Schedule) add(ctx context.Context, id string, e ScheduleEntry) error {
+	data, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("schedule %s: %w", r.ID, err)
+		return fmt.Errorf("schedule %s: %w", id, err)
 	}
-	msg := &nats.Msg{Subject: scheduleSubject(ScheduleMinute(*r.RunAt)), Data: data}
+	msg := &nats.Msg{Subject: scheduleSubject(ScheduleMinute(e.RunAt)), Data: data}
 	if err := publishOnce(ctx, s.js, msg); err != nil {
-		return fmt.Errorf("schedule %s: %w", r.ID, mapErr(err))
+		return fmt.Errorf("schedule %s: %w", id, mapErr(err))
 	}
 	return nil
 }
