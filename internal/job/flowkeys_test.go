@@ -16,7 +16,9 @@ func TestConcurrencyKeysFollowTheValueAndTheTenant(t *testing.T) {
 	rec := func(tenant, requester, params string) *Record {
 		return &Record{Tenant: tenant, Requester: requester, Params: json.RawMessage(params)}
 	}
-	key := func(k string, r *Record) string { return ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: k, Limit: 1}, r).Key }
+	key := func(k string, r *Record) string {
+		return ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: k, Limit: 1}, r).Key
+	}
 
 	a := key("/params/customer/id", rec("4", "ann", `{"customer":{"id":7,"name":"x"}}`))
 	require.Equal(t, a, key("/params/customer/id", rec("4", "bob", `{"customer":{"name":"y","id":7}}`)), "the same value, another requester")
