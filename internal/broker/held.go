@@ -15,9 +15,6 @@ import (
 	"github.com/jobgate/jobgate/pkg/api"
 )
 
-// errLost: the job is no longer the claim's.
-var errLost = errors.New("job no longer held by this claim")
-
 // heldJob is a job a request says it holds, checked.
 type heldJob struct {
 	decl *job.TypeDecl
