@@ -125,6 +125,12 @@ func (d *Dispatcher) relay(ctx context.Context, c *natsjs.LoggedChange) {
 // the retention), and its next renewal when the run_at is more than half
 // a retention away. No work exists before the run_at.
 func (d *Dispatcher) relayScheduled(ctx context.Context, c *natsjs.LoggedChange, rec *job.Record) {
+	if rec.RunAt == nil {
+		// Not a record jobgate writes: nothing would ever wake it.
+		d.log.ErrorContext(ctx, "relay: scheduled job without a run_at", "job_id", rec.ID)
+		_ = c.Term("scheduled without run_at")
+		return
+	}
 	if _, _, err := d.events.PublishFirst(ctx, rec); err != nil {
 		d.log.WarnContext(ctx, "relay: event not published, will retry", "job_id", rec.ID, "err", err)
 		_ = c.Nak(relayRetry)
