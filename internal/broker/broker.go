@@ -76,6 +76,8 @@ type Broker struct {
 	lostMu sync.Mutex
 	lost   map[string]lostClaim
 
+	renewals renewals // when this broker last renewed each claim's places (flow.go)
+
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the first Stop's work is done
 

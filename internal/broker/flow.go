@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
@@ -132,6 +133,9 @@ func (b *Broker) renew(ctx context.Context, d *job.TypeDecl, rec *job.Record) {
 		return
 	}
 	now := b.cfg.Now()
+	if !b.renewals.due(rec.ClaimID, now) {
+		return
+	}
 	for _, k := range flowKeys(d, rec) {
 		if k.Rate != nil {
 			continue
@@ -143,4 +147,41 @@ func (b *Broker) renew(ctx context.Context, d *job.TypeDecl, rec *job.Record) {
 			b.log.Debug("concurrency place not renewed", "job_id", rec.ID, "err", err)
 		}
 	}
+}
+
+// renewEvery: a broker renews a claim's places at most this often (its
+// beats come every few seconds, each a write of the key's entry
+// otherwise), well within SlotTTL even when its beats reach it only.
+const renewEvery = natsjs.SlotTTL / 4
+
+// maxRenewals bounds the claims whose last renewal a broker remembers;
+// past it the stale ones are dropped (one forgotten is renewed again).
+const maxRenewals = 100000
+
+// renewals is when this broker last renewed each claim's places.
+type renewals struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// due reports whether claim's places are due for renewal at now, and if so
+// notes it renewed.
+func (r *renewals) due(claim string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Sub(r.last[claim]) < renewEvery {
+		return false
+	}
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	if len(r.last) >= maxRenewals {
+		for c, at := range r.last {
+			if now.Sub(at) >= renewEvery {
+				delete(r.last, c)
+			}
+		}
+	}
+	r.last[claim] = now
+	return true
 }

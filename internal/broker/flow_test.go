@@ -439,15 +439,15 @@ func TestARunningJobsBeatsRenewItsPlace(t *testing.T) {
 	_, tb := setup(t)
 	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
 	rec := tb.admitJob(t, "export", "4", "b-1", `{}`, 0)
-	claimed := time.Now()
 	a := tb.next(t, credA, "export", "w")
+	claimed := tb.record(t, a.Key).Attempts[0].StartedAt // the broker's time of the claim
 	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
-	for time.Since(claimed) < 1500*time.Millisecond {
-		time.Sleep(150 * time.Millisecond) // the worker's beat interval
+	for range 3 {
+		time.Sleep(200 * time.Millisecond) // the worker's beat interval
 		r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
 		require.Nil(t, r.Error)
 	}
-	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.Key, claimed.Add(natsjs.SlotTTL+time.Second))
+	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.Key, claimed.Add(natsjs.SlotTTL+100*time.Millisecond))
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the place was renewed by the beats")
 }
@@ -477,4 +477,17 @@ func TestAChangedLimitAppliesToTheWaitingJobs(t *testing.T) {
 		b = r.Job
 	}
 	require.Equal(t, second.Key(), b.Key)
+}
+
+// A broker renews a claim's places at most every renewEvery, however often
+// its beats come: each renewal is a write of the key's entry.
+func TestPlacesAreRenewedAtMostEveryRenewEvery(t *testing.T) {
+	t.Parallel()
+	var r renewals
+	t0 := time.Now()
+	require.True(t, r.due("claim-a", t0))
+	require.False(t, r.due("claim-a", t0.Add(renewEvery/2)))
+	require.True(t, r.due("claim-b", t0.Add(renewEvery/2)), "another claim's own")
+	require.True(t, r.due("claim-a", t0.Add(renewEvery)))
+	require.Less(t, renewEvery, natsjs.SlotTTL/2, "renewed well within the lease")
 }
