@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/jobgate
 ARGS    ?=
 
-.PHONY: build run image test test-deploy test-image test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
+.PHONY: build run image test test-deploy test-image upgrade-test test-python fuzz-api bench lint fuzz clean cluster-demo chaos chaos-partitions
 
 build:
 	$(GO) build -o $(BIN) ./cmd/jobgate
@@ -55,6 +55,13 @@ image:
 ##        needs root, as CI has) up to /readyz and its health check
 test-image:
 	cd tools/image && $(GO) test -race -count=1 -timeout 10m ./...
+
+## upgrade-test: the rolling-upgrade test (internal/upgradetest, not in make test: it builds an
+##        earlier commit from git history): UPGRADE_FROM (a commit, 66884e9 by default) and this
+##        tree as two binaries, the old serve stopped under jobs and the new one started on its
+##        data dir; no job lost or doubled (docs/operations.md, "Upgrades")
+upgrade-test:
+	scripts/upgrade-test.sh
 
 ## test-python: the Python SDK (sdk/python): ruff, mypy --strict and pytest against a real
 ##        `jobgate serve`, in bin/pyenv with the versions pinned in sdk/python/requirements-dev.txt
