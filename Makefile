@@ -58,8 +58,9 @@ test-image:
 
 ## upgrade-test: the rolling-upgrade test (internal/upgradetest, not in make test: it builds an
 ##        earlier commit from git history): UPGRADE_FROM (a commit, 66884e9 by default) and this
-##        tree as two binaries, the old serve stopped under jobs and the new one started on its
-##        data dir; no job lost or doubled (docs/operations.md, "Upgrades")
+##        tree as two binaries: the old serve stopped under jobs and the new one started on its
+##        data dir, and old and new components side by side on one NATS in a rolling order; no
+##        job lost or doubled (docs/operations.md, "Upgrades")
 upgrade-test:
 	scripts/upgrade-test.sh
 
