@@ -17,7 +17,7 @@ run: build
 ## real Chromium for the page (installed when missing; JOBGATE_SKIP_BROWSER=1 skips it,
 ## except under CI=true),
 ## third-party clients for the interop suite (Node.js packages pinned in
-## internal/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it),
+## test/interop/node and sdk/typescript, promtool; installed when missing; JOBGATE_SKIP_INTEROP=1 skips it),
 ## a minimal OpenTelemetry Collector for the tracing test (tools/otelcol, built once into
 ## bin/tools; JOBGATE_SKIP_OTELCOL=1 skips it, except under CI=true)
 ## and then the deployment kit's checks (test-deploy), the Python SDK's checks (test-python)
@@ -56,7 +56,7 @@ image:
 test-image:
 	cd tools/image && $(GO) test -race -count=1 -timeout 10m ./...
 
-## upgrade-test: the rolling-upgrade test (internal/upgradetest, not in make test: it builds an
+## upgrade-test: the rolling-upgrade test (test/upgradetest, not in make test: it builds an
 ##        earlier commit from git history): UPGRADE_FROM (a commit, 66884e9 by default) and this
 ##        tree as two binaries: the old serve stopped under jobs and the new one started on its
 ##        data dir, and old and new components side by side on one NATS in a rolling order; no
@@ -104,7 +104,7 @@ cluster-demo: build
 ##        its flags, e.g. make chaos CHAOS_FLAGS='--duration 2m --seed 42'
 CHAOS_FLAGS ?= --duration 10m
 chaos:
-	$(GO) run ./internal/chaos/cmd/chaos $(CHAOS_FLAGS)
+	$(GO) run ./test/chaos/cmd/chaos $(CHAOS_FLAGS)
 
 ## chaos-partitions: the same with the network cut too (root): each NATS node in a network
 ##        namespace of its own, partitions, the isolated leader of the job records, a
@@ -114,7 +114,7 @@ CHAOS_DURATION ?= 3m
 CHAOS_SEED     ?= 0
 chaos-partitions:
 	scripts/ensure-netns.sh
-	$(GO) run ./internal/chaos/cmd/chaos --partitions --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED)
+	$(GO) run ./test/chaos/cmd/chaos --partitions --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED)
 
 ## lint: gofmt, goimports ordering, go vet and staticcheck (pinned versions, fetched by
 ##       `go run` through the module proxy on first use), with and without -tags bench

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/metrics"
+	"github.com/jobgate/jobgate/test/jobtest"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 )

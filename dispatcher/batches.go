@@ -24,7 +24,7 @@ type batchStore interface {
 }
 
 // BatchRelayStores are the adapters a batch relay works on, both required
-// (NewBatchRelay names a missing one). internal/system maps the
+// (NewBatchRelay names a missing one). system maps the
 // provisioned resources to them.
 type BatchRelayStores struct {
 	Batches batchStore       // batch records and their change log, which the relay follows (natsjs.BatchStore)

@@ -43,7 +43,7 @@ type eventPublisher interface {
 }
 
 // Stores are the adapters a dispatcher works on, every one required (New
-// names a missing one). internal/system maps the provisioned resources to
+// names a missing one). system maps the provisioned resources to
 // them.
 type Stores struct {
 	Jobs   records        // job records and their change log, which the relay follows (natsjs.Store)

@@ -16,8 +16,8 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -90,7 +90,7 @@ func TestSweeperFailsAJobNearTheEndOfItsRetentionAndItsKeyOutlivesIt(t *testing.
 	gwConn := env.ConnectLayout(t, "gateway", layout)
 	jobtest.DeclareTypes(t, gwConn.Res) // no worker of it runs: the job stays queued
 	secret := []byte("expiry-secret")
-	res := gwConn.Res // as internal/system's GatewayStores maps them
+	res := gwConn.Res // as system's GatewayStores maps them
 	g, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", AuthSecret: secret}, gateway.Stores{
 		Jobs: res.Jobs, Work: res.Work, Events: res.Events, Secrets: res.Secrets, Files: res.Files, Types: res.Types,
 		Batches: res.Batches, Storage: res, Changes: res.Jobs, Log: index.StoreSource(res.Jobs), Slots: res.Slots,

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/tracing"
+	"github.com/jobgate/jobgate/test/jobtest"
 )
 
 // The relay's publish is a span of the job's trace, a child of its

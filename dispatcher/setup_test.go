@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/brokertest"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
+	"github.com/jobgate/jobgate/test/brokertest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,7 +54,7 @@ func (b *testBundle) start(t *testing.T, name string, opts ...func(*Config)) *Di
 	return d
 }
 
-// storesOf is internal/system's DispatcherStores, which this package's
+// storesOf is system's DispatcherStores, which this package's
 // tests cannot import (it imports the dispatcher).
 func storesOf(res *natsjs.Resources) Stores {
 	return Stores{Jobs: res.Jobs, Work: res.Work, Events: res.Events, Schedule: res.Schedule, Broker: brokertest.Stores(res)}

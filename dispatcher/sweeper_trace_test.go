@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/tracing"
+	"github.com/jobgate/jobgate/test/jobtest"
 )
 
 // lockedBuffer is a log sink the dispatcher's goroutines write to.

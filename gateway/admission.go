@@ -198,7 +198,7 @@ func (g *Gateway) admit(ctx context.Context, a admission) (*job.Record, bool, er
 		Fingerprint: req.Fingerprint, Type: req.Type, Params: req.Params,
 		State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
-	req.Flow.Apply(rec) // scheduled when its run_at is ahead
+	req.Flow.Apply(rec)                             // scheduled when its run_at is ahead
 	rec.Trace, rec.TraceState = tracing.Inject(ctx) // the admission span's
 	// The job keeps the limits its type had when it was accepted.
 	if d, ok := g.types.decl(req.Type); ok {

@@ -21,6 +21,6 @@
 // never imports a NATS client: it declares the small interfaces it uses
 // (records, workQueue, eventStream, typeSource, secretStore, resultFiles,
 // batchRecords, ...), New takes them as Stores, every one required, and
-// internal/natsjs implements them (internal/system maps the provisioned
+// internal/natsjs implements them (system maps the provisioned
 // resources to them).
 package gateway

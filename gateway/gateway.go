@@ -67,7 +67,7 @@ type changeSource interface {
 }
 
 // Stores are the adapters a gateway works on, every one required (New
-// names a missing one). internal/system maps the provisioned resources to
+// names a missing one). system maps the provisioned resources to
 // them; a test may stub any of them.
 type Stores struct {
 	Jobs    records       // job records (natsjs.Store)
@@ -186,8 +186,8 @@ func newGateway(cfg Config, st Stores, log *slog.Logger) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	httpMetrics.CanRunOutOfStorage("/v1/jobs", "/v1/batches") // the admissions
-	g.app.Use(countRequests(httpMetrics)) // first: it counts every answer, refusals included
-	g.app.Use(refuseContentCoding)        // ahead of every route: nothing decodes a compressed body
+	g.app.Use(countRequests(httpMetrics))                     // first: it counts every answer, refusals included
+	g.app.Use(refuseContentCoding)                            // ahead of every route: nothing decodes a compressed body
 	g.routes()
 	cfg.Metrics.ObserveSSE(g.SSEStreams)
 	if err := cfg.Metrics.ObserveTypeWorkers(func() []metrics.TypeWorkers { return g.types.typeWorkers(cfg.Now()) }); err != nil {

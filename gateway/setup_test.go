@@ -19,9 +19,9 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/index"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/natsserver"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -116,7 +116,7 @@ func (b *testBundle) start(t *testing.T, opts ...func(*Config)) *Gateway {
 	return g
 }
 
-// storesOf is internal/system's gatewayStores, which this package's tests
+// storesOf is system's gatewayStores, which this package's tests
 // cannot import (it imports the gateway).
 func storesOf(res *natsjs.Resources) Stores {
 	return Stores{

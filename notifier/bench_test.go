@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 
 	"github.com/jobgate/jobgate/internal/job"
 )

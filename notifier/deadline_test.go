@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

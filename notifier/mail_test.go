@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"

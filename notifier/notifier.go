@@ -55,7 +55,7 @@ type deliveryFeed interface {
 }
 
 // Stores are the adapters a notifier works on, every one required (New
-// names a missing one). internal/system maps the provisioned resources to
+// names a missing one). system maps the provisioned resources to
 // them.
 type Stores struct {
 	Events     eventSource   // job events, through the notifiers' shared consumers (natsjs.EventStream)

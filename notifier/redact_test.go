@@ -2,7 +2,7 @@ package notifier
 
 import (
 	"context"
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"log/slog"
 	"net"
 	"net/http"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -78,7 +78,7 @@ func (b *testBundle) build(t testing.TB, cfg Config) *Notifier {
 	return n
 }
 
-// storesOf is internal/system's notifierStores, which this package's tests
+// storesOf is system's notifierStores, which this package's tests
 // cannot import (it imports the notifier).
 func storesOf(res *natsjs.Resources) Stores {
 	return Stores{Events: res.Events, Deliveries: res.Deliveries, Notices: res.Notices, Jobs: res.Jobs, Batches: res.Batches}

@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/tracing"
+	"github.com/jobgate/jobgate/test/jobtest"
 )
 
 // The admission span of the traced jobs of these tests.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/test/jobtest"
 )
 
 // BenchmarkJob63 is one permit report job end to end through a renderer on

@@ -3,7 +3,7 @@ package renderer
 import (
 	"context"
 	"github.com/jobgate/jobgate/internal/broker"
-	"github.com/jobgate/jobgate/internal/brokertest"
+	"github.com/jobgate/jobgate/test/brokertest"
 	"log/slog"
 	"os"
 	"sync"
@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The interop tests (internal/interop) run clients nobody on this project
-# wrote: Node.js packages pinned in internal/interop/node/package-lock.json
+# The interop tests (test/interop) run clients nobody on this project
+# wrote: Node.js packages pinned in test/interop/node/package-lock.json
 # (standardwebhooks, eventsource, @redocly/cli) and Prometheus's promtool.
 # Install what is missing and we may install; otherwise say how. A test whose
 # runtime is still missing skips with a message, or fails under CI=true.
@@ -56,7 +56,7 @@ fi
 # worker library the conformance suite (internal/conformance) builds and runs;
 # examples/endpoint-node: the endpoint type's handler TestEndpointNodeExample runs.
 if command -v npm >/dev/null; then
-  for dir in internal/interop/node sdk/typescript examples/endpoint-node; do
+  for dir in test/interop/node sdk/typescript examples/endpoint-node; do
   stamp="$dir/node_modules/.jobgate-lock.sha256"
   want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The end-to-end tracing test (internal/tracetest) reads jobgate's spans
+# The end-to-end tracing test (test/tracetest) reads jobgate's spans
 # back from a real OpenTelemetry Collector: tools/otelcol, a module of its
 # own (the OTLP receiver and the file exporter, nothing else), so jobgate's
 # go.mod stays free of it. Build it into bin/tools/otelcol, and again only

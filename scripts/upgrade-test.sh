@@ -2,7 +2,7 @@
 # make upgrade-test: build the previous release (UPGRADE_FROM, a commit;
 # there are no tags yet, so 66884e9, the last landed stop before the
 # upgrade test) from git history and this tree, then run
-# internal/upgradetest against both (docs/operations.md, "Upgrades").
+# test/upgradetest against both (docs/operations.md, "Upgrades").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 from="${UPGRADE_FROM:-66884e9}"
@@ -14,4 +14,4 @@ echo "building jobgate $from (the previous release) and this tree" >&2
 (cd "$tmp/src" && go build -o "$tmp/jobgate-old" ./cmd/jobgate)
 go build -o "$tmp/jobgate-new" ./cmd/jobgate
 JOBGATE_UPGRADE_OLD="$tmp/jobgate-old" JOBGATE_UPGRADE_NEW="$tmp/jobgate-new" \
-  go test -race -count=1 -timeout 20m -v ./internal/upgradetest/
+  go test -race -count=1 -timeout 20m -v ./test/upgradetest/

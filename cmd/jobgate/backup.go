@@ -15,7 +15,7 @@ import (
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/natsserver"
 	"github.com/jobgate/jobgate/internal/secretfile"
-	"github.com/jobgate/jobgate/internal/system"
+	"github.com/jobgate/jobgate/system"
 	"github.com/nats-io/nats.go"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/jobgate/jobgate/internal/bench"
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/renderer"
+	"github.com/jobgate/jobgate/system"
 	"github.com/nats-io/nats.go"
 )
 

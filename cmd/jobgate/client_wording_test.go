@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"net"
 	"regexp"
 	"strings"

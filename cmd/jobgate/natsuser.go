@@ -12,8 +12,8 @@ import (
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/natsserver"
-	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/system"
 )
 
 // runNATSUser prints the NATS credentials of a tenant's event subscribers,

@@ -17,7 +17,7 @@ import (
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/internal/system"
+	"github.com/jobgate/jobgate/system"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jobgate/jobgate/internal/config"
-	"github.com/jobgate/jobgate/internal/system"
+	"github.com/jobgate/jobgate/system"
 )
 
 // runServe runs gateway, dispatcher, renderer and notifier in one process on
@@ -46,7 +46,7 @@ func (m *Main) runComponent(ctx context.Context, name string, args []string) err
 }
 
 // runSystem starts the components (all of them for serve: nil) through
-// internal/system, waits for ctx (SIGTERM, Ctrl-C), then stops them within
+// system, waits for ctx (SIGTERM, Ctrl-C), then stops them within
 // system.StopTimeout: the gateway drains first, then the workers, the
 // dispatcher and the notifier, each within its share of the deadline. ctx
 // bounds only the start: its end is the signal to stop, not the stop.

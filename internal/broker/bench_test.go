@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/broker"
-	"github.com/jobgate/jobgate/internal/brokertest"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/test/brokertest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/broker"
-	"github.com/jobgate/jobgate/internal/brokertest"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/test/brokertest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )

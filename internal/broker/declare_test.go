@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/schema"
 	"github.com/jobgate/jobgate/internal/schemapool"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

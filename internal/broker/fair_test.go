@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/broker"
-	"github.com/jobgate/jobgate/internal/brokertest"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/test/brokertest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )

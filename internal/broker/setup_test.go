@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -72,7 +72,7 @@ func stopAtCleanup(t *testing.T, b *Broker) {
 	})
 }
 
-// storesOf is internal/system's BrokerStores on conn, which this package's
+// storesOf is system's BrokerStores on conn, which this package's
 // tests cannot import (it imports the broker).
 func storesOf(conn *jobtest.Conn) Stores {
 	res := conn.Res

@@ -9,7 +9,7 @@ import (
 )
 
 // Stores are the adapters a broker works on, every one required (New names
-// a missing one). internal/system maps the provisioned resources to them.
+// a missing one). system maps the provisioned resources to them.
 type Stores struct {
 	Jobs    *natsjs.Store       // job records: claims, beats and outcomes (JOBGATE_JOBS)
 	Work    *natsjs.WorkQueue   // work messages: the lanes it schedules, the retries it publishes (JOBGATE_WORK)

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/test/jobtest"
 )
 
 // A line about a job outside its attempt's span names the job's trace.

@@ -1,6 +1,6 @@
 // Package childproc holds what code that runs jobgate and worker processes
 // as children needs (the conformance runner, and the tests through
-// internal/jobtest): a clean environment and a buffer for their output.
+// test/jobtest): a clean environment and a buffer for their output.
 // It imports nothing of jobgate's and no testing package, so the jobgate
 // binary can carry it.
 package childproc

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,7 +27,7 @@ var binaries = sync.OnceValues(func() ([2]string, error) {
 	errs := make([]error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); errs[0] = jobtest.GoBuild(root, bin, "./cmd/jobgate") }()
-	go func() { defer wg.Done(); errs[1] = jobtest.GoBuild(root, gobin, "./internal/conformance/goworker") }()
+	go func() { defer wg.Done(); errs[1] = jobtest.GoBuild(root, gobin, "./test/conformance/goworker") }()
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

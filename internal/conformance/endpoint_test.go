@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/jobtest"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

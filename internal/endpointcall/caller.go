@@ -5,7 +5,7 @@
 // state rules and fair scheduling are the broker's, unchanged), POSTs each
 // attempt, signed as Standard Webhooks, to the type's URL, and reports
 // the answer as the attempt's outcome. The dispatcher component runs one
-// (internal/system), in `serve` and in `jobgate dispatcher`.
+// (system), in `serve` and in `jobgate dispatcher`.
 //
 // A cancel reaches an attempt as it reaches any worker, at its next beat:
 // the caller beats every half second, so the request's context (and with

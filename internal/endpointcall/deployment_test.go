@@ -10,9 +10,9 @@ import (
 
 	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/internal/config"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsserver"
-	"github.com/jobgate/jobgate/internal/system"
+	"github.com/jobgate/jobgate/system"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/endpointcall"
-	"github.com/jobgate/jobgate/internal/jobtest"
-	"github.com/jobgate/jobgate/internal/system"
+	"github.com/jobgate/jobgate/system"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/stretchr/testify/require"
 )
 

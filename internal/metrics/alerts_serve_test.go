@@ -13,7 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
-	"github.com/jobgate/jobgate/internal/system"
+	"github.com/jobgate/jobgate/system"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )

@@ -2,7 +2,7 @@
 // only: the gateway, the dispatcher and the notifier reach JetStream only
 // through it (the renderer, a worker, speaks core NATS through pkg/worker),
 // and it links no NATS server (the embedded server and who may log in to
-// it are internal/natsserver's; internal/archtest checks). It names the
+// it are internal/natsserver's; test/archtest checks). It names the
 // layout (streams, buckets, subjects and consumers; nothing outside spells
 // them), provisions it with the configured replicas or binds to it,
 // refusing resources whose settings differ (Layout, Provision, Bind,
@@ -25,7 +25,7 @@
 // and this package's (ErrExists, ErrStale, ErrWorkGone, ErrOwned,
 // ErrLayoutMismatch): JetStream's errors are mapped here and nowhere else,
 // and the services declare the small interfaces they consume and take them
-// as a Stores of their own, which internal/system maps Resources to
-// (internal/archtest checks they import no NATS client and name no
+// as a Stores of their own, which system maps Resources to
+// (test/archtest checks they import no NATS client and name no
 // Resources).
 package natsjs

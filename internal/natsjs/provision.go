@@ -179,7 +179,7 @@ func (m mismatchErrors) Unwrap() []error {
 // errors are the domain's (job.ErrNotFound, job.ErrUnavailable, ...) and
 // this package's (ErrExists, ErrStale, ErrWorkGone). No service takes them
 // whole: each declares the small interfaces it consumes and takes them as
-// a Stores of its own, and only the assembly (internal/system) maps
+// a Stores of its own, and only the assembly (system) maps
 // Resources to those.
 type Resources struct {
 	Jobs       *Store       // job records (JOBGATE_JOBS)

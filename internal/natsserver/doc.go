@@ -10,8 +10,8 @@
 // confined by WorkerPermissions to those types' protocol requests), whose
 // passwords derive from the data dir's secret (SubscriberSecret), so
 // `jobgate nats-user` mints them without the server and the server accepts
-// them without a restart. Besides the test cluster (internal/clustertest),
+// them without a restart. Besides the test cluster (test/clustertest),
 // it is the one package of jobgate that imports nats-server: the JetStream
 // adapters it builds on (internal/natsjs) and the public pkg/worker and
-// pkg/client link none of it (internal/archtest checks).
+// pkg/client link none of it (test/archtest checks).
 package natsserver

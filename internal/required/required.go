@@ -1,6 +1,6 @@
 // Package required checks that a service was given every adapter its
 // Stores declares. Each service takes a struct of its own naming the
-// adapters it uses, internal/system maps the provisioned resources to it,
+// adapters it uses, system maps the provisioned resources to it,
 // and a field left out is a mistake that the service's New reports by name
 // rather than a nil dereference later.
 package required

@@ -13,7 +13,7 @@
 // global tracer provider stays OpenTelemetry's no-op, and spans cost a
 // context lookup.
 //
-// Only internal/system (for every process it assembles) and tests import
+// Only system (for every process it assembles) and tests import
 // it. What the components share of the API — the tracer, the job's trace
 // context as it is stored and carried, the attempt span's identity, the
 // log handler that stamps trace_id and span_id — is internal/tracing, which

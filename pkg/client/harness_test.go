@@ -18,17 +18,17 @@ import (
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/jobtest"
 	"github.com/jobgate/jobgate/internal/natsjs"
-	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/client"
+	"github.com/jobgate/jobgate/system"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // testBundle is a real gateway and dispatcher on real embedded JetStream,
-// built as serve builds them (internal/system; no renderer: the tests drive
+// built as serve builds them (system; no renderer: the tests drive
 // the jobs), plus what a test needs to look behind it (the job store, the
 // result store) and a token.
 type testBundle struct {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
-	"github.com/jobgate/jobgate/internal/jobtest"
-	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/internal/tenantquota"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/client"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/system"
+	"github.com/jobgate/jobgate/test/jobtest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )

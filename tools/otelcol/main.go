@@ -1,5 +1,5 @@
 // Command otelcol is the smallest OpenTelemetry Collector the end-to-end
-// tracing test (internal/tracetest) needs: the OTLP receiver and the file
+// tracing test (test/tracetest) needs: the OTLP receiver and the file
 // exporter, nothing else, so that a cold build stays short enough for CI
 // (a few minutes). The Collector's own telemetry is a logger on stderr
 // and no-op metrics and traces: the configurable kind (otelconftelemetry

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
-	"github.com/jobgate/jobgate/internal/system"
 	"github.com/jobgate/jobgate/pkg/worker"
+	"github.com/jobgate/jobgate/system"
 )
 
 // Deployment is a whole jobgate running in this process, as `jobgate serve

@@ -1,5 +1,5 @@
 """The conformance suite's Python worker (internal/conformance): the job types and handlers of
-internal/conformance/goworker and sdk/typescript/test/conformance-worker.ts, on this package. It prints
+test/conformance/goworker and sdk/typescript/test/conformance-worker.ts, on this package. It prints
 one JSON line per thing the suite checks.
 
 Environment: JOBGATE_NATS_URL, JOBGATE_WORKER_USER, JOBGATE_WORKER_PASSWORD, CONF_SPEC (testdata/types.json),

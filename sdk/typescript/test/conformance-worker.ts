@@ -1,5 +1,5 @@
 // The conformance suite's TypeScript worker (internal/conformance): the
-// same job types and handlers as internal/conformance/goworker, on this
+// same job types and handlers as test/conformance/goworker, on this
 // library. It prints one JSON line per thing the suite checks.
 //
 // Environment: JOBGATE_NATS_URL, JOBGATE_WORKER_USER, JOBGATE_WORKER_PASSWORD,
