@@ -216,7 +216,7 @@ func (o bulkOutcome) add(r *api.AdminBulkResult) {
 func (g *Gateway) bulkOne(ctx context.Context, id auth.Identity, call *bulkCall, e index.Entry) bulkOutcome {
 	fail := func(jobID string, err error) bulkOutcome {
 		g.log.Warn("admin bulk "+call.action+": job not changed", "job_id", jobID, "err", err)
-		return bulkOutcome{matched: true, did: bulkFailed, jobID: jobID, problem: job.NewProblem(err).Type}
+		return bulkOutcome{matched: true, did: bulkFailed, jobID: jobID, problem: problemOf(err).Type}
 	}
 	rec, err := g.jobs.Get(ctx, job.StoreKey(e.Tenant, e.Requester, e.ID))
 	switch {

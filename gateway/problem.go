@@ -38,12 +38,12 @@ func logOf(c *fiber.Ctx) *slog.Logger {
 }
 
 // writeProblem renders err as a problem. The client reads the catalogue's
-// fixed detail (job.NewProblem), never err's text; the text goes to the log
+// fixed detail (problemOf), never err's text; the text goes to the log
 // with the request id the answer carries (X-Request-Id, and request_id in a
 // 5xx body): every 500 at error level, a 503 at warn, anything else at
 // debug.
 func writeProblem(c *fiber.Ctx, err error) error {
-	p := job.NewProblem(err)
+	p := problemOf(err)
 	id := requestID(c)
 	c.Set(headerRequestID, id)
 	if p.Status >= http.StatusInternalServerError {

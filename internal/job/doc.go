@@ -2,8 +2,8 @@
 // lifecycle (which changes each component may make, as compare-and-set
 // writes), scoped job ids and key hashes, store keys, the submission decoder
 // and its fingerprint (with a submission's flow fields: flow.go), type declarations as stored, the record's hand-built
-// codecs, the flow keys a type's flow control takes for a job (FlowKeys),
-// and the one map from errors to problem documents (NewProblem). The
+// codecs and the flow keys a type's flow control takes for a job (FlowKeys);
+// the map from errors to problem documents is the gateway's. The
 // contract's own types (states, the resource, failures, problems and their
 // sentinels) are pkg/api's, known here under the same names. It is internal:
 // users see pkg/api.

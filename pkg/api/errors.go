@@ -101,7 +101,7 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrKeyReused }
 
 // UserError is an error whose message is written for the client: the
-// problem document of it carries Message as its detail (NewProblem), where
+// problem document of it carries Message as its detail (the gateway's problemOf), where
 // any other error's text is replaced by the catalogue's fixed detail. Err is
 // the catalogue's sentinel it stands for; Message must name nothing of the
 // server (no store, subject or file), only what the client sent or may do.

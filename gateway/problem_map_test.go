@@ -1,4 +1,4 @@
-package job_test
+package gateway
 
 import (
 	"encoding/json"
@@ -57,7 +57,7 @@ func TestProblemRoundTrip(t *testing.T) {
 	for _, k := range job.ProblemKinds() {
 		t.Run(k.Slug, func(t *testing.T) {
 			t.Parallel()
-			sent := job.NewProblem(fmt.Errorf("job_x: %w", k.Err))
+			sent := problemOf(fmt.Errorf("job_x: %w", k.Err))
 			require.Equal(t, "/problems/"+k.Slug, sent.Type)
 			require.Equal(t, k.Status, sent.Status)
 			raw, err := json.Marshal(sent)
@@ -76,16 +76,16 @@ func TestProblemRoundTrip(t *testing.T) {
 
 func TestProblemDetails(t *testing.T) {
 	t.Parallel()
-	p := job.NewProblem(errors.New("disk on fire at /var/secret"))
+	p := problemOf(errors.New("disk on fire at /var/secret"))
 	require.Equal(t, 500, p.Status)
 	require.Equal(t, "/problems/internal", p.Type)
 	require.Equal(t, job.InternalProblem.Detail, p.Detail, "an internal error's text is not shown")
 	require.NotContains(t, p.Detail, "disk on fire")
 
-	p = job.NewProblem(fmt.Errorf("job_other of tenant 4: %w", job.ErrNotFound))
+	p = problemOf(fmt.Errorf("job_other of tenant 4: %w", job.ErrNotFound))
 	require.NotContains(t, p.Detail, "tenant 4", "not-found says the same words for a missing and a foreign job")
 
-	p = job.NewProblem(&job.ValidationError{Errors: []job.FieldError{{Field: "params.pages", Message: "too big"}}})
+	p = problemOf(&job.ValidationError{Errors: []job.FieldError{{Field: "params.pages", Message: "too big"}}})
 	require.Equal(t, 422, p.Status)
 	require.Len(t, p.Errors, 1)
 	var ve *job.ValidationError
@@ -95,7 +95,7 @@ func TestProblemDetails(t *testing.T) {
 
 	require.Contains(t, p.Error(), "params.pages: too big", "a client's error names the fields")
 
-	p = job.NewProblem(&job.ConflictError{JobID: "job_abc"})
+	p = problemOf(&job.ConflictError{JobID: "job_abc"})
 	require.Equal(t, 409, p.Status)
 	p.Detail = "the journal holds this key for a different request"
 	require.Contains(t, p.Error(), "job_abc", "a client's error names the job the key belongs to")
@@ -104,7 +104,7 @@ func TestProblemDetails(t *testing.T) {
 	require.ErrorAs(t, p, &ce)
 	require.Equal(t, "job_abc", ce.JobID)
 	require.ErrorIs(t, ce, job.ErrKeyReused)
-	require.False(t, errors.As(job.NewProblem(job.ErrNotFound), &ce), "only a reused key is a conflict error")
+	require.False(t, errors.As(problemOf(job.ErrNotFound), &ce), "only a reused key is a conflict error")
 }
 
 // A catalogued error's own text never reaches the client: it may name the
@@ -114,14 +114,14 @@ func TestProblemDetailIsTheCataloguesNotTheErrors(t *testing.T) {
 	const internals = "nats: no responders available for request"
 	for _, k := range job.ProblemKinds() {
 		err := fmt.Errorf("index read: %w: %w", k.Err, errors.New(internals))
-		p := job.NewProblem(err)
+		p := problemOf(err)
 		require.Equal(t, k.Detail, p.Detail, k.Slug)
 		raw, merr := json.Marshal(p)
 		require.NoError(t, merr)
 		require.NotContains(t, string(raw), "nats", k.Slug)
 		require.NotContains(t, string(raw), "index read", k.Slug)
 	}
-	p := job.NewProblem(fmt.Errorf("index read: %w: %s", job.ErrUnavailable, internals))
+	p := problemOf(fmt.Errorf("index read: %w: %s", job.ErrUnavailable, internals))
 	require.Equal(t, "the job store is unavailable; retry after Retry-After with the same Idempotency-Key", p.Detail)
 }
 
@@ -133,19 +133,19 @@ func TestUserErrorsCarryTheirMessage(t *testing.T) {
 	ue := job.Userf(job.ErrBadRequest, "limit must be 1 to %d", 100)
 	require.ErrorIs(t, ue, job.ErrBadRequest)
 	require.Equal(t, "bad request: limit must be 1 to 100", ue.Error())
-	require.Equal(t, "limit must be 1 to 100", job.NewProblem(ue).Detail)
-	require.Equal(t, "limit must be 1 to 100", job.NewProblem(fmt.Errorf("list jobs: %w", ue)).Detail, "wrapped")
+	require.Equal(t, "limit must be 1 to 100", problemOf(ue).Detail)
+	require.Equal(t, "limit must be 1 to 100", problemOf(fmt.Errorf("list jobs: %w", ue)).Detail, "wrapped")
 
 	// A user message under another kind does not speak for it.
 	mixed := fmt.Errorf("%w: %w", job.ErrUnavailable, ue)
-	p := job.NewProblem(mixed)
+	p := problemOf(mixed)
 	require.Equal(t, 503, p.Status)
 	require.Equal(t, job.ProblemFor(job.ErrUnavailable).Detail, p.Detail)
 
 	// The typed client errors keep their fields.
-	v := job.NewProblem(fmt.Errorf("schema: %w", &job.ValidationError{Errors: []job.FieldError{{Field: "/params/pages", Message: "must be at least 1"}}}))
+	v := problemOf(fmt.Errorf("schema: %w", &job.ValidationError{Errors: []job.FieldError{{Field: "/params/pages", Message: "must be at least 1"}}}))
 	require.Equal(t, "one or more fields are invalid", v.Detail)
 	require.Len(t, v.Errors, 1)
-	c := job.NewProblem(&job.ConflictError{JobID: "job_abc"})
+	c := problemOf(&job.ConflictError{JobID: "job_abc"})
 	require.Contains(t, c.Detail, "job_abc")
 }
