@@ -132,7 +132,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 20s ./internal/canon
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime 20s ./internal/job
-	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./internal/job
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalRecord$$' -fuzztime 20s ./internal/codec
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyFastPath$$' -fuzztime 20s ./internal/schema
 	$(GO) test -run '^$$' -fuzz '^FuzzPubAck$$' -fuzztime 20s ./internal/natsjs
 	$(GO) test -run '^$$' -fuzz '^FuzzCostModel$$' -fuzztime 20s ./internal/schema

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/failpoint"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -301,7 +302,7 @@ func (g *Gateway) resource(rec *job.Record) *job.Resource {
 // appendResource writes the same view as resource, encoded, to b.
 func (g *Gateway) appendResource(b []byte, rec *job.Record) []byte {
 	href, exp := g.resultLink(rec)
-	return rec.AppendResourceJSON(b, href, exp)
+	return codec.AppendRecordResource(b, rec, href, exp)
 }
 
 // resultLink signs a fresh result link for a succeeded job.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 )
 
@@ -11,7 +12,7 @@ import (
 // and status read, take the hand-built encoder (same bytes, no reflection).
 func jsonMarshal(v any) ([]byte, error) {
 	if r, ok := v.(*job.Resource); ok {
-		return job.AppendResource(make([]byte, 0, 768), r), nil
+		return codec.AppendResource(make([]byte, 0, 768), r), nil
 	}
 	return json.Marshal(v)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +16,7 @@ func TestSucceededAfterReadsTheStoredEvent(t *testing.T) {
 	created := time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)
 	r := &job.Record{ID: "job_01", Type: EndpointType, Tenant: "ep", Requester: "ep-0", State: job.StateQueued,
 		Params: []byte(`{"n":1}`), CreatedAt: created, UpdatedAt: created, Revision: 1}
-	event := func() []byte { return job.AppendResource(nil, r.Resource("", r.UpdatedAt)) }
+	event := func() []byte { return codec.AppendResource(nil, r.Resource("", r.UpdatedAt)) }
 
 	_, ok := succeededAfter(event(), EndpointType)
 	require.False(t, ok, "a queued job is not done")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
@@ -37,7 +38,7 @@ func runFloor(ctx context.Context, res *natsjs.Resources, tenant string, clients
 		Fingerprint: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Type: "permit_report",
 		Params: []byte(`{"case_id":47,"pages":1,"revision":29}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
-	data, err := tmpl.Marshal()
+	data, err := codec.MarshalRecord(tmpl)
 	if err != nil {
 		return Samples{}, err
 	}

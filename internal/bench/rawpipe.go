@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/nats-io/nats.go"
@@ -74,13 +75,13 @@ func runRawPipeline(ctx context.Context, res *natsjs.Resources, inserters, worke
 		Fingerprint: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Type: NoopType,
 		Params: []byte(`{"n":1}`), State: job.StateQueued, CreatedAt: now, UpdatedAt: now,
 	}
-	qdata, err := queued.Marshal()
+	qdata, err := codec.MarshalRecord(queued)
 	if err != nil {
 		return PipeResult{}, err
 	}
 	done := queued.Clone()
 	done.State, done.Attempt, done.StartedAt, done.FinishedAt = job.StateSucceeded, 1, &now, &now
-	ddata, err := done.Marshal()
+	ddata, err := codec.MarshalRecord(done)
 	if err != nil {
 		return PipeResult{}, err
 	}

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The key hash that logs and records carry must not give a guessable key
@@ -37,5 +39,23 @@ func TestKeyHashIsKeyedBySecret(t *testing.T) {
 	id := a.Derive("4", "reviewer-47", key)
 	if ha == id[4:20] {
 		t.Fatal("key hash is a piece of the job id")
+	}
+}
+
+func TestIDDeriverMatchesDeriveID(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef")
+	d := NewIDDeriver(secret)
+	for _, c := range [][3]string{{"4", "reviewer-47", "r-63"}, {"t", "r", ""}, {"a", "b", string(make([]byte, 255))}} {
+		require.Equal(t, DeriveID(secret, c[0], c[1], c[2]), d.Derive(c[0], c[1], c[2]))
+		require.Equal(t, DeriveID(secret, c[0], c[1], c[2]), d.Derive(c[0], c[1], c[2]), "again, from the pool")
+	}
+}
+
+func BenchmarkDeriveID(b *testing.B) {
+	d := NewIDDeriver([]byte("0123456789abcdef"))
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Derive("4", "reviewer-47", "r-63")
 	}
 }

@@ -2,7 +2,6 @@ package job
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -169,25 +168,3 @@ func (e *TransitionError) Error() string {
 
 // Is lets errors.Is(err, ErrInvalidState) match.
 func (e *TransitionError) Is(target error) bool { return target == ErrInvalidState }
-
-// Marshal encodes the record for storage (the bytes encoding/json would
-// write, built without reflection: see encode.go).
-func (r *Record) Marshal() ([]byte, error) {
-	if len(r.Params) > 0 && !json.Valid(r.Params) {
-		return nil, fmt.Errorf("job %s: params are not valid JSON", r.ID)
-	}
-	return r.AppendJSON(make([]byte, 0, 512)), nil
-}
-
-// UnmarshalRecord decodes a stored record and attaches its revision.
-func UnmarshalRecord(data []byte, revision uint64) (*Record, error) {
-	var r Record
-	if !r.fastUnmarshal(data) { // records this version wrote take the fast path
-		r = Record{}
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, err
-		}
-	}
-	r.Revision = revision
-	return &r, nil
-}

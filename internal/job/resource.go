@@ -10,7 +10,7 @@ func (r *Record) Resource(href string, expires time.Time) *Resource {
 		ID: r.ID, Type: r.Type, Params: r.Params, State: r.State, Attempt: r.Attempt,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StartedAt: r.StartedAt,
 		FinishedAt: r.FinishedAt, Progress: r.Progress,
-		RunAt: r.RunAt, StartBy: r.StartBy, Priority: r.shownPriority(),
+		RunAt: r.RunAt, StartBy: r.StartBy, Priority: r.ShownPriority(),
 		Links: Links{Self: self, Events: self + "/events", Result: self + "/result"},
 	}
 	if r.State == StateRunning {
@@ -21,7 +21,7 @@ func (r *Record) Resource(href string, expires time.Time) *Resource {
 			res.Error = &f
 		}
 	}
-	if r.State == StateFailed || r.deadlineMissed() {
+	if r.State == StateFailed || r.DeadlineMissed() {
 		res.Error = r.Error
 	}
 	if r.State == StateSucceeded && r.Output != nil {
@@ -35,16 +35,17 @@ func (r *Record) Resource(href string, expires time.Time) *Resource {
 	return res
 }
 
-// shownPriority is the priority the resource shows: none for the default.
-func (r *Record) shownPriority() int {
+// ShownPriority is the priority the resource shows: none (0) for the
+// default.
+func (r *Record) ShownPriority() int {
 	if r.Priority == DefaultPriority {
 		return 0
 	}
 	return r.Priority
 }
 
-// deadlineMissed reports a job canceled because it had not started by its
+// DeadlineMissed reports a job canceled because it had not started by its
 // start_by: the one cancel whose resource shows an error.
-func (r *Record) deadlineMissed() bool {
+func (r *Record) DeadlineMissed() bool {
 	return r.State == StateCanceled && r.Error != nil && r.Error.Category == CategoryDeadline
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -87,7 +88,7 @@ func (c *LoggedChange) Record() (*job.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("change %s: %w", c.msg.Subject(), err)
 	}
-	return job.UnmarshalRecord(c.msg.Data(), md.Sequence.Stream)
+	return codec.UnmarshalRecord(c.msg.Data(), md.Sequence.Stream)
 }
 
 // Ack marks the change relayed.

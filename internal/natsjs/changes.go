@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,7 +27,7 @@ type RecordChange struct {
 // ChangeOf is the change that stored r at r.Revision, as a watch delivers
 // it (stubs of a watch in tests).
 func ChangeOf(r *job.Record) (RecordChange, error) {
-	data, err := r.Marshal()
+	data, err := codec.MarshalRecord(r)
 	if err != nil {
 		return RecordChange{}, err
 	}
@@ -34,7 +35,7 @@ func ChangeOf(r *job.Record) (RecordChange, error) {
 }
 
 // Record decodes the changed record.
-func (c RecordChange) Record() (*job.Record, error) { return job.UnmarshalRecord(c.data, c.Revision) }
+func (c RecordChange) Record() (*job.Record, error) { return codec.UnmarshalRecord(c.data, c.Revision) }
 
 // RecordWatch follows the changes of every job record from the moment it was
 // started: one ordered consumer, whatever the number of records.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/tracing"
 	"github.com/nats-io/nats.go"
@@ -45,7 +46,7 @@ const (
 func publishWork(ctx context.Context, js jetstream.JetStream, r *job.Record, generation int, event uint64) error {
 	msg := &nats.Msg{Subject: WorkSubjectOf(r), Data: []byte(r.Key()), Header: nats.Header{}}
 	if r.Revision > 0 {
-		if data, err := r.Marshal(); err == nil {
+		if data, err := codec.MarshalRecord(r); err == nil {
 			msg.Data = data
 			msg.Header.Set(workRevisionHeader, strconv.FormatUint(r.Revision, 10))
 		}
@@ -93,7 +94,7 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, r *job.Record) er
 // eventMsgOf is the event of r's change: the job's resource, under the
 // change's message id.
 func eventMsgOf(r *job.Record) *nats.Msg {
-	data := job.AppendResource(make([]byte, 0, 768), r.Resource("", r.UpdatedAt))
+	data := codec.AppendResource(make([]byte, 0, 768), r.Resource("", r.UpdatedAt))
 	msg := &nats.Msg{Subject: EventSubject(r.Tenant, r.Requester, r.ID), Data: data, Header: nats.Header{}}
 	// The job's trace context (its admission span): a notice about the
 	// event is traced as the job's (notifier), whoever published it.

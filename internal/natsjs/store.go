@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/retry"
 	"github.com/nats-io/nats.go"
@@ -42,7 +43,7 @@ func (s *Store) KV() jetstream.KeyValue { return s.kv }
 // creates of one key exactly one succeeds, the rest get ErrExists. This is
 // the admission commit.
 func (s *Store) Create(ctx context.Context, r *job.Record) error {
-	data, err := r.Marshal()
+	data, err := codec.MarshalRecord(r)
 	if err != nil {
 		return fmt.Errorf("encode job %s: %w", r.ID, err)
 	}
@@ -75,7 +76,7 @@ func (s *Store) Get(ctx context.Context, key string) (*job.Record, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	r, err := job.UnmarshalRecord(e.Value(), e.Revision())
+	r, err := codec.UnmarshalRecord(e.Value(), e.Revision())
 	if err != nil {
 		return nil, fmt.Errorf("decode job %s: %w", key, err)
 	}
@@ -85,7 +86,7 @@ func (s *Store) Get(ctx context.Context, key string) (*job.Record, error) {
 // Update writes r if the stored revision is still r.Revision, and sets
 // r.Revision to the new one. A lost race is ErrStale.
 func (s *Store) Update(ctx context.Context, r *job.Record) error {
-	data, err := r.Marshal()
+	data, err := codec.MarshalRecord(r)
 	if err != nil {
 		return fmt.Errorf("encode job %s: %w", r.ID, err)
 	}
@@ -195,7 +196,7 @@ func (s *Store) List(ctx context.Context, tenant, requester string) ([]*job.Reco
 				return out, nil
 			}
 			s.reads.Add(1)
-			r, err := job.UnmarshalRecord(e.Value(), e.Revision())
+			r, err := codec.UnmarshalRecord(e.Value(), e.Revision())
 			if err != nil {
 				continue
 			}

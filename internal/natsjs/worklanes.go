@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -241,7 +242,7 @@ func laneMsgOf(seq uint64, subject string, h nats.Header, data []byte) *LaneMsg 
 		// The record, if it is the subject's job's (the subject is what
 		// the stream's permissions and the lanes go by).
 		if holdsRecord {
-			if rec, err := job.UnmarshalRecord(data, rev); err == nil && rec.Tenant == t && rec.Requester == q && rec.ID == id {
+			if rec, err := codec.UnmarshalRecord(data, rev); err == nil && rec.Tenant == t && rec.Requester == q && rec.ID == id {
 				msg.Rec = rec
 			}
 		}

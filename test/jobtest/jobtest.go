@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/codec"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/natsserver"
@@ -260,7 +261,7 @@ func Watch(t testing.TB, res *natsjs.Resources, key string) *History {
 			if e == nil || e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			if r, err := job.UnmarshalRecord(e.Value(), e.Revision()); err == nil {
+			if r, err := codec.UnmarshalRecord(e.Value(), e.Revision()); err == nil {
 				h.mu.Lock()
 				h.recs = append(h.recs, r)
 				h.mu.Unlock()

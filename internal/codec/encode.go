@@ -1,4 +1,4 @@
-package job
+package codec
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jobgate/jobgate/internal/job"
 )
 
 // Hand-built encoders for the two documents on the admission and read hot
@@ -15,8 +17,8 @@ import (
 // reflection, which the benchmarks showed to be a large share of a request's
 // CPU and allocations. encode_test.go holds them to encoding/json's output.
 
-// AppendJSON appends the stored form of r to b.
-func (r *Record) AppendJSON(b []byte) []byte {
+// AppendRecord appends the stored form of r to b.
+func AppendRecord(b []byte, r *job.Record) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
 	b = append(b, `,"tenant":`...)
@@ -110,7 +112,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func appendAttempts(b []byte, as []Attempt) []byte {
+func appendAttempts(b []byte, as []job.Attempt) []byte {
 	if len(as) == 0 {
 		return b
 	}
@@ -138,7 +140,7 @@ func appendAttempts(b []byte, as []Attempt) []byte {
 }
 
 // AppendResource appends the public form of res to b (the hot path of every status read; encoding/json gives the same bytes).
-func AppendResource(b []byte, res *Resource) []byte {
+func AppendResource(b []byte, res *job.Resource) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, res.ID)
 	b = append(b, `,"type":`...)
@@ -190,10 +192,10 @@ func AppendResource(b []byte, res *Resource) []byte {
 	return append(b, `}}`...)
 }
 
-// AppendResourceJSON appends r.Resource(href, expires) in its JSON form to
+// AppendRecordResource appends r.Resource(href, expires) in its JSON form to
 // b without building the Resource (the response body of admissions and
 // status reads).
-func (r *Record) AppendResourceJSON(b []byte, href string, expires time.Time) []byte {
+func AppendRecordResource(b []byte, r *job.Record, href string, expires time.Time) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
 	b = append(b, `,"type":`...)
@@ -210,17 +212,17 @@ func (r *Record) AppendResourceJSON(b []byte, href string, expires time.Time) []
 	b = appendTime(b, r.UpdatedAt)
 	b = appendOptTime(b, `,"started_at":`, r.StartedAt)
 	b = appendOptTime(b, `,"finished_at":`, r.FinishedAt)
-	if r.State == StateRunning {
+	if r.State == job.StateRunning {
 		b = appendOptTime(b, `,"retry_at":`, r.RetryAt)
 	}
 	b = appendOptTime(b, `,"run_at":`, r.RunAt)
 	b = appendOptTime(b, `,"start_by":`, r.StartBy)
-	b = appendPriority(b, r.shownPriority())
+	b = appendPriority(b, r.ShownPriority())
 	b = appendProgress(b, r.Progress)
-	if r.State == StateFailed || r.deadlineMissed() {
+	if r.State == job.StateFailed || r.DeadlineMissed() {
 		b = appendFailure(b, r.Error)
 	}
-	if o := r.Output; r.State == StateSucceeded && o != nil {
+	if o := r.Output; r.State == job.StateSucceeded && o != nil {
 		b = append(b, `,"result":{`...)
 		if href != "" {
 			b = append(b, `"href":`...)
@@ -255,7 +257,7 @@ func appendPriority(b []byte, p int) []byte {
 	return strconv.AppendInt(b, int64(p), 10)
 }
 
-func appendProgress(b []byte, p *Progress) []byte {
+func appendProgress(b []byte, p *job.Progress) []byte {
 	if p == nil {
 		return b
 	}
@@ -268,7 +270,7 @@ func appendProgress(b []byte, p *Progress) []byte {
 	return append(b, '}')
 }
 
-func appendFailure(b []byte, f *Failure) []byte {
+func appendFailure(b []byte, f *job.Failure) []byte {
 	if f == nil {
 		return b
 	}

@@ -1,4 +1,4 @@
-package job
+package codec
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/job"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,9 +69,9 @@ func (f *filler) fill(v reflect.Value, path string) {
 
 // fullRecord is a Record with every field, and every field of the structs
 // it owns, set to a non-zero value.
-func fullRecord(t testing.TB) *Record {
+func fullRecord(t testing.TB) *job.Record {
 	t.Helper()
-	r := &Record{}
+	r := &job.Record{}
 	(&filler{t: t}).fill(reflect.ValueOf(r).Elem(), "Record")
 	return r
 }
@@ -78,15 +79,15 @@ func fullRecord(t testing.TB) *Record {
 // roundTrip encodes r with the hand-written encoder, requires exactly the
 // bytes encoding/json writes, decodes them on the fast path and requires
 // the very same record back.
-func roundTrip(t *testing.T, r *Record, what string) {
+func roundTrip(t *testing.T, r *job.Record, what string) {
 	t.Helper()
-	data, err := r.Marshal()
+	data, err := MarshalRecord(r)
 	require.NoError(t, err, what)
 	want, err := json.Marshal(r)
 	require.NoError(t, err, what)
 	require.Equal(t, string(want), string(data), "%s: the encoder writes what encoding/json writes", what)
-	var fast Record
-	require.True(t, fast.fastUnmarshal(data), "%s: the fast decoder takes what the encoder wrote: %s", what, data)
+	var fast job.Record
+	require.True(t, fastUnmarshal(&fast, data), "%s: the fast decoder takes what the encoder wrote: %s", what, data)
 	fast.Revision = r.Revision
 	require.Equal(t, r, &fast, "%s: fast decoder", what)
 	got, err := UnmarshalRecord(data, r.Revision)
@@ -96,9 +97,9 @@ func roundTrip(t *testing.T, r *Record, what string) {
 
 // The record codecs cannot lose a field: a record with every field set
 // (and, one at a time, with only one field set) comes back from
-// Marshal/UnmarshalRecord equal, through the fast decoder. A field added
+// MarshalRecord/UnmarshalRecord equal, through the fast decoder. A field added
 // to Record (or to Progress, Failure, Output) without its case in
-// AppendJSON and fastUnmarshal fails here.
+// AppendRecord and fastUnmarshal fails here.
 func TestRecordCodecKeepsEveryField(t *testing.T) {
 	t.Parallel()
 	full := fullRecord(t)
@@ -111,20 +112,20 @@ func TestRecordCodecKeepsEveryField(t *testing.T) {
 	fv := reflect.ValueOf(full).Elem()
 	for i := range fv.NumField() {
 		name := fv.Type().Field(i).Name
-		one := &Record{Params: null}
+		one := &job.Record{Params: null}
 		reflect.ValueOf(one).Elem().Field(i).Set(fv.Field(i))
 		roundTrip(t, one, name)
 	}
 	// Zero values inside the structs a record owns (0, "", false) are
 	// stored too.
-	roundTrip(t, &Record{Params: null, Progress: &Progress{}, Error: &Failure{}, Output: &Output{}, Attempts: []Attempt{{}}}, "empty nested structs")
+	roundTrip(t, &job.Record{Params: null, Progress: &job.Progress{}, Error: &job.Failure{}, Output: &job.Output{}, Attempts: []job.Attempt{{}}}, "empty nested structs")
 }
 
 // The resource encoders write what encoding/json writes for every field of
-// Resource, and AppendResourceJSON what Resource() builds, in every state.
+// Resource, and AppendRecordResource what Resource() builds, in every state.
 func TestResourceCodecKeepsEveryField(t *testing.T) {
 	t.Parallel()
-	res := &Resource{}
+	res := &job.Resource{}
 	(&filler{t: t}).fill(reflect.ValueOf(res).Elem(), "Resource")
 	want, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -132,18 +133,43 @@ func TestResourceCodecKeepsEveryField(t *testing.T) {
 
 	r := fullRecord(t)
 	expires := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for _, state := range []State{StateScheduled, StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled} {
+	for _, state := range []job.State{job.StateScheduled, job.StateQueued, job.StateRunning, job.StateSucceeded, job.StateFailed, job.StateCanceled} {
 		r.State = state
 		for _, href := range []string{"", "/v1/results/x.y"} {
 			want, err := json.Marshal(r.Resource(href, expires))
 			require.NoError(t, err)
-			require.Equal(t, string(want), string(r.AppendResourceJSON(nil, href, expires)), "%s, href %q", state, href)
+			require.Equal(t, string(want), string(AppendRecordResource(nil, r, href, expires)), "%s, href %q", state, href)
 		}
 	}
 	// A job canceled because it missed its start_by shows why.
-	r.State, r.Error = StateCanceled, &Failure{Category: CategoryDeadline, Message: "late"}
+	r.State, r.Error = job.StateCanceled, &job.Failure{Category: job.CategoryDeadline, Message: "late"}
 	want, err = json.Marshal(r.Resource("", expires))
 	require.NoError(t, err)
 	require.Contains(t, string(want), `"category":"deadline_exceeded"`)
-	require.Equal(t, string(want), string(r.AppendResourceJSON(nil, "", expires)))
+	require.Equal(t, string(want), string(AppendRecordResource(nil, r, "", expires)))
+}
+
+// The attempt history the lifecycle writes is stored with each attempt's
+// full message, and the resource never shows it.
+func TestAttemptHistoryIsStoredNotShown(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	r := &job.Record{ID: "job_x", State: job.StateQueued, CreatedAt: t0, UpdatedAt: t0}
+	require.NoError(t, r.Claim("w1", t0.Add(time.Second)))
+	f := &job.Failure{Category: job.CategoryRenderError, Message: "the job's worker reported an error", Retryable: true}
+	require.NoError(t, r.ScheduleRetry(f, t0.Add(10*time.Second), t0.Add(2*time.Second)))
+	r.NoteCause("render: font cache at /var/cache/x corrupt")
+	require.NoError(t, r.Claim("w2", t0.Add(10*time.Second)))
+	require.NoError(t, r.Succeed(&job.Output{Object: "o"}, t0.Add(11*time.Second)))
+	require.Len(t, r.Attempts, 2)
+
+	data, err := MarshalRecord(r)
+	require.NoError(t, err)
+	back, err := UnmarshalRecord(data, 7)
+	require.NoError(t, err)
+	require.Equal(t, r.Attempts, back.Attempts, "stored")
+	require.Equal(t, "render: font cache at /var/cache/x corrupt", back.Attempts[0].Error.Message)
+	body := string(AppendRecordResource(nil, back, "", time.Time{}))
+	require.NotContains(t, body, "attempts")
+	require.NotContains(t, body, "font cache")
 }

@@ -1,16 +1,18 @@
-package job
+package codec
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/job"
 )
 
-// fastUnmarshal fills r from a stored record in the shape AppendJSON writes
+// fastUnmarshal fills r from a stored record in the shape AppendRecord writes
 // (known keys once each, plain ASCII strings without escapes, integers,
 // RFC 3339 times via time.Time's own UnmarshalJSON). It reports false for
 // anything else, and the caller then uses encoding/json: this path accepts
 // only what encoding/json accepts, with the same result (decode_test.go).
-func (r *Record) fastUnmarshal(data []byte) bool {
+func fastUnmarshal(r *job.Record, data []byte) bool {
 	p := fastParser{b: data}
 	if !p.lit('{') {
 		return false
@@ -48,7 +50,7 @@ func (r *Record) fastUnmarshal(data []byte) bool {
 		case fState:
 			var s string
 			ok = p.into(&s)
-			r.State = State(s)
+			r.State = job.State(s)
 		case fAttempt:
 			r.Attempt, ok = p.int()
 		case fMaxAttempts:
@@ -346,8 +348,8 @@ func (p *fastParser) object(field func(key []byte) bool) bool {
 	}
 }
 
-func (p *fastParser) progress() (*Progress, bool) {
-	v := &Progress{}
+func (p *fastParser) progress() (*job.Progress, bool) {
+	v := &job.Progress{}
 	ok := p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -363,8 +365,8 @@ func (p *fastParser) progress() (*Progress, bool) {
 	return v, ok
 }
 
-func (p *fastParser) failure() (*Failure, bool) {
-	v := &Failure{}
+func (p *fastParser) failure() (*job.Failure, bool) {
+	v := &job.Failure{}
 	ok := p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -380,8 +382,8 @@ func (p *fastParser) failure() (*Failure, bool) {
 	return v, ok
 }
 
-func (p *fastParser) output() (*Output, bool) {
-	v := &Output{}
+func (p *fastParser) output() (*job.Output, bool) {
+	v := &job.Output{}
 	ok := p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -402,15 +404,15 @@ func (p *fastParser) output() (*Output, bool) {
 }
 
 // attempts reads the attempt history: a non-empty array of attempt
-// objects (AppendJSON never writes an empty one).
-func (p *fastParser) attempts() ([]Attempt, bool) {
+// objects (AppendRecord never writes an empty one).
+func (p *fastParser) attempts() ([]job.Attempt, bool) {
 	if !p.lit('[') {
 		return nil, false
 	}
-	var out []Attempt
+	var out []job.Attempt
 	for {
 		p.ws()
-		var a Attempt
+		var a job.Attempt
 		ok := p.object(func(k []byte) bool {
 			var ok bool
 			switch string(k) {

@@ -1,4 +1,4 @@
-package job
+package codec
 
 // fastParser reads the one JSON shape its caller expects (a stored record,
 // see decode.go) without reflection; any surprise makes the caller fall
