@@ -189,47 +189,14 @@ func firstUTF16Unit(r rune) rune {
 	return r
 }
 
-// appendCanonicalString escapes as RFC 8785 §3.2.2.2: the two-character
-// forms for \b \t \n \f \r " and \, \u00xx (lower case) for the other
-// control characters, everything else as itself.
+// appendCanonicalString writes s quoted and escaped as RFC 8785
+// §3.2.2.2 says (AppendEscaped, Canonical).
 func appendCanonicalString(b []byte, s string) ([]byte, error) {
 	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				return b, &canonError{reason: "string is not valid UTF-8"}
-			}
-			i += size
-			continue
-		}
-		if c >= ' ' && c != '"' && c != '\\' {
-			i++
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\r':
-			b = append(b, '\\', 'r')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
+	b, ok := AppendEscaped(b, s, Canonical)
+	if !ok {
+		return b, &canonError{reason: "string is not valid UTF-8"}
 	}
-	b = append(b, s[start:]...)
 	return append(b, '"'), nil
 }
 
@@ -433,4 +400,3 @@ func appendES6Number(b []byte, f float64) ([]byte, error) {
 
 // maxExactInt is the largest integer every JSON number parser keeps exactly.
 const maxExactInt = 1<<53 - 1
-const hexDigits = "0123456789abcdef"

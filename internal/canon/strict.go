@@ -107,16 +107,7 @@ func (p *strictParser) unexpected() error {
 	return p.fail(fmt.Sprintf("invalid byte %#x", c))
 }
 
-func (p *strictParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *strictParser) ws() { p.i = SkipSpace(p.b, p.i) }
 
 // value parses the value starting at p.i (white space already skipped).
 // depth counts the containers around it.
@@ -244,9 +235,12 @@ func (p *strictParser) array(depth int) (any, error) {
 func (p *strictParser) string() (string, error) {
 	p.i++ // '"'
 	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
+	for {
+		p.i = PlainRun(p.b, p.i)
+		if p.i >= len(p.b) {
+			return "", p.unexpected()
+		}
+		switch c := p.b[p.i]; {
 		case c == '"':
 			s := p.s[start:p.i]
 			p.i++
@@ -255,9 +249,7 @@ func (p *strictParser) string() (string, error) {
 			return p.escapedString(start)
 		case c < ' ':
 			return "", p.fail("control character in string")
-		case c < utf8.RuneSelf:
-			p.i++
-		default:
+		default: // DEL or beyond ASCII
 			r, size := utf8.DecodeRune(p.b[p.i:])
 			if r == utf8.RuneError && size <= 1 {
 				return "", p.fail("invalid UTF-8 in string")
@@ -265,7 +257,6 @@ func (p *strictParser) string() (string, error) {
 			p.i += size
 		}
 	}
-	return "", p.unexpected()
 }
 
 // escapedString continues a string that has escapes; p.i is at the first
@@ -359,43 +350,14 @@ func (p *strictParser) hex4() (rune, bool) {
 	return r, true
 }
 
-// number parses -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and keeps
-// its text, as encoding/json's UseNumber does.
+// number parses -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? (ScanNumber)
+// and keeps its text, as encoding/json's UseNumber does.
 func (p *strictParser) number() (any, error) {
 	start := p.i
-	if p.b[p.i] == '-' {
-		p.i++
-	}
-	switch {
-	case p.i < len(p.b) && p.b[p.i] == '0':
-		p.i++
-	case p.i < len(p.b) && p.b[p.i] >= '1' && p.b[p.i] <= '9':
-		p.digits()
-	default:
+	end, ok := ScanNumber(p.b, p.i)
+	p.i = end
+	if !ok {
 		return nil, p.unexpected()
 	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
-		if !p.digits() {
-			return nil, p.unexpected()
-		}
-	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
-		}
-		if !p.digits() {
-			return nil, p.unexpected()
-		}
-	}
-	return json.Number(p.s[start:p.i]), nil
-}
-
-func (p *strictParser) digits() bool {
-	start := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	return p.i > start
+	return json.Number(p.s[start:end]), nil
 }

@@ -162,25 +162,7 @@ var recordKeys = map[string]int{
 }
 
 // key reads a plain string like str, without copying it.
-func (p *fastParser) key() ([]byte, bool) {
-	if !p.lit('"') {
-		return nil, false
-	}
-	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			k := p.b[start:p.i]
-			p.i++
-			return k, true
-		case c < ' ' || c > '~' || c == '\\':
-			return nil, false
-		}
-		p.i++
-	}
-	return nil, false
-}
+func (p *fastParser) key() ([]byte, bool) { return p.plain() }
 
 // end: nothing but white space follows.
 func (p *fastParser) end() bool {
@@ -301,8 +283,7 @@ func (p *fastParser) skip(depth int) bool {
 			return p.lit(']')
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
-		_, ok := p.number()
-		return ok
+		return p.number()
 	case c == 't' || c == 'f':
 		_, ok := p.bool()
 		return ok

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jobgate/jobgate/internal/canon"
 	"github.com/jobgate/jobgate/internal/job"
 )
 
@@ -333,63 +334,16 @@ func compactSafe(raw []byte) bool {
 	return json.Valid(raw)
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString writes s as a JSON string exactly as encoding/json does with
-// HTML escaping on.
+// HTML escaping on (canon.AppendEscaped, HTMLSafe).
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
-	b = appendStringBody(b, s)
+	b, _ = canon.AppendEscaped(b, s, canon.HTMLSafe)
 	return append(b, '"')
 }
 
 // appendStringBody writes the escaped characters of s, without quotes.
 func appendStringBody(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
+	b, _ = canon.AppendEscaped(b, s, canon.HTMLSafe)
+	return b
 }

@@ -1,23 +1,17 @@
 package codec
 
+import "github.com/jobgate/jobgate/internal/canon"
+
 // fastParser reads the one JSON shape its caller expects (a stored record,
 // see decode.go) without reflection; any surprise makes the caller fall
-// back to encoding/json.
+// back to encoding/json. Its white space, strings and numbers are
+// canon's scanner primitives, DecodeStrict's too.
 type fastParser struct {
 	b []byte
 	i int
 }
 
-func (p *fastParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *fastParser) ws() { p.i = canon.SkipSpace(p.b, p.i) }
 
 // lit consumes white space and then c.
 func (p *fastParser) lit(c byte) bool {
@@ -29,63 +23,30 @@ func (p *fastParser) lit(c byte) bool {
 	return false
 }
 
-// str reads a string of printable ASCII without escapes.
-func (p *fastParser) str() (string, bool) {
+// plain reads a string of printable ASCII without escapes and returns its
+// bytes (in p.b, not a copy).
+func (p *fastParser) plain() ([]byte, bool) {
 	if !p.lit('"') {
-		return "", false
+		return nil, false
 	}
 	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s := string(p.b[start:p.i])
-			p.i++
-			return s, true
-		case c < ' ' || c > '~' || c == '\\':
-			return "", false
-		}
+	p.i = canon.PlainRun(p.b, p.i)
+	if p.i < len(p.b) && p.b[p.i] == '"' {
 		p.i++
+		return p.b[start : p.i-1], true
 	}
-	return "", false
+	return nil, false
 }
 
-// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (p *fastParser) number() (string, bool) {
-	start := p.i
-	if p.i < len(p.b) && p.b[p.i] == '-' {
-		p.i++
-	}
-	switch {
-	case p.i < len(p.b) && p.b[p.i] == '0':
-		p.i++
-	case p.i < len(p.b) && p.b[p.i] >= '1' && p.b[p.i] <= '9':
-		p.digits()
-	default:
-		return "", false
-	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
-		if !p.digits() {
-			return "", false
-		}
-	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
-		}
-		if !p.digits() {
-			return "", false
-		}
-	}
-	return string(p.b[start:p.i]), true
+// str reads a plain string (plain) as a string.
+func (p *fastParser) str() (string, bool) {
+	s, ok := p.plain()
+	return string(s), ok
 }
 
-func (p *fastParser) digits() bool {
-	start := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	return p.i > start
+// number reads a number literal (canon.ScanNumber).
+func (p *fastParser) number() bool {
+	end, ok := canon.ScanNumber(p.b, p.i)
+	p.i = end
+	return ok
 }
