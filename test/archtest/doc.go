@@ -14,7 +14,8 @@
 // JetStream, pkg/workertest (a handler's unit test) links no NATS server,
 // Fiber, bbolt or go-mail, which only pkg/workertest/jobgatetest's whole
 // jobgate needs; internal/natsjs, the JetStream adapters, links no NATS
-// server (internal/natsserver holds it); no exported name of a public
+// server (internal/natsserver holds it); internal/job, the domain, links
+// no codec (internal/codec), no HTTP and no service; no exported name of a public
 // package mentions an internal type; nothing public depends on test
 // helpers or the load generator; and whatever has Start(ctx) has
 // Stop(ctx context.Context) error. It reads the import graph with `go list
