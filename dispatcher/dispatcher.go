@@ -65,6 +65,7 @@ type Dispatcher struct {
 	work     workQueue
 	events   eventPublisher
 	schedule scheduleStore
+	slots    *natsjs.SlotStore // the flow census's (flowcensus.go); nil: none
 	log      *slog.Logger
 
 	running  *tracker
@@ -101,7 +102,7 @@ func New(cfg Config, st Stores, log *slog.Logger) (*Dispatcher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, schedule: st.Schedule, log: log, running: newTracker(), startTry: natsjs.StartTry,
+	d := &Dispatcher{cfg: cfg, jobs: st.Jobs, work: st.Work, events: st.Events, schedule: st.Schedule, slots: st.Broker.Slots, log: log, running: newTracker(), startTry: natsjs.StartTry,
 		announced: newAnnounced(), held: map[*natsjs.LoggedChange]*time.Timer{}}
 	bc := cfg.Broker
 	if bc.MaxAttempts == 0 {
@@ -150,7 +151,7 @@ func (d *Dispatcher) start(startCtx, runCtx context.Context) error {
 	sctx, scancel := context.WithTimeout(startCtx, natsjs.StartBound)
 	defer scancel()
 	for _, start := range []func(context.Context, context.Context) (func(), error){
-		d.startRelay, d.startSweeper, d.startWaker, d.startBroker,
+		d.startRelay, d.startSweeper, d.startWaker, d.startBroker, d.startFlowCensus,
 	} {
 		stop, err := start(sctx, loops)
 		if err != nil {

@@ -118,7 +118,15 @@ func reaches(id auth.Identity, rec *job.Record) bool {
 }
 
 var adminListParams = map[string]bool{"tenant": true, "requester": true, "type": true, "state": true, "category": true,
-	"created_after": true, "created_before": true, "limit": true, "cursor": true}
+	"created_after": true, "created_before": true, "limit": true, "cursor": true, "waiting_for": true}
+
+// waitingValues are the values of the waiting_for filter.
+var waitingValues = map[string]bool{api.WaitingForConcurrency: true, api.WaitingForRateLimit: true, api.WaitingForWorker: true, api.WaitingForResume: true}
+
+// maxWaitingScan bounds the jobs one page filtered by waiting_for reads
+// (what a job waits for is not in the index: each is read and judged); past
+// it the page ends early, with a cursor.
+const maxWaitingScan = 500
 
 // failureCategories are the values of the category filter (GET
 // /v1/admin/jobs, the bulk calls): every failure category, and canceled.
@@ -241,6 +249,9 @@ func (g *Gateway) adminListJobs(c *fiber.Ctx) error {
 	if err != nil {
 		return writeProblem(c, err)
 	}
+	if wf := c.Query("waiting_for"); wf != "" {
+		return g.adminListWaiting(ctx, c, x, q, wf)
+	}
 	page, err := x.Page(q)
 	if err != nil {
 		if errors.Is(err, job.ErrBadRequest) {
@@ -263,6 +274,65 @@ func (g *Gateway) adminListJobs(c *fiber.Ctx) error {
 		out.Jobs = append(out.Jobs, adminView(rec, false))
 	}
 	return g.writeAdmin(c, http.StatusOK, out)
+}
+
+// adminListWaiting is GET /v1/admin/jobs?waiting_for=: the jobs waiting
+// to run (queued, or running between attempts) that wait for wf now, as
+// each one's waiting_for says. The index's pages are read on until the
+// page is full, the index ends, or maxWaitingScan jobs were read; the
+// state of each flow key is read once per call.
+func (g *Gateway) adminListWaiting(ctx context.Context, c *fiber.Ctx, x queryIndex, q index.Query, wf string) error {
+	if !waitingValues[wf] {
+		return writeProblem(c, job.Userf(errBadQuery, "waiting_for must be concurrency, rate limit, worker or resume"))
+	}
+	switch q.State {
+	case "":
+		q.State = job.StateQueued
+	case job.StateQueued, job.StateRunning:
+	default:
+		return writeProblem(c, job.Userf(errBadQuery, "waiting_for keeps queued or running jobs only; the state filter is %s", q.State))
+	}
+	want := q.Limit
+	out := api.AdminJobPage{Jobs: make([]api.AdminJob, 0, want)}
+	memo := map[string]string{}
+	read := 0
+	for {
+		q.Limit = min(api.MaxAdminPage, max(want-len(out.Jobs), 20))
+		page, err := x.Page(q)
+		if err != nil {
+			if errors.Is(err, job.ErrBadRequest) {
+				err = job.Userf(errBadQuery, "cursor is not one this server issued")
+			}
+			return writeProblem(c, err)
+		}
+		for i, e := range page.Entries {
+			if len(out.Jobs) == want || read == maxWaitingScan {
+				out.NextCursor = index.CursorAfter(page.Entries[i-1])
+				return g.writeAdmin(c, http.StatusOK, out)
+			}
+			read++
+			rec, err := g.jobs.Get(ctx, job.StoreKey(e.Tenant, e.Requester, e.ID))
+			if errors.Is(err, job.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return writeProblem(c, err)
+			}
+			if !keepsRecord(&q, rec) || g.waitingForMemo(rec, memo) != wf {
+				continue
+			}
+			out.Jobs = append(out.Jobs, adminView(rec, false))
+			out.Jobs[len(out.Jobs)-1].WaitingFor = wf
+		}
+		if page.Next == "" {
+			return g.writeAdmin(c, http.StatusOK, out)
+		}
+		q.After = page.Next
+		if len(out.Jobs) == want || read >= maxWaitingScan {
+			out.NextCursor = page.Next
+			return g.writeAdmin(c, http.StatusOK, out)
+		}
+	}
 }
 
 func keepsRecord(q *index.Query, r *job.Record) bool {
@@ -459,6 +529,7 @@ func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Rec
 	if d, ok := g.types.decl(old.Type); ok {
 		rec.MaxAttempts, rec.TimeoutSeconds = d.Attempts, d.TimeoutSeconds
 	}
+	retryFlow(old, rec, now)
 	switch err := g.jobs.Create(ctx, rec); {
 	case errors.Is(err, natsjs.ErrExists):
 		existing, err := g.jobs.Get(ctx, newKey)
@@ -471,12 +542,30 @@ func (g *Gateway) adminRetry(ctx context.Context, id auth.Identity, old *job.Rec
 	}
 	g.log.Log(ctx, lvl, "job retried by an admin", "job_id", rec.ID, "retry_of", old.ID, "tenant", rec.Tenant, "by", id.Requester, "operator", id.Operator,
 		"permanent", old.FailedPermanently())
-	if !g.cfg.LeaveWorkToRelay {
+	if !g.cfg.LeaveWorkToRelay && rec.State != job.StateScheduled {
+		// A scheduled retry has no work until its run_at: the relay adds
+		// it to the scheduled set.
 		if err := g.work.Publish(ctx, rec, 0); err != nil {
 			g.log.Warn("work publish deferred to relay", "job_id", rec.ID, "err", err)
 		}
 	}
 	return rec, true, g.linkRetry(ctx, old, rec)
+}
+
+// retryFlow gives an admin's retry of old its flow fields: the same
+// priority; its run_at and start_by while they are still ahead at now (a
+// retry before the run_at waits scheduled for it again; one past its
+// start_by, say a job canceled deadline_exceeded, runs now, without it).
+func retryFlow(old, rec *job.Record, now time.Time) {
+	rec.Priority = old.Priority
+	if old.RunAt != nil && old.RunAt.After(now) {
+		t := *old.RunAt
+		rec.RunAt, rec.State = &t, job.StateScheduled
+	}
+	if old.StartBy != nil && old.StartBy.After(now) {
+		t := *old.StartBy
+		rec.StartBy = &t
+	}
 }
 
 // linkRetry links the old job to its retry (retried_as, the one change a
@@ -493,10 +582,27 @@ func (g *Gateway) linkRetry(ctx context.Context, old, rec *job.Record) error {
 	return err
 }
 
+// flowCensus reads the dispatchers' flow census within flowWaitBudget;
+// nil (no job counted as held back) when it cannot be read.
+func (g *Gateway) flowCensus(ctx context.Context) natsjs.FlowWaiting {
+	if g.slots == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, flowWaitBudget)
+	defer cancel()
+	w, err := g.slots.Waiting(ctx)
+	if err != nil {
+		g.log.Debug("flow census not read", "err", err)
+		return nil
+	}
+	return w
+}
+
 var statsParams = map[string]bool{"tenant": true, "series": true}
 
 // adminStats is GET /v1/admin/stats: per type, from the query index's
-// counters (their cost does not grow with the jobs stored).
+// counters (their cost does not grow with the jobs stored), and the jobs
+// held back by flow control from the dispatchers' flow census.
 func (g *Gateway) adminStats(c *fiber.Ctx) error {
 	id := identity(c)
 	if err := checkParams(c, statsParams, "GET /v1/admin/stats"); err != nil {
@@ -526,9 +632,16 @@ func (g *Gateway) adminStats(c *fiber.Ctx) error {
 		types = []api.TypeStats{}
 	}
 	run := g.types.runners(now)
+	waiting := g.flowCensus(ctx)
 	for i := range types {
 		name := types[i].Type
 		types[i].Workers, types[i].Paused, types[i].Endpoint = run.workers[name], run.paused[name], run.endpoint[name]
+		for tenant, n := range waiting[name] {
+			if scope == "" || tenant == scope {
+				types[i].WaitingConcurrency += int64(n.Concurrency)
+				types[i].RateLimited += int64(n.Rate)
+			}
+		}
 	}
 	if series != "" {
 		// The last hour minute by minute, for the console's chart.

@@ -105,6 +105,7 @@ func memStores(jobs records, work workQueue) Stores {
 type noSlots struct{}
 
 func (noSlots) Leased(context.Context, string, time.Time) (int, error) { return 0, nil }
+func (noSlots) Waiting(context.Context) (natsjs.FlowWaiting, error)    { return nil, nil }
 func (noSlots) Tokens(_ context.Context, _ string, _ float64, burst int, _ time.Time) (float64, error) {
 	return float64(burst), nil
 }

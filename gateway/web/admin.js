@@ -30,13 +30,17 @@
   const TOKEN_KEY = 'jobgate.console.token';
   const FORBIDDEN = 'This token is not an admin or operator token.';
   const FALLBACK_EVERY_MS = 30000; // the stats, read this often only while the live stream is down
+  // While jobs are queued the stats are read this often even with the live
+  // stream up: a job held back by flow control (waiting for a place, rate
+  // limited) or let go changes no job, so the stream says nothing of it.
+  const QUEUED_EVERY_MS = 5000;
   const DETAIL_FALLBACK_MS = 5000; // an open job's, likewise
   const LIVE_THROTTLE_MS = 1000; // what the stream changed is read again at most this often
   const LIVE_RETRY_MS = 3000; // a stream that ended is reopened after this (longer after failures)
   const TICK_MS = 15000; // ages and the chart's window move on without a request
   const MAX_LIVE_EVENTS = 200; // the open job's live events kept
   const SEND_ATTEMPTS = 6; // an action is sent at most this often (network errors, 429, 503)
-  const FILTERS = ['tenant', 'requester', 'type', 'state', 'category', 'created_after', 'created_before'];
+  const FILTERS = ['tenant', 'requester', 'type', 'state', 'category', 'waiting_for', 'created_after', 'created_before'];
   const STATES = new Set(['scheduled', 'queued', 'running', 'succeeded', 'failed', 'canceled']);
   const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
 
@@ -355,6 +359,7 @@
     $('f-type').value = f.type || '';
     $('f-state').value = f.state || '';
     $('f-category').value = f.category || '';
+    $('f-waiting').value = f.waiting_for || '';
     $('f-after').value = f.created_after ? toLocalInput(f.created_after) : '';
     $('f-before').value = f.created_before ? toLocalInput(f.created_before) : '';
   }
@@ -366,6 +371,7 @@
       type: $('f-type').value.trim(),
       state: $('f-state').value,
       category: $('f-category').value,
+      waiting_for: $('f-waiting').value,
       created_after: fromLocalInput($('f-after').value),
       created_before: fromLocalInput($('f-before').value),
     };
@@ -383,10 +389,13 @@
   function showJobs(p) {
     const f = filterOf(p);
     fillForm(f);
-    const filtered = hasFilter(f);
+    // What a job waits for is judged as it is read, not a filter the
+    // bulk calls take: no bulk action on it.
+    const filtered = hasFilter(f) && !f.waiting_for;
     $('bulk-cancel').disabled = !filtered;
     $('bulk-retry').disabled = !filtered;
     $('bulk-hint').hidden = filtered;
+    $('bulk-hint').textContent = f.waiting_for ? 'Bulk actions do not take the Waiting for filter.' : 'Bulk actions need at least one filter.';
     if (JSON.stringify(bulkFilter) !== JSON.stringify(f)) {
       // A question or an outcome is about the filter it was asked for.
       bulk = null;
@@ -465,7 +474,8 @@
   // chart. While the live stream is down it reads them again every
   // FALLBACK_EVERY_MS while the jobs view is shown and the tab visible (a
   // 429, 503 or network error waits longer: Retry-After, or a backoff);
-  // while it is up only the stream's changes make it read again.
+  // while it is up the stream's changes make it read again, and, while
+  // jobs are queued, every QUEUED_EVERY_MS (the flow counts).
   async function loadStats() {
     clearTimeout(statsTimer);
     statsTimer = 0;
@@ -474,11 +484,14 @@
     const q = new URLSearchParams({ series: 'minutes' });
     if (f.tenant) q.set('tenant', f.tenant);
     let wait = FALLBACK_EVERY_MS;
+    let queued = false;
     try {
       const resp = await api(`/v1/admin/stats?${q}`);
       if (resp.ok) {
         statsFails = 0;
-        renderStats(await resp.json(), false);
+        const s = await resp.json();
+        renderStats(s, false);
+        queued = Array.isArray(s.types) && s.types.some((t) => Number(t.queued) > 0);
       } else if (resp.status === 429 || resp.status === 503) {
         wait = Math.max(FALLBACK_EVERY_MS, retryAfterMs(resp, backoff(++statsFails)));
         $('stats-status').textContent = `The server is busy; next look in ${Math.ceil(wait / 1000)} s.`;
@@ -491,9 +504,9 @@
       wait = Math.max(FALLBACK_EVERY_MS, backoff(++statsFails));
       $('stats-status').textContent = 'The server could not be reached; trying again.';
     }
-    if (!live.up && session && view && view.name === 'jobs' && document.visibilityState !== 'hidden') {
+    if (session && view && view.name === 'jobs' && document.visibilityState !== 'hidden' && (!live.up || queued)) {
       clearTimeout(statsTimer);
-      statsTimer = setTimeout(loadStats, wait);
+      statsTimer = setTimeout(loadStats, live.up ? QUEUED_EVERY_MS : wait);
     }
   }
 
@@ -535,6 +548,15 @@
       for (const [k, v] of [['queued', t.queued], ['running', t.running], ['retrying', t.retrying], ['scheduled', t.scheduled]]) {
         cell(tr, n(v)).dataset.k = k;
       }
+      // The jobs its flow control holds back, each count a link to them.
+      for (const [k, v, wf] of [['waiting_concurrency', t.waiting_concurrency, 'concurrency'], ['rate_limited', t.rate_limited, 'rate limit']]) {
+        let c = n(v);
+        if (c > 0) {
+          c = el('a', c);
+          c.href = `#${new URLSearchParams({ view: 'jobs', type: String(t.type), waiting_for: wf })}`;
+        }
+        cell(tr, c).dataset.k = k;
+      }
       const age = Number(t.oldest_queued_seconds) || 0;
       cell(tr, fmtAge(age > 0 ? age + since : 0)).dataset.k = 'oldest';
       for (const [w, win] of [['hour', t.last_hour], ['day', t.last_day]]) {
@@ -544,7 +566,7 @@
     });
     if (rows.length === 0) {
       const tr = el('tr');
-      cell(tr, 'No jobs counted yet.').colSpan = 12;
+      cell(tr, 'No jobs counted yet.').colSpan = 15;
       rows.push(tr);
     }
     $('stats-body').replaceChildren(...rows);
@@ -834,7 +856,7 @@
   // of the filter, and asks to confirm that.
   async function startBulk(action) {
     const f = filterOf(view.params);
-    if (!hasFilter(f)) return;
+    if (!hasFilter(f) || f.waiting_for) return;
     bulk = { action, filter: f, key: '' };
     $('bulk-confirm').hidden = true;
     $('bulk-status').textContent = 'Counting…';
@@ -1035,7 +1057,10 @@
     const waits = j.state === 'scheduled' && j.run_at ? `Scheduled: no attempt starts before ${fmtTime(j.run_at)} ` +
       '(Run now makes it due at once).' : j.waiting_for === 'worker' ? `Waiting for a worker: no live worker runs ${j.type}; ` +
       'the job stays queued until one starts (see Workers).' :
-      j.waiting_for === 'resume' ? `Waiting for the resume: an operator paused ${j.type}; the job stays queued until it is resumed.` : '';
+      j.waiting_for === 'resume' ? `Waiting for the resume: an operator paused ${j.type}; the job stays queued until it is resumed.` :
+      j.waiting_for === 'concurrency' ? `Waiting for a concurrency place: as many jobs of ${j.type} with its key as the limit allows ` +
+      'are running; it starts when one of them ends.' :
+      j.waiting_for === 'rate limit' ? `Rate limited: the rate limit of ${j.type} is spent for now; it starts when a token is due.` : '';
     $('d-waiting').textContent = waits;
     $('d-waiting').hidden = !waits;
     $('d-waiting').dataset.waitingFor = j.waiting_for || '';

@@ -35,6 +35,8 @@ type Metrics struct {
 	ScheduleLate      prometheus.Histogram     // run_at to queued
 	FlowBlocked       *prometheus.CounterVec   // type, class: starts a flow limit held back (flow.go)
 	FlowPlaces        *prometheus.CounterVec   // type, class: concurrency places taken
+	FlowInUse         *prometheus.GaugeVec     // type, key_class: concurrency places held now
+	FlowWaiting       *prometheus.GaugeVec     // type, reason: jobs held back now
 
 	// The tenants' result quota (internal/tenantquota), as a gateway last
 	// read the stored results: the quota, how many tenants are at the
@@ -126,7 +128,7 @@ func New() *Metrics {
 	newScheduleMetrics(m)
 	newFlowMetrics(m)
 	m.Registry.MustRegister(
-		m.ScheduledDepth, m.ScheduleLate, m.FlowBlocked, m.FlowPlaces,
+		m.ScheduledDepth, m.ScheduleLate, m.FlowBlocked, m.FlowPlaces, m.FlowInUse, m.FlowWaiting,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Admissions, m.AdmissionDuration, m.LongPolls, m.RelayPublished,

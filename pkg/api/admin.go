@@ -73,11 +73,15 @@ type AdminJobPage struct {
 // AdminJobFilter is what GET /v1/admin/jobs keeps; zero fields keep all.
 // Tenant is for operators: a tenant admin always gets its own tenant.
 type AdminJobFilter struct {
-	Tenant        string
-	Requester     string
-	Type          string
-	State         State
-	Category      string
+	Tenant    string
+	Requester string
+	Type      string
+	State     State
+	Category  string
+	// WaitingFor keeps the jobs waiting to run for that
+	// (AdminJob.WaitingFor: WaitingForConcurrency, WaitingForRateLimit,
+	// WaitingForWorker or WaitingForResume).
+	WaitingFor    string
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
 	Limit         int
@@ -99,6 +103,12 @@ type TypeStats struct {
 	Retrying int64  `json:"retrying"` // running, waiting for the next attempt
 	// Scheduled counts the jobs waiting for their run_at.
 	Scheduled int64 `json:"scheduled"`
+	// WaitingConcurrency and RateLimited count the queued jobs the type's
+	// flow control holds back: waiting for a place under a concurrency key
+	// at its limit, and for a token of an empty rate bucket. They are what
+	// the dispatchers last told (every 2 s or so), not read from the jobs.
+	WaitingConcurrency int64 `json:"waiting_concurrency"`
+	RateLimited        int64 `json:"rate_limited"`
 	// Workers counts the live worker processes of the type (as GET
 	// /v1/types does); 0 with jobs queued or retrying means nothing runs
 	// them. Paused is an operator's pause of the type.

@@ -44,6 +44,7 @@ func (a *Admin) List(ctx context.Context, f api.AdminJobFilter) (*api.AdminJobPa
 	set("type", f.Type)
 	set("state", string(f.State))
 	set("category", f.Category)
+	set("waiting_for", f.WaitingFor)
 	if !f.CreatedAfter.IsZero() {
 		q.Set("created_after", f.CreatedAfter.UTC().Format(time.RFC3339Nano))
 	}
