@@ -23,7 +23,8 @@ import (
 
 // batchView is what a batch looks like now: the state and revision of
 // each item, as read (an item whose record does not exist yet, still being
-// admitted, counts as queued).
+// admitted, counts as admission makes it: queued, or scheduled with a
+// run_at ahead).
 type batchView struct {
 	b      *job.BatchRecord
 	states []job.State
@@ -33,8 +34,11 @@ type batchView struct {
 
 func newBatchView(b *job.BatchRecord) *batchView {
 	v := &batchView{b: b, states: make([]job.State, len(b.Items)), revs: make([]uint64, len(b.Items))}
-	for i := range v.states {
+	for i, it := range b.Items {
 		v.states[i] = job.StateQueued
+		if it.RunAt != nil && it.RunAt.After(b.CreatedAt) {
+			v.states[i] = job.StateScheduled // as ItemRecord admits it
+		}
 	}
 	return v
 }
@@ -45,7 +49,7 @@ func (g *Gateway) readBatchView(ctx context.Context, b *job.BatchRecord) (*batch
 	err := forEachItem(ctx, len(b.Items), func(ctx context.Context, i int) error {
 		rec, err := g.jobs.Get(ctx, job.StoreKey(b.Tenant, b.Requester, b.Items[i].JobID))
 		if errors.Is(err, job.ErrNotFound) {
-			return nil // not admitted yet: queued
+			return nil // not admitted yet: as admission makes it
 		}
 		if err != nil {
 			return err
@@ -115,14 +119,16 @@ func rank(s job.State) uint64 {
 }
 
 // apply takes a changed item record; it reports whether the view changed
-// (a state moved forward: an older change, or a progress step, does not).
+// (a state moved forward, scheduled to queued included, which leaves the
+// version as it is: an older change, or a progress step, does not).
 func (v *batchView) apply(rec *job.Record) bool {
 	i, ok := v.index[rec.Key()]
 	if !ok || rec.Revision <= v.revs[i] {
 		return false
 	}
 	v.revs[i] = rec.Revision
-	if rank(rec.State) <= rank(v.states[i]) {
+	woken := v.states[i] == job.StateScheduled && rec.State == job.StateQueued
+	if rank(rec.State) <= rank(v.states[i]) && !woken {
 		return false
 	}
 	v.states[i] = rec.State
@@ -155,6 +161,7 @@ func (v *batchView) etag() string {
 
 // batchCounts are a batch's items per state.
 type batchCounts struct {
+	Scheduled int `json:"scheduled"`
 	Queued    int `json:"queued"`
 	Running   int `json:"running"`
 	Succeeded int `json:"succeeded"`
@@ -196,7 +203,9 @@ func (v *batchView) resource(offset, limit int) *batchResource {
 	}
 	for _, s := range v.states {
 		switch s {
-		case job.StateQueued, job.StateScheduled: // a scheduled item waits, as a queued one
+		case job.StateScheduled:
+			r.Counts.Scheduled++
+		case job.StateQueued:
 			r.Counts.Queued++
 		case job.StateRunning:
 			r.Counts.Running++

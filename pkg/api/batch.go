@@ -36,6 +36,7 @@ type BatchRequest struct {
 
 // BatchCounts are a batch's jobs per state.
 type BatchCounts struct {
+	Scheduled int `json:"scheduled"` // waiting for their run_at
 	Queued    int `json:"queued"`
 	Running   int `json:"running"`
 	Succeeded int `json:"succeeded"`
