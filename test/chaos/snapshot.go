@@ -81,9 +81,22 @@ func readRecords(ctx context.Context, js jetstream.JetStream) (map[string]*recor
 
 // waitSettled waits until every acknowledged job is terminal and its
 // terminal change was delivered to the webhook sink (for an item of a
-// batch notified as one: its batch's batch.completed), or ctx ends. It
-// returns how many jobs there are and how many are not settled.
-func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
+// batch notified as one: its batch's batch.completed), and the relays
+// have no record change in hand, or ctx ends. It returns how many jobs
+// there are, how many are not settled, and how many changes the relays
+// still had (pending or unacknowledged) when it returned.
+//
+// The relays' part: the event of a terminal change whose writer did not
+// store it (its dispatcher killed between the record's write and the
+// event, or its publish lost in a NATS fault) is stored by a dispatcher's
+// relay, 2 s after the change, or after the relay consumer's ack wait (30
+// s) when the relay that held the change died or was cut off. A batch's
+// notice is made from the records (notifier/batch.go), not from its items'
+// events, so the notice of a batch says nothing of whether its items'
+// terminal events are stored yet: without this wait the final state could
+// be read inside that window and an event still on its way counted as
+// never published.
+func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int, uint64) {
 	js, _ := jetstream.New(nc)
 	r.mu.Lock()
 	ids := make([]string, 0, len(r.jobs))
@@ -106,10 +119,10 @@ func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
 		return r.hook.delivered(id, state)
 	}
 	pending := len(ids)
+	inHand := uint64(0)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		recs, err := readRecords(rctx, js)
-		cancel()
 		if err == nil {
 			pending = 0
 			for _, id := range ids {
@@ -119,13 +132,42 @@ func (r *run) waitSettled(ctx context.Context, nc *nats.Conn) (int, int) {
 				}
 			}
 			if pending == 0 {
-				return len(ids), 0
+				inHand, err = relaysInHand(rctx, js)
 			}
 		}
+		cancel()
+		if err == nil && pending == 0 && inHand == 0 {
+			return len(ids), 0, 0
+		}
 		if !sleepCtx(ctx, time.Second) {
-			return len(ids), pending
+			return len(ids), pending, inHand
 		}
 	}
+}
+
+// relaysInHand counts the record changes the dispatchers' relays have not
+// finished with: pending on, or delivered and not acknowledged by, the job
+// relay's and the batch relay's durable consumers.
+func relaysInHand(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	var n uint64
+	for _, c := range []struct{ stream, consumer string }{
+		{"KV_" + natsjs.BucketJobs, natsjs.ConsumerRelay},
+		{"KV_" + natsjs.BucketBatches, natsjs.ConsumerBatchRelay},
+	} {
+		cons, err := js.Consumer(ctx, c.stream, c.consumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue // no relay of that kind started: nothing in its hands
+		}
+		if err != nil {
+			return 0, fmt.Errorf("consumer %s: %w", c.consumer, err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("consumer %s: %w", c.consumer, err)
+		}
+		n += info.NumPending + uint64(info.NumAckPending)
+	}
+	return n, nil
 }
 
 // snapshot writes the final state to the history: the bucket, the result
