@@ -125,6 +125,7 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 		batchSubmits                  = map[scopedKey][]Entry{}
 		finalBatches                  = map[string]Entry{}
 		batchesRead                   bool
+		works                         []Entry
 	)
 	for _, e := range entries {
 		switch e.Kind {
@@ -187,6 +188,8 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 			lists[e.Requester] = append(lists[e.Requester], e)
 		case "fetch":
 			fetches = append(fetches, e)
+		case "work":
+			works = append(works, e)
 		}
 	}
 	if !ended {
@@ -210,6 +213,8 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	c.checkNotices(finals, hooks, mails, events)
 	c.checkBatchNotices(batches, finals, hooks, mails)
 	c.checkCounts(ackedIDs, finals, lists)
+	c.checkScheduled(finals)
+	c.checkFlow(finals, works)
 	c.summarize(faultsStart, faultsStopped, settled, faults, submits, obs, finals, hooks, mails, events, objects)
 	c.summarizeBatches(batchSubmits, batches, hooks, mails)
 	return c.rep
@@ -851,4 +856,85 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkScheduled: no attempt of a scheduled job (one admitted with a
+// run_at ahead) started before its run_at, as its record's attempts say.
+// That each reaches a terminal state is checkJobs' not-terminal, as for
+// every job.
+func (c *checker) checkScheduled(finals map[string]Entry) {
+	n, done := 0, 0
+	for id, f := range finals {
+		if f.RunAt.IsZero() {
+			continue
+		}
+		n++
+		if terminal(f.State) {
+			done++
+		}
+		for i, st := range f.Starts {
+			if st.Before(f.RunAt) {
+				c.anomaly("scheduled-started-early", "job %s: attempt %d started at %s, before its run_at %s", id, i+1,
+					st.Format(time.RFC3339Nano), f.RunAt.Format(time.RFC3339Nano))
+				break
+			}
+		}
+	}
+	if n > 0 {
+		c.sum("scheduled jobs: %d, %d of them ended", n, done)
+	}
+}
+
+// checkFlow: the flow-limited type's concurrency key held: no two jobs of
+// one customer ran at once beyond flowLimit. It judges the attempts that
+// succeeded (the attempt the final record names), as their handler ran
+// them: such an attempt held its claim from its start to its verdict,
+// and so its place, taken before the claim and given back after the
+// verdict (an attempt taken over while its worker ran on gave its place
+// to the next and was refused its verdict; docs/workers.md says a lost
+// place is not taken from a running attempt).
+func (c *checker) checkFlow(finals map[string]Entry, works []Entry) {
+	type span struct {
+		job        string
+		start, end time.Time
+	}
+	byKey := map[string][]span{}
+	ran := 0
+	for _, w := range works {
+		f, ok := finals[w.Job]
+		if !ok || f.State != "succeeded" || f.Attempt != w.Attempt {
+			continue
+		}
+		ran++
+		byKey[w.FlowKey] = append(byKey[w.FlowKey], span{w.Job, w.Start, w.End})
+	}
+	jobs := 0
+	for _, f := range finals {
+		if f.Type == flowType {
+			jobs++
+		}
+	}
+	if jobs == 0 && len(works) == 0 {
+		return
+	}
+	c.sum("%s jobs: %d, %d handler runs recorded, %d of them the succeeded attempt", flowType, jobs, len(works), ran)
+	for key, ss := range byKey {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].start.Before(ss[j].start) })
+		// A sweep over starts and ends: how many ran at once.
+		var ends []time.Time
+		for _, s := range ss {
+			live := ends[:0]
+			for _, e := range ends {
+				if e.After(s.start) {
+					live = append(live, e)
+				}
+			}
+			ends = append(live, s.end)
+			if len(ends) > flowLimit {
+				c.anomaly("concurrency-exceeded", "%s customer %s: %d jobs ran at once (limit %d), job %s started at %s",
+					flowType, key, len(ends), flowLimit, s.job, s.start.Format(time.RFC3339Nano))
+				break
+			}
+		}
+	}
 }

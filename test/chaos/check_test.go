@@ -355,3 +355,63 @@ func TestCheckHistoryWithoutBatches(t *testing.T) {
 	require.Empty(t, rep.Anomalies, rep.String())
 	require.NotContains(t, rep.String(), "batches:")
 }
+
+// healthyFlow is healthy() with its job scheduled (run_at before its one
+// attempt's start) and of the flow-limited type, its handler run recorded.
+func healthyFlow() []Entry {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	es := healthy()
+	for i := range es {
+		if es[i].Kind == "final-job" {
+			es[i].Type, es[i].FlowKey, es[i].RunAt, es[i].Starts = flowType, "c1", at(2.5), []time.Time{at(3)}
+		}
+	}
+	return append(es, Entry{Kind: "work", Job: "job_1", Attempt: 1, FlowKey: "c1", Start: at(3.1), End: at(3.9)})
+}
+
+func TestCheckScheduledAndFlowLimitedJobs(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	rep := Check(healthyFlow(), time.Minute, true)
+	require.Empty(t, rep.Anomalies, rep.String())
+	require.Contains(t, rep.String(), "scheduled jobs: 1, 1 of them ended")
+
+	other := func(customer string, attempt int, start, end float64) []Entry {
+		return []Entry{
+			{Kind: "final-job", Job: "job_x", Requester: "alice", State: "succeeded", Attempt: 1, Type: flowType, FlowKey: customer},
+			{Kind: "work", Job: "job_x", Attempt: attempt, FlowKey: customer, Start: at(start), End: at(end)},
+		}
+	}
+	for _, tc := range []struct {
+		name, kind string
+		extra      []Entry
+		early      bool
+		found      bool
+	}{
+		{name: "started before its run_at", kind: "scheduled-started-early", early: true, found: true},
+		{name: "two of one customer at once", kind: "concurrency-exceeded", extra: other("c1", 1, 3.5, 4.2), found: true},
+		{name: "one after the other", kind: "concurrency-exceeded", extra: other("c1", 1, 3.9, 4.2)},
+		{name: "two customers at once", kind: "concurrency-exceeded", extra: other("c2", 1, 3.5, 4.2)},
+		// An attempt refused its verdict (taken over while it ran on)
+		// gave its place to the next: it is not judged.
+		{name: "an attempt that did not stand", kind: "concurrency-exceeded", extra: other("c1", 2, 3.5, 4.2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es := append(healthyFlow(), tc.extra...)
+			if tc.early {
+				for i := range es {
+					if es[i].Kind == "final-job" {
+						es[i].Starts = []time.Time{at(2.4)}
+					}
+				}
+			}
+			rep := Check(es, time.Minute, true)
+			if tc.found {
+				require.Contains(t, rep.AnomalyKinds(), tc.kind, rep.String())
+			} else {
+				require.NotContains(t, rep.AnomalyKinds(), tc.kind, rep.String())
+			}
+		})
+	}
+}

@@ -205,12 +205,24 @@ func (c *client) run(submitting, settle context.Context) {
 }
 
 func (c *client) body() []byte {
+	// A share of the jobs waits for a run_at a few seconds ahead (delay);
+	// a share is of the flow-limited type (flowType) instead of a report.
+	// The draws are only made when asked for, so a seed of an earlier run
+	// replays the same submissions without them.
+	delay := ""
+	if c.opts.ScheduledPct > 0 && c.rng.IntN(100) < c.opts.ScheduledPct {
+		delay = fmt.Sprintf(`,"delay":"%dms"`, 2000+c.rng.IntN(4000))
+	}
+	if c.opts.FlowPct > 0 && c.rng.IntN(100) < c.opts.FlowPct {
+		return fmt.Appendf(nil, `{"type":%q,"params":{"customer":%q,"n":%d}%s}`,
+			flowType, flowCustomers[c.rng.IntN(len(flowCustomers))], 1+c.rng.IntN(1_000_000), delay)
+	}
 	pages := 1 + c.rng.IntN(12)
 	if c.rng.IntN(10) == 0 {
 		pages = 40 + c.rng.IntN(160) // renders long enough to be hit mid-way
 	}
-	return fmt.Appendf(nil, `{"type":"permit_report","params":{"case_id":%d,"revision":%d,"pages":%d}}`,
-		1+c.rng.IntN(1_000_000), 1+c.rng.IntN(50), pages)
+	return fmt.Appendf(nil, `{"type":"permit_report","params":{"case_id":%d,"revision":%d,"pages":%d}%s}`,
+		1+c.rng.IntN(1_000_000), 1+c.rng.IntN(50), pages, delay)
 }
 
 // newBatch submits a batch of 2-5 jobs (the singles' bodies) under a fresh

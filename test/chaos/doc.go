@@ -3,7 +3,9 @@
 // dispatchers, whose brokers race for claims, and 2 notifiers, which race
 // on every event) on a real three-node nats-server cluster with
 // R3 resources, drives it with clients that submit jobs and batches of jobs
-// with idempotency keys and retry through either gateway, and lets a seeded nemesis SIGKILL or
+// with idempotency keys and retry through either gateway (some scheduled a
+// few seconds ahead, some of a flow-limited type the harness's own worker
+// runs: one job per customer at once, a rate limit), and lets a seeded nemesis SIGKILL or
 // SIGSTOP/SIGCONT any process, one NATS node at a time so a quorum stays.
 // With Options.Partitions (make chaos-partitions, root) each NATS node runs
 // in a network namespace of its own (package netns) with the processes

@@ -49,6 +49,14 @@ import (
 //   - final-job gains Batch and Notify (batch or each) for a batch's item
 //   - final-batch: GET /v1/batches/{id} at the end: Batch, Requester,
 //     Status, Notify, BatchDone, Counts, Items
+//
+// Scheduled jobs and the flow-limited type (flowType) add:
+//
+//   - final-job gains Type, RunAt (a scheduled job's), Starts (when each
+//     attempt started, as the record says) and FlowKey (a flowType job's
+//     customer)
+//   - work: one attempt of a flowType job as its handler (the harness's
+//     worker) ran it: Job, Attempt, FlowKey, Start, End
 type Entry struct {
 	T    time.Time `json:"t"`
 	Kind string    `json:"kind"`
@@ -99,6 +107,10 @@ type Entry struct {
 	Items     []Item         `json:"items,omitempty"`
 	Counts    map[string]int `json:"counts,omitempty"`
 	BatchDone bool           `json:"batch_done,omitempty"`
+
+	RunAt   time.Time   `json:"run_at,omitzero"`
+	Starts  []time.Time `json:"starts,omitempty"`
+	FlowKey string      `json:"flow_key,omitempty"`
 }
 
 // Item is one job of a batch, in item order, with its state where the

@@ -39,8 +39,15 @@ type Options struct {
 	CancelPct    int           // share of admitted jobs canceled soon after
 	FollowPct    int           // share of admitted jobs followed (half by polls, half SSE)
 	MaxFollowers int
-	WebhookFail  int  // percent of webhook deliveries the sink answers 503
-	SyncAlways   bool // nats-server sync_interval "always"
+	// ScheduledPct is the share of jobs submitted with a delay of 2-6 s
+	// (run_at ahead: admitted scheduled); -1: none.
+	ScheduledPct int
+	// FlowPct is the share of jobs of the flow-limited type (flowType,
+	// worked by the harness: one job per customer at once, a rate limit);
+	// -1: none.
+	FlowPct     int
+	WebhookFail int  // percent of webhook deliveries the sink answers 503
+	SyncAlways  bool // nats-server sync_interval "always"
 	// Partitions runs each NATS node in a network namespace of its own
 	// (root only; package netns), with the jobgate processes spread over
 	// them, and lets lane 0 cut the network too (docs/reliability.md).
@@ -87,6 +94,8 @@ func (o *Options) Defaults() {
 	defi(&o.FollowPct, 40)
 	defi(&o.MaxFollowers, 12)
 	defi(&o.WebhookFail, 5)
+	defi(&o.ScheduledPct, 10)
+	defi(&o.FlowPct, 15)
 	if o.Partitions {
 		defi(&o.NetPct, 40)
 		defi(&o.PowerLossPct, 10)
@@ -269,6 +278,14 @@ func (r *run) run(ctx context.Context) error {
 		return fmt.Errorf("observer: %w", err)
 	}
 	defer nc.Close()
+	if o.FlowPct > 0 {
+		stop, err := startFlowWorker(ctx, natsURL, r.h)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		r.waitType(ctx, newAPI(r.gws, tokens), flowType)
+	}
 
 	// The faults and the clients.
 	a := newAPI(r.gws, tokens)

@@ -40,9 +40,17 @@ type record struct {
 		Size   int64  `json:"size"`
 		SHA256 string `json:"sha256"`
 	} `json:"output"`
-	Batch       string `json:"batch"`
-	BatchNotify string `json:"batch_notify"` // "" is the default, "batch"
-	rev         uint64
+	Batch       string     `json:"batch"`
+	BatchNotify string     `json:"batch_notify"` // "" is the default, "batch"
+	Type        string     `json:"type"`
+	RunAt       *time.Time `json:"run_at"`
+	Attempts    []struct {
+		StartedAt time.Time `json:"started_at"`
+	} `json:"attempts"`
+	Params struct {
+		Customer string `json:"customer"`
+	} `json:"params"`
+	rev uint64
 }
 
 // readRecords reads every job record of the bucket, each at its latest
@@ -211,6 +219,16 @@ func (r *run) snapshot(ctx context.Context, nc *nats.Conn, a *api) {
 		}
 		if rec.Batch != "" {
 			e.Batch, e.Notify = rec.Batch, orBatch(rec.BatchNotify)
+		}
+		e.Type = rec.Type
+		if rec.RunAt != nil {
+			e.RunAt = *rec.RunAt
+		}
+		for _, a := range rec.Attempts {
+			e.Starts = append(e.Starts, a.StartedAt)
+		}
+		if rec.Type == flowType {
+			e.FlowKey = rec.Params.Customer
 		}
 		r.h.Add(e)
 	}

@@ -30,6 +30,8 @@ func main() {
 	flag.IntVar(&o.Lanes, "lanes", 2, "fault lanes running at once (only the first touches NATS nodes)")
 	flag.IntVar(&o.LongPausePct, "long-pauses", 20, "percent of pauses that last 16-40s, past lease and ack-wait limits (-1: none)")
 	flag.IntVar(&o.BatchPct, "batches", 25, "percent of new submissions that are batches of 2-5 jobs, notified as one or each (-1: none)")
+	flag.IntVar(&o.ScheduledPct, "scheduled", 10, "percent of jobs submitted with a delay of 2-6 s, admitted scheduled (-1: none)")
+	flag.IntVar(&o.FlowPct, "flow", 15, "percent of jobs of the flow-limited type chaos_export, worked by the harness: one per customer at once, 2 starts/s (-1: none)")
 	flag.BoolVar(&o.SyncAlways, "sync-always", false, "NATS nodes fsync every write (sync_interval: always)")
 	flag.BoolVar(&o.Partitions, "partitions", false, "each NATS node in a network namespace of its own, and network faults (root; make chaos-partitions)")
 	flag.IntVar(&o.NetPct, "net-faults", 0, "percent of the first lane's faults that cut the network (with --partitions; default 40, -1: none)")
