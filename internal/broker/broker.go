@@ -77,6 +77,7 @@ type Broker struct {
 	lost   map[string]lostClaim
 
 	renewals renewals // when this broker last renewed each claim's places (flow.go)
+	flowKeys keyLocks // one compare-and-set at a time per flow key in this broker (flow.go)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the first Stop's work is done

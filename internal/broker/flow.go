@@ -52,7 +52,9 @@ func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder s
 	undo := func() { b.unlease(ctx, taken, holder) }
 	for _, k := range keys {
 		if k.Rate != nil {
+			unlock := b.flowKeys.lock(k.Key)
 			wait, err := b.stores.Slots.TakeToken(ctx, k.Key, k.Rate.PerSecond, k.Rate.BurstOr(), now)
+			unlock()
 			if err != nil || wait > 0 {
 				undo()
 				b.flowHeldBack(typ, k.Class)
@@ -60,7 +62,9 @@ func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder s
 			}
 			continue
 		}
+		unlock := b.flowKeys.lock(k.Key)
 		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, holder, now)
+		unlock()
 		if err != nil {
 			undo()
 			b.flowHeldBack(typ, k.Class)
@@ -101,7 +105,10 @@ func (b *Broker) unlease(ctx context.Context, keys []flowKey, holder string) {
 		if k.Rate != nil {
 			continue
 		}
-		if err := b.stores.Slots.Unlease(ctx, k.Key, holder, b.cfg.Now()); err != nil {
+		unlock := b.flowKeys.lock(k.Key)
+		err := b.stores.Slots.Unlease(ctx, k.Key, holder, b.cfg.Now())
+		unlock()
+		if err != nil {
 			b.log.Debug("concurrency place not given back, it runs out", "key", k.Key, "err", err)
 		}
 	}
@@ -140,7 +147,9 @@ func (b *Broker) renew(ctx context.Context, d *job.TypeDecl, rec *job.Record) {
 		if k.Rate != nil {
 			continue
 		}
+		unlock := b.flowKeys.lock(k.Key)
 		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, rec.ClaimID, now)
+		unlock()
 		if errors.Is(err, natsjs.ErrNoSlot) {
 			b.log.Warn("a running attempt lost its concurrency place", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
 		} else if err != nil {
@@ -184,4 +193,28 @@ func (r *renewals) due(claim string, now time.Time) bool {
 	}
 	r.last[claim] = now
 	return true
+}
+
+// keyLocks serializes this broker's compare-and-sets on each flow key: a
+// key's entry (a concurrency key's places, a rate bucket) is one value
+// every start of its jobs writes, and the broker's requests racing on it
+// would lose their compare-and-sets to each other, run out of tries
+// (natsjs.ErrLeaseBusy) and park their jobs as if the store were out; one
+// at a time, each costs a read and a write, and only other dispatchers
+// race it. The keys share keyStripes locks by hash.
+type keyLocks struct {
+	stripes [keyStripes]sync.Mutex
+}
+
+const keyStripes = 64
+
+// lock takes key's lock and returns its unlock.
+func (l *keyLocks) lock(key string) func() {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	m := &l.stripes[h%keyStripes]
+	m.Lock()
+	return m.Unlock
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,30 +67,45 @@ func (s *SlotStore) Leased(ctx context.Context, key string, now time.Time) (int,
 // updateLeases applies fn to key's live holders and writes the result when
 // fn says it changed (an entry left empty is deleted).
 func (s *SlotStore) updateLeases(ctx context.Context, key string, now time.Time, fn func(leaseEntry) (bool, error)) error {
-	for range leaseTries {
-		e, rev, err := s.readLeases(ctx, key, now)
-		if err != nil {
-			return err
+	for try := range leaseTries {
+		// The first try trusts the entry as this process last saw it; a
+		// compare-and-set it loses reads it again.
+		v, rev, known := s.last.get(key)
+		var e leaseEntry
+		if try == 0 && known {
+			e = liveLeases(v, now)
+		} else {
+			var err error
+			if e, rev, err = s.readLeases(ctx, key, now); err != nil {
+				return err
+			}
 		}
 		changed, err := fn(e)
+		if (err != nil || !changed) && try == 0 && known {
+			continue // judged on what may be stale: read it
+		}
 		if err != nil || !changed {
 			return err
 		}
+		var data []byte
+		var nrev uint64
 		switch {
 		case len(e) == 0 && rev == 0:
 			return nil
 		case len(e) == 0:
 			err = s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 		case rev == 0:
-			data, _ := json.Marshal(e) // a map of strings to numbers
-			_, err = s.kv.Create(ctx, key, data)
+			data, _ = json.Marshal(e) // a map of strings to numbers
+			nrev, err = s.kv.Create(ctx, key, data)
 		default:
-			data, _ := json.Marshal(e)
-			_, err = s.kv.Update(ctx, key, data, rev)
+			data, _ = json.Marshal(e)
+			nrev, err = s.kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {
+			s.last.put(key, data, nrev) // a delete forgets it (nrev 0)
 			return nil
 		}
+		s.last.forget(key)
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("concurrency entry %s: %w", key, mapErr(err))
 		}
@@ -108,8 +124,14 @@ func (s *SlotStore) readLeases(ctx context.Context, key string, now time.Time) (
 	if err != nil {
 		return nil, 0, fmt.Errorf("concurrency entry %s: %w", key, mapErr(err))
 	}
+	s.last.put(key, kve.Value(), kve.Revision())
+	return liveLeases(kve.Value(), now), kve.Revision(), nil
+}
+
+// liveLeases decodes an entry's value, keeping the holders live at now.
+func liveLeases(v []byte, now time.Time) leaseEntry {
 	var e leaseEntry
-	if json.Unmarshal(kve.Value(), &e) != nil || e == nil {
+	if json.Unmarshal(v, &e) != nil || e == nil {
 		e = leaseEntry{}
 	}
 	at := now.UnixMilli()
@@ -118,7 +140,7 @@ func (s *SlotStore) readLeases(ctx context.Context, key string, now time.Time) (
 			delete(e, h)
 		}
 	}
-	return e, kve.Revision(), nil
+	return e
 }
 
 // TakeToken takes one token of the rate bucket under key (burst tokens,
@@ -128,16 +150,28 @@ func (s *SlotStore) readLeases(ctx context.Context, key string, now time.Time) (
 // bucket idle for SlotTTL is forgotten by the bucket's age limit and
 // starts full again, which it would be by then (api.RateRefillSeconds).
 func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64, burst int, now time.Time) (time.Duration, error) {
-	for range leaseTries {
+	for try := range leaseTries {
 		tokens, rev, at := float64(burst), uint64(0), now.UnixMilli()
-		kve, err := s.kv.Get(ctx, key)
+		// The first try trusts the bucket as this process last saw it; a
+		// compare-and-set it loses, or an empty bucket, reads it again.
+		v, crev, cached := s.last.get(key)
+		cached = cached && try == 0
+		var err error
+		if !cached {
+			var kve jetstream.KeyValueEntry
+			kve, err = s.kv.Get(ctx, key)
+			if err == nil {
+				v, crev = kve.Value(), kve.Revision()
+				s.last.put(key, v, crev)
+			}
+		}
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		case err != nil:
 			return 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
 		default:
-			rev = kve.Revision()
-			if t, last, ok := parseBucket(kve.Value()); ok {
+			rev = crev
+			if t, last, ok := parseBucket(v); ok {
 				// The bucket's clock never goes back: a dispatcher whose
 				// now is behind the last writer's refills nothing, and
 				// writes the later time, so no token is made twice.
@@ -147,19 +181,25 @@ func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64
 			}
 		}
 		if tokens < 1 {
+			if cached {
+				continue
+			}
 			return time.Duration((1 - tokens) / perSecond * float64(time.Second)), nil
 		}
 		data := strconv.AppendFloat(nil, tokens-1, 'f', 6, 64)
 		data = append(data, ' ')
 		data = strconv.AppendInt(data, at, 10)
+		var nrev uint64
 		if rev == 0 {
-			_, err = s.kv.Create(ctx, key, data)
+			nrev, err = s.kv.Create(ctx, key, data)
 		} else {
-			_, err = s.kv.Update(ctx, key, data, rev)
+			nrev, err = s.kv.Update(ctx, key, data, rev)
 		}
 		if err == nil {
+			s.last.put(key, data, nrev)
 			return 0, nil
 		}
+		s.last.forget(key)
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
 		}
@@ -193,4 +233,53 @@ func (s *SlotStore) Tokens(ctx context.Context, key string, perSecond float64, b
 		return float64(burst), nil
 	}
 	return min(float64(burst), t+max(now.Sub(time.UnixMilli(at)).Seconds(), 0)*perSecond), nil
+}
+
+// lastSeen is the flow entries as this process last read or wrote them,
+// by key: value and revision. It is only a guess (another process may
+// have written since): a compare-and-set on it that loses reads again.
+// At most maxLastSeen keys are kept; past it one is dropped at random.
+type lastSeen struct {
+	mu sync.Mutex
+	m  map[string]seenEntry
+}
+
+type seenEntry struct {
+	v   []byte
+	rev uint64
+}
+
+const maxLastSeen = 10000
+
+func (l *lastSeen) get(key string) ([]byte, uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.m[key]
+	return e.v, e.rev, ok
+}
+
+// put notes key's value at rev; rev 0 (deleted) forgets it.
+func (l *lastSeen) put(key string, v []byte, rev uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rev == 0 {
+		delete(l.m, key)
+		return
+	}
+	if l.m == nil {
+		l.m = map[string]seenEntry{}
+	}
+	if _, ok := l.m[key]; !ok && len(l.m) >= maxLastSeen {
+		for k := range l.m {
+			delete(l.m, k)
+			break
+		}
+	}
+	l.m[key] = seenEntry{v: append([]byte(nil), v...), rev: rev}
+}
+
+func (l *lastSeen) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, key)
 }

@@ -30,6 +30,10 @@ var ErrNoSlot = errors.New("no free slot")
 // flight across the deployment.
 type SlotStore struct {
 	kv jetstream.KeyValue
+	// last holds the entries of the flow keys as this process last read
+	// or wrote them (leases.go), so that a compare-and-set on a key this
+	// process wrote last needs no read first.
+	last lastSeen
 }
 
 // Slot is one slot held.
