@@ -41,6 +41,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.ChangeInterval, "change-interval", 10*time.Second, "how often each watched job changes")
 	fs.IntVar(&o.SSEStreams, "sse-streams", 1000, "event streams held open for the footprint")
 	fs.IntVar(&o.FootprintJobs, "footprint-jobs", 100_000, "jobs admitted before the last memory reading")
+	fs.IntVar(&o.FlowScheduled, "flow-scheduled", 100_000, "jobs scheduled an hour ahead while the flow section measures lateness and memory")
 	fs.StringVar(&o.URL, "url", "", "benchmark a running gateway instead of starting one (needs its auth secret)")
 	secret := fs.String("auth-secret", "", "with --url: the gateway's token secret (default JOBGATE_AUTH_SECRET)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "where targets keep their data (default: a temp dir, removed)")
@@ -173,7 +174,9 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 		// Started before the gateway, so the type is declared when the
 		// bench submits; stopped after it, like serve's renderer; on a
 		// connection of its own, as a user's worker process would be.
-		env.Noop = &bench.Noop{}
+		// The flow section's: "1" (both limits), "concurrency" or "rate".
+		fl := m.Getenv("JOBGATE_BENCH_NOOP_FLOW")
+		env.Noop = &bench.Noop{Flow: fl != "", FlowOnly: strings.TrimPrefix(fl, "1")}
 		workers = append(workers, func(s *system.System, nc *nats.Conn) (system.Service, error) {
 			w, err := worker.New(worker.Config{Conn: nc, Logger: s.Logger().With("service", "bench_noop"), OnAttempt: env.Noop.OnAttempt})
 			if err != nil {

@@ -146,6 +146,13 @@ func (r *runner) pipelineSuite(ctx context.Context) error {
 // taken after the relay's last pass over the terminal changes. The usage is
 // the CPU from the first submission to the last finish.
 func (r *runner) jobgatePipeline(ctx context.Context, p *proc, a *api, tokens []string, d time.Duration, round int) (PipeResult, usage, error) {
+	return r.jobgatePipelineOf(ctx, p, a, tokens, d, round, func(i int) []byte {
+		return []byte(`{"type":"` + NoopType + `","params":{"n":` + strconv.Itoa(i) + `}}`)
+	})
+}
+
+// jobgatePipelineOf is jobgatePipeline submitting body(i) as job i.
+func (r *runner) jobgatePipelineOf(ctx context.Context, p *proc, a *api, tokens []string, d time.Duration, round int, body func(i int) []byte) (PipeResult, usage, error) {
 	before, err := p.call(Request{Op: opPipeStats})
 	if err != nil {
 		return PipeResult{}, usage{}, err
@@ -154,8 +161,7 @@ func (r *runner) jobgatePipeline(ctx context.Context, p *proc, a *api, tokens []
 	start := time.Now()
 	prefix := "pipe-" + strconv.Itoa(round) + "-"
 	s := closedLoopSamples(ctx, len(tokens), d, 0, func(w, i int) error {
-		body := []byte(`{"type":"` + NoopType + `","params":{"n":` + strconv.Itoa(i) + `}}`)
-		st, _, err := a.submit(tokens[w], prefix+strconv.Itoa(w)+"-"+strconv.Itoa(i), body)
+		st, _, err := a.submit(tokens[w], prefix+strconv.Itoa(w)+"-"+strconv.Itoa(i), body(i))
 		return expect(st, http.StatusAccepted, err)
 	})
 	insert := time.Since(start)

@@ -35,7 +35,7 @@ const (
 )
 
 // AllSections lists every section.
-var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing, SecEndpoints, SecNetHTTP}
+var AllSections = []string{SecFloor, SecAdmission, SecReplay, SecConflict, SecStatus, SecE2E, SecPipeline, SecWatch, SecFootprint, SecFairness, SecBatch, SecTracing, SecEndpoints, SecNetHTTP, SecFlow}
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -75,6 +75,9 @@ type Options struct {
 	// 100000).
 	SSEStreams    int
 	FootprintJobs int
+	// FlowScheduled jobs wait scheduled an hour ahead while the flow
+	// section measures the lateness of others (default 100000).
+	FlowScheduled int
 	// AsynqBench is the tools/asynqbench binary of the nethttp section's
 	// Asynq comparison (default: asynqbench on PATH).
 	AsynqBench string
@@ -130,6 +133,9 @@ func (o *Options) withDefaults() error {
 	if o.FootprintJobs <= 0 {
 		o.FootprintJobs = 100_000
 	}
+	if o.FlowScheduled <= 0 {
+		o.FlowScheduled = 100_000
+	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -182,6 +188,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	set["change_interval"] = o.ChangeInterval.String()
 	set["sse_streams"] = strconv.Itoa(o.SSEStreams)
 	set["footprint_jobs"] = strconv.Itoa(o.FootprintJobs)
+	set["flow_scheduled"] = strconv.Itoa(o.FlowScheduled)
 	set["e2e_jobs"] = strconv.Itoa(o.E2EJobs)
 	set["render_jobs"] = strconv.Itoa(o.RenderJobs)
 	set["fair_jobs"] = strconv.Itoa(o.FairJobs)
@@ -242,6 +249,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.any(SecNetHTTP) {
 		if err := r.netHTTPSuite(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.any(SecFlow) && o.URL == "" {
+		if err := r.flowSuite(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
