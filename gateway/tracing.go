@@ -18,6 +18,11 @@ import (
 // attributes name the job, never its params, key or token.
 func startAdmissionSpan(c *fiber.Ctx) (context.Context, trace.Span) {
 	parent := tracing.Extract(c.UserContext(), c.Get(tracing.HeaderParent), c.Get(tracing.HeaderState))
+	if !tracing.Installed() {
+		// Tracing off: the span would record nothing and carry the
+		// caller's context, which parent holds already (the job keeps it).
+		return parent, trace.SpanFromContext(parent)
+	}
 	route := c.Route().Path
 	sctx, span := tracing.Tracer().Start(parent, c.Method()+" "+route, trace.WithSpanKind(trace.SpanKindServer),
 		// Fiber's Method points into the request buffer, which the next

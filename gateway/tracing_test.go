@@ -139,3 +139,25 @@ func TestBatchAdmissionContinuesTheCallersTraceAndEachItemKeepsIt(t *testing.T) 
 		require.Equal(t, "shop=2", stored.TraceState)
 	}
 }
+
+// With no tracer provider installed (tracing off) no span is made, and the
+// job still keeps the caller's trace context: its later steps and events
+// carry the caller's trace.
+func TestAdmissionWithTracingOffKeepsTheCallersTrace(t *testing.T) {
+	require.False(t, tracing.Installed(), "no provider installed")
+	_, b := setup(t)
+	tok := b.token(t, "4", "reviewer-47", false)
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4739-00f067aa0ba902b7-01"
+	r := b.do(t, http.MethodPost, "/v1/jobs", tok, permit, "Idempotency-Key: off-1", "traceparent: "+caller, "tracestate: shop=2")
+	require.Equal(t, http.StatusAccepted, r.status)
+	stored, err := b.res.Jobs.Get(context.Background(), job.StoreKey("4", "reviewer-47", r.job(t).ID))
+	require.NoError(t, err)
+	require.Equal(t, caller, stored.Trace)
+	require.Equal(t, "shop=2", stored.TraceState)
+
+	r = b.do(t, http.MethodPost, "/v1/jobs", tok, permit, "Idempotency-Key: off-2")
+	require.Equal(t, http.StatusAccepted, r.status)
+	stored, err = b.res.Jobs.Get(context.Background(), job.StoreKey("4", "reviewer-47", r.job(t).ID))
+	require.NoError(t, err)
+	require.Empty(t, stored.Trace, "no trace of its own when nothing traces")
+}

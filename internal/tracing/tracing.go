@@ -38,6 +38,14 @@ const Scope = "github.com/jobgate/jobgate"
 // internal/telemetry installs one).
 func Tracer() trace.Tracer { return otel.Tracer(Scope) }
 
+// defaultProvider is the global provider before anything is installed.
+var defaultProvider = otel.GetTracerProvider()
+
+// Installed reports whether a tracer provider was installed: without one,
+// a span records nothing and only carries its parent's context, which a
+// hot path can carry without making the span.
+func Installed() bool { return otel.GetTracerProvider() != defaultProvider }
+
 var propagator = propagation.TraceContext{}
 
 // Inject returns the traceparent and tracestate of ctx's span, or "" when
