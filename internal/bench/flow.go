@@ -25,7 +25,7 @@ const (
 	flowLateJobs   = 1000
 	flowLateSpread = 20 * time.Second
 	flowLateLead   = 10 * time.Second
-	flowRounds     = 3
+	flowRounds     = 4 // an even number: each side goes first as often
 )
 
 func (r *runner) flowSuite(ctx context.Context) error {
@@ -105,8 +105,16 @@ func (r *runner) flowThroughput(ctx context.Context, plain, flow *proc) error {
 	}
 	startBy := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	rd := max(r.o.Duration/flowRounds, time.Second)
+	// Each round swaps which side goes first: the one that follows runs
+	// while the other's finished jobs are still being relayed.
+	order := func(round int) []*side {
+		if round%2 == 1 {
+			return []*side{sides[1], sides[0]}
+		}
+		return sides
+	}
 	for round := range flowRounds {
-		for _, s := range sides {
+		for _, s := range order(round) {
 			r.logf("flow: admission round %d, flow fields %v, %d clients, %s", round+1, s.flow, len(s.tokens), rd)
 			var smp Samples
 			u := r.measure(s.p, fmt.Sprintf("flow-admission-%v-%d", s.flow, round), func() {
@@ -126,7 +134,7 @@ func (r *runner) flowThroughput(ctx context.Context, plain, flow *proc) error {
 		}
 	}
 	for round := range flowRounds {
-		for _, s := range sides {
+		for _, s := range order(round) {
 			r.logf("flow: pipeline round %d, flow %v, %d clients, %s", round+1, s.flow, pipelineInserters, rd)
 			pr, u, err := r.jobgatePipelineOf(ctx, s.p, s.a, s.tokens[:pipelineInserters], rd, 100+round, func(i int) []byte {
 				return flowBody(i, s.flow, startBy)
@@ -209,6 +217,7 @@ func (r *runner) flowScheduled(ctx context.Context, p *proc) error {
 	if err != nil {
 		return err
 	}
+	r.profile(p, opHeapProfile, "flow-scheduled-heap.pprof")
 	if admitted > 0 {
 		note := fmt.Sprintf("%d jobs in the scheduled set; RSS %.0f → %.0f MiB; after a GC; %s", inSet, mib(before.rss), mib(after.rss), memNote(after.mem))
 		r.rep.add(Row{Section: SecFlow, Name: "target memory per waiting scheduled job: Go heap in use", Fsync: "default",
