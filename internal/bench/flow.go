@@ -136,9 +136,13 @@ func (r *runner) flowThroughput(ctx context.Context, plain, flow *proc) error {
 	for round := range flowRounds {
 		for _, s := range order(round) {
 			r.logf("flow: pipeline round %d, flow %v, %d clients, %s", round+1, s.flow, pipelineInserters, rd)
+			profiled := r.profile(s.p, opProfileStart, fmt.Sprintf("flow-pipeline-%v-%d.pprof", s.flow, round))
 			pr, u, err := r.jobgatePipelineOf(ctx, s.p, s.a, s.tokens[:pipelineInserters], rd, 100+round, func(i int) []byte {
 				return flowBody(i, s.flow, startBy)
 			})
+			if profiled {
+				_, _ = s.p.call(Request{Op: opProfileStop})
+			}
 			if err != nil {
 				return err
 			}
