@@ -94,10 +94,13 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	// One pass at least; with no wait, a few more while the picks find
-	// messages that lead to no claim (an empty lane, a live claim).
-	again := false
-	for pass := 0; pass == 0 || wctx.Err() == nil || wait == 0 && again && pass < quickPasses; pass++ {
-		again = false
+	// messages that lead to no claim (an empty lane, a live claim); one
+	// more when news chose this request as its wait ended, which it would
+	// otherwise leave untaken.
+	again, woken := false, false
+	for pass := 0; pass == 0 || wctx.Err() == nil || woken || wait == 0 && again && pass < quickPasses; pass++ {
+		chosen := woken
+		again, woken = false, false
 		// A pause (pause.go) holds the request without a pick: nothing of
 		// the type starts, and a resume wakes it.
 		var bad *wire.Reply
@@ -113,11 +116,12 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 		if err := s.list(wctx, false); err != nil && wctx.Err() == nil {
 			b.log.Warn("work not listed", "type", r.typ, "err", err)
 		}
+		gen := s.generation()
 		now := b.cfg.Now()
 		t, l, seq := s.pick(now, allow)
 		if t == nil {
-			if wait > 0 {
-				s.wait(wctx, now)
+			if wait > 0 && wctx.Err() == nil {
+				woken = s.wait(wctx, now, gen, allow)
 			}
 			continue
 		}
@@ -143,6 +147,11 @@ func (b *Broker) take(ctx context.Context, r *request, d *job.TypeDecl, req *wir
 			}
 			b.log.Warn("work not read", "type", r.typ, "err", err)
 			return refuse(wire.CodeUnavailable, "the work of %s could not be read", r.typ)
+		}
+		if chosen && msg != nil {
+			// Chosen by news, it has taken work: the next waiting request
+			// looks, should the news be one of a burst.
+			s.passOn(b.cfg.Now())
 		}
 		if msg == nil {
 			// The lane was empty, or the deferred message is gone (its job

@@ -48,7 +48,7 @@ func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.D
 	q := s.parked[key]
 	if q == nil {
 		if len(s.parked) >= maxParkedKeys {
-			s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(delay))
+			s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, now.Add(delay))
 			return
 		}
 		q = &parkQ{msgs: map[uint64]parked{}}
@@ -58,7 +58,7 @@ func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.D
 	s.parkedBy[msg.Seq] = key
 	if q.probeAt.IsZero() || !q.probeAt.After(now) {
 		q.probeAt = now.Add(delay)
-		s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, q.probeAt)
+		s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, q.probeAt)
 		return
 	}
 	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(parkBackstop))
@@ -133,7 +133,7 @@ func (s *sched) unpark(key string) {
 				if _, ok := lane.deferred[best.seq]; ok {
 					// It looks now; blocked again, it is the next probe.
 					lane.deferTo(best.seq, now)
-					s.wakeLocked()
+					s.wakeOneLocked()
 					return
 				}
 			}

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"container/list"
 	"context"
-	"github.com/jobgate/jobgate/internal/job"
 	"sync"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/job"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
 )
@@ -23,6 +25,16 @@ import (
 // starts it then, and removes it once the job has ended. Any number of
 // brokers may schedule one type: each keeps its own lanes, and the claim's
 // compare-and-set on the record decides which runs a job.
+//
+// Waiting requests are woken as work comes, not all at once: news of one
+// message (a notice, a slot of a capped tenant freed, a parked message
+// woken) wakes the regular request that has waited longest, and one that
+// took work wakes the next, so a burst is taken by as many requests as it
+// has messages while an idle type's hundred waiting slots cost one wakeup
+// a job, not a hundred. One timer, set for the earliest deferred message or
+// recheck, wakes one request when it falls due. A listing and a change of
+// the declaration wake every request; a newcomer request (which may not
+// take every tenant) is woken by every news, as they are few.
 
 // Scheduling limits.
 const (
@@ -54,11 +66,24 @@ type sched struct {
 
 	listMu sync.Mutex // one listing at a time
 
-	mu       sync.Mutex
-	tenants  map[string]*tenantQ
-	picks    uint64
-	wake     chan struct{} // closed and replaced: every waiting request looks
-	signal   chan struct{} // a token: one waiting request looks
+	mu      sync.Mutex
+	tenants map[string]*tenantQ
+	picks   uint64
+	// wake is closed and replaced for news every waiting request looks at
+	// (a listing, a change of the declaration); news closes and replaces
+	// news, which the newcomer requests wait on, while they are any.
+	wake, news chan struct{}
+	newcomers  int
+	// waiters are the regular requests waiting, longest first: news of
+	// work wakes the first (wakeOneLocked). gen counts the news, so that
+	// a request that found nothing to pick looks again, rather than wait,
+	// when some came in between.
+	waiters *list.List // of *waiter
+	gen     uint64
+	// timer wakes a waiter at timerAt, the earliest due time of a deferred
+	// message or recheck a waiting request saw (zero: not set).
+	timer    *time.Timer
+	timerAt  time.Time
 	listedAt time.Time
 	listTook time.Duration
 	lastSeq  uint64
@@ -124,7 +149,7 @@ type laneQ struct {
 
 func newSched(b *Broker, typ string) *sched {
 	return &sched{b: b, typ: typ, lanes: b.stores.Work.Lanes(typ), tenants: map[string]*tenantQ{},
-		wake: make(chan struct{}), signal: make(chan struct{}, 64), held: map[string]*holding{},
+		wake: make(chan struct{}), news: make(chan struct{}), waiters: list.New(), held: map[string]*holding{},
 		parked: map[string]*parkQ{}, parkedBy: map[uint64]string{}}
 }
 
@@ -152,6 +177,11 @@ func (s *sched) close() {
 	if s.stop != nil {
 		s.stop()
 	}
+	s.mu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
 }
 
 func (s *sched) notice(tenant, requester string, priority int) {
@@ -159,13 +189,37 @@ func (s *sched) notice(tenant, requester string, priority int) {
 	l := s.laneLocked(tenant, requester)
 	l.works[priority], l.work, l.noticed = true, true, s.b.cfg.Now()
 	l.noticedAt[priority] = true
-	s.wakeLocked()
+	s.wakeOneLocked()
 	s.mu.Unlock()
 }
 
+// wakeLocked has every waiting request look.
 func (s *sched) wakeLocked() {
+	s.gen++
 	close(s.wake)
 	s.wake = make(chan struct{})
+	s.newsLocked()
+	for s.waiters.Len() > 0 {
+		s.waiters.Remove(s.waiters.Front()).(*waiter).woken <- struct{}{}
+	}
+}
+
+// wakeOneLocked has one waiting request look (news of one message, or
+// of one slot): the regular one that has waited longest, and the
+// newcomers.
+func (s *sched) wakeOneLocked() {
+	s.gen++
+	s.newsLocked()
+	if s.waiters.Len() > 0 {
+		s.waiters.Remove(s.waiters.Front()).(*waiter).woken <- struct{}{}
+	}
+}
+
+func (s *sched) newsLocked() {
+	if s.newcomers > 0 {
+		close(s.news)
+		s.news = make(chan struct{})
+	}
 }
 
 func (s *sched) tenantLocked(name string) *tenantQ {
@@ -463,7 +517,7 @@ func (s *sched) settled(msg *natsjs.LaneMsg) {
 // later looks at a message again at due.
 func (s *sched) later(msg *natsjs.LaneMsg, due time.Time) {
 	s.mu.Lock()
-	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, due)
+	s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, due)
 	s.mu.Unlock()
 }
 
@@ -516,7 +570,7 @@ func (s *sched) retryAt(key string, due time.Time) {
 		return
 	}
 	h.rec = nil
-	s.laneLocked(h.tenant, h.requester).deferTo(h.seq, due)
+	s.deferLocked(s.laneLocked(h.tenant, h.requester), h.seq, due)
 }
 
 // unreserve gives back the slot a pick reserved when it led to no claim.
@@ -531,15 +585,7 @@ func (s *sched) unreserveLocked(tenant string) {
 		t.held--
 	}
 	if s.b.cfg.capOf(tenant) > 0 {
-		s.signalLocked() // a capped tenant's slot is free again
-	}
-}
-
-// signalLocked lets one waiting request look for work.
-func (s *sched) signalLocked() {
-	select {
-	case s.signal <- struct{}{}:
-	default:
+		s.wakeOneLocked() // a capped tenant's slot is free again
 	}
 }
 
@@ -561,17 +607,50 @@ func (s *sched) finish(key string) *holding {
 			l.undefer(h.seq)
 		}
 	}
-	s.wakeLocked()
+	if s.b.cfg.capOf(h.tenant) > 0 {
+		s.wakeOneLocked() // a capped tenant's slot is free again
+	}
 	return h
 }
 
-// wait blocks until news of work, a deferred message's due time (at most
-// idleWake) or ctx's end.
-func (s *sched) wait(ctx context.Context, now time.Time) {
+// waiter is a regular request waiting: woken gets a token when news of
+// work chose it (and it is off the list).
+type waiter struct {
+	woken chan struct{}
+}
+
+// generation is the count of news so far: a request that then finds
+// nothing to pick passes it to wait.
+func (s *sched) generation() uint64 {
 	s.mu.Lock()
-	wake := s.wake
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// wait blocks until news of work (since gen, the news count when the
+// request last looked: news in between returns at once), a deferred
+// message's due time (at most idleWake) or ctx's end. A newcomer request
+// (allow set: the tenants it may take) wakes on every news; a regular one
+// when chosen (wakeOneLocked), by a due time or by news for all. A
+// regular request chosen as ctx ended passes the news on; one chosen
+// reports woken, and should it take work, it wakes the next one (passOn).
+func (s *sched) wait(ctx context.Context, now time.Time, gen uint64, allow func(string) bool) (woken bool) {
+	s.mu.Lock()
+	if s.gen != gen {
+		s.mu.Unlock()
+		return false
+	}
+	newcomer := allow != nil
+	// The earliest due time of a lane it may pick: a capped tenant's
+	// comes up once a slot of it is free, which is news.
 	next := now.Add(idleWake)
 	for _, t := range s.tenants {
+		if allow != nil && !allow(t.name) {
+			continue
+		}
+		if limit := s.b.cfg.capOf(t.name); limit > 0 && t.held >= limit {
+			continue
+		}
 		for _, l := range t.lanes {
 			if top, ok := l.firstDue(); ok && top.due.Before(next) {
 				next = top.due
@@ -581,13 +660,113 @@ func (s *sched) wait(ctx context.Context, now time.Time) {
 			}
 		}
 	}
+	wake, news := s.wake, s.news
+	var w *waiter
+	var e *list.Element
+	var timeout <-chan time.Time
+	if newcomer {
+		s.newcomers++
+		timer := time.NewTimer(max(next.Sub(now), time.Millisecond))
+		defer timer.Stop()
+		timeout = timer.C
+	} else {
+		w = &waiter{woken: make(chan struct{}, 1)}
+		e = s.waiters.PushBack(w)
+		if next.Before(now.Add(idleWake)) {
+			s.armLocked(now, next)
+		}
+		timer := time.NewTimer(idleWake)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	s.mu.Unlock()
-	timer := time.NewTimer(max(next.Sub(now), time.Millisecond))
-	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 	case <-wake:
-	case <-s.signal:
-	case <-timer.C:
+	case <-news:
+	case <-w.wokenOrNil():
+		woken = true
+	case <-timeout:
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if newcomer {
+		s.newcomers--
+		return false
+	}
+	if !woken {
+		select {
+		case <-w.woken:
+			woken = true
+		default:
+			s.waiters.Remove(e)
+		}
+	}
+	if woken && ctx.Err() != nil {
+		// Chosen as it ended: the next one looks in its stead.
+		s.wakeOneLocked()
+		return false
+	}
+	return woken
+}
+
+func (w *waiter) wokenOrNil() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.woken
+}
+
+// passOn wakes the next waiting request after a woken one took work,
+// while some lane has work or a message due: the news it was woken for may
+// be one of a burst.
+func (s *sched) passOn(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiters.Len() == 0 {
+		return
+	}
+	for _, t := range s.tenants {
+		if limit := s.b.cfg.capOf(t.name); limit > 0 && t.held >= limit {
+			continue
+		}
+		for _, l := range t.lanes {
+			if laneReady(l, now) {
+				s.waiters.Remove(s.waiters.Front()).(*waiter).woken <- struct{}{}
+				return
+			}
+		}
+	}
+}
+
+// deferLocked sets when l looks at seq again, setting the timer for it
+// when requests wait.
+func (s *sched) deferLocked(l *laneQ, seq uint64, due time.Time) {
+	l.deferTo(seq, due)
+	if s.waiters.Len() > 0 {
+		s.armLocked(s.b.cfg.Now(), due)
+	}
+}
+
+// armLocked sets the timer to wake a waiting request at at, unless it is
+// set earlier already.
+func (s *sched) armLocked(now, at time.Time) {
+	if !s.timerAt.IsZero() && !s.timerAt.After(at) {
+		return
+	}
+	s.timerAt = at
+	d := max(at.Sub(now), time.Millisecond)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.due)
+		return
+	}
+	s.timer.Reset(d)
+}
+
+// due is the timer's: a deferred message or a recheck fell due.
+func (s *sched) due() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timerAt = time.Time{}
+	s.wakeOneLocked()
 }
