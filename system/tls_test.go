@@ -88,7 +88,7 @@ func TestComponentsRunOnATLSCluster(t *testing.T) {
 	t.Parallel()
 	tlsDir := t.TempDir()
 	writeCerts(t, tlsDir)
-	example, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "tls.conf"))
+	example, err := os.ReadFile(filepath.Join("..", "deploy", "nats", "tls.conf"))
 	require.NoError(t, err)
 	const password = "s3cret-route-7"
 

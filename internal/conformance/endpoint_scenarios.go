@@ -83,7 +83,7 @@ func endpointResult(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.Equal(t, int64(len(want)), j.Result.Size)
 	require.Equal(t, hex.EncodeToString(sum[:]), j.Result.SHA256)
 	require.Equal(t, "application/vnd.jobgate.conformance", j.Result.ContentType)
-	starts := im.handler.find(eventOf("started", j.ID))
+	starts := im.handler.started(t, j.ID, 1)
 	require.Len(t, starts, 1)
 	require.Equal(t, j.ID+".a1", starts[0].str("webhook_id"))
 	require.Equal(t, traceID, starts[0].str("trace_id"), "the handler is in the caller's trace")
@@ -104,7 +104,7 @@ func endpointPermanent(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.NotNil(t, j.Error)
 	require.Equal(t, "endpoint_rejected", j.Error.Category)
 	require.Equal(t, msg, j.Error.Message)
-	require.Len(t, im.handler.find(eventOf("started", j.ID)), 1)
+	require.Len(t, im.handler.started(t, j.ID, 1), 1)
 }
 
 // A 503 is retried after the backoff (Retry-After honoured), as a new
@@ -120,7 +120,7 @@ func endpointRetry(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.Equal(t, "succeeded", j.State, "%+v", j.Error)
 	require.Equal(t, 2, j.Attempt)
 	require.Equal(t, "done by "+im.Name+" at attempt 2\n", string(c.download(t, j.ID).body))
-	starts := im.handler.find(eventOf("started", j.ID))
+	starts := im.handler.started(t, j.ID, 2)
 	require.Len(t, starts, 2)
 	require.Equal(t, j.ID+".a1", starts[0].str("webhook_id"))
 	require.Equal(t, j.ID+".a2", starts[1].str("webhook_id"))
@@ -163,7 +163,7 @@ func endpointQuotaRefused(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.NotNil(t, j.Error)
 	require.Equal(t, "budget_exceeded", j.Error.Category)
 	require.Equal(t, 1, j.Attempt)
-	require.Len(t, im.handler.find(eventOf("started", j.ID)), 1)
+	require.Len(t, im.handler.started(t, j.ID, 1), 1)
 }
 
 // A cancel reaches the request in flight within a second or two: the
@@ -180,7 +180,7 @@ func endpointCancel(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.Less(t, time.Since(began), 3*time.Second, "a cancel closes the request within a second or so")
 	time.Sleep(700 * time.Millisecond) // a beat or so: a request sent again would have started by now
 	require.Equal(t, "canceled", c.job(t, j.ID).State)
-	require.Len(t, im.handler.find(eventOf("started", j.ID)), 1, "a canceled job is not run again")
+	require.Len(t, im.handler.started(t, j.ID, 1), 1, "a canceled job is not run again")
 }
 
 // 202, then callbacks: beats with progress (visible on the job), the
@@ -194,7 +194,7 @@ func endpointAsync(t T, s *EndpointSuite, im *EndpointImpl) {
 		return j.State == "running" && j.Progress != nil && j.Progress.Done == 1
 	})
 	require.Equal(t, "steps", running.Progress.Unit)
-	require.True(t, im.handler.find(eventOf("started", j.ID))[0]["callback"] == true, "the request carries a callback URL")
+	require.True(t, im.handler.started(t, j.ID, 1)[0]["callback"] == true, "the request carries a callback URL")
 	time.Sleep(1500 * time.Millisecond) // a beat without progress goes by: the attempt stays
 	s.open(t, gate)
 	j = c.terminal(t, j.ID, 20*time.Second)

@@ -160,6 +160,21 @@ func (p *proc) wait(t T, timeout time.Duration, what string, match func(event) b
 	}
 }
 
+// started returns the handler's "started" events of a job once at least n
+// have been read: a handler writes its line before it answers, but the
+// harness reads the pipe on its own, so the job can be seen terminal first.
+func (p *proc) started(t T, id string, n int) []event {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := p.find(eventOf("started", id))
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func eventOf(kind, id string) func(event) bool {
 	return func(e event) bool { return e.str("event") == kind && (id == "" || e.str("id") == id) }
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/system"
 	"github.com/jobgate/jobgate/test/jobtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,6 +57,11 @@ func TestScheduledJobsSurviveALeaderLoss(t *testing.T) {
 		require.Equal(t, job.StateQueued, got.State, r.ID)
 		require.False(t, got.UpdatedAt.Before(*r.RunAt), "%s queued %s before its run_at", r.ID, r.RunAt.Sub(got.UpdatedAt))
 		require.Less(t, got.UpdatedAt.Sub(*r.RunAt), 20*time.Second, "%s queued late, past a leader election", r.ID)
-		require.Equal(t, []job.State{job.StateScheduled, job.StateQueued}, jobtest.States(jobtest.Events(t, svc, got)), "%s: one event per change", r.ID)
+		// The events are published after the record's change (by the waker,
+		// or by a relay after a node's loss): wait for them, then hold
+		// that there is exactly one per change.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []job.State{job.StateScheduled, job.StateQueued}, jobtest.States(jobtest.Events(t, svc, got)), "%s: one event per change", r.ID)
+		}, 30*time.Second, 100*time.Millisecond)
 	}
 }
