@@ -54,7 +54,7 @@ image:
 ##        system unpacked runs its entrypoint as its user (chroot, own network namespace;
 ##        needs root, as CI has) up to /readyz and its health check
 test-image:
-	cd tools/image && $(GO) test -race -count=1 -timeout 10m ./...
+	cd tools/image && $(GO) test -count=1 -timeout 10m ./...
 
 ## upgrade-test: the rolling-upgrade test (test/upgradetest, not in make test: it builds an
 ##        earlier commit from git history): UPGRADE_FROM (a commit, 66884e9 by default) and this
