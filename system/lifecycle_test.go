@@ -3,6 +3,7 @@ package system_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,30 +29,7 @@ func TestEndingTheStartContextStopsNothing(t *testing.T) {
 	defer func() { require.NoError(t, sys.Stop(context.Background())) }()
 	cancel()
 
-	tok, err := sys.Token(auth.Identity{Tenant: "4", Requester: "r"}, time.Minute)
-	require.NoError(t, err)
-	req, _ := http.NewRequest(http.MethodPost, sys.URL()+"/v1/jobs",
-		strings.NewReader(`{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":2}}`))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Idempotency-Key", "after-the-start-ctx-ended")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var j struct{ ID, State string }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-
-	deadline := time.Now().Add(30 * time.Second)
-	for j.State != "succeeded" {
-		require.True(t, time.Now().Before(deadline), "the job is still %s: a component stopped with the start context", j.State)
-		req, _ := http.NewRequest(http.MethodGet, sys.URL()+"/v1/jobs/"+j.ID+"?wait=5s", nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-		resp.Body.Close()
-	}
+	runOneReport(t, sys, "after-the-start-ctx-ended", 2, 30*time.Second, "a component stopped with the start context")
 }
 
 // stuck is a worker whose Stop drains until its ctx ends.
@@ -89,4 +67,35 @@ func TestStopKeepsItsDeadline(t *testing.T) {
 	require.Contains(t, out, `msg="dispatcher stopped"`, "the dispatcher stopped after the cut-off worker")
 	require.Contains(t, out, `msg="notifier stopped"`)
 	require.ErrorIs(t, sys.Stop(context.Background()), context.DeadlineExceeded, "a second Stop returns the first's result")
+}
+
+// runOneReport submits a permit_report of pages pages under key as tenant
+// 4's requester r, expects 202, and long-polls until it succeeded, failing
+// with why when it has not within timeout.
+func runOneReport(t *testing.T, sys *system.System, key string, pages int, timeout time.Duration, why string) {
+	t.Helper()
+	tok, err := sys.Token(auth.Identity{Tenant: "4", Requester: "r"}, time.Hour)
+	require.NoError(t, err)
+	req, _ := http.NewRequest(http.MethodPost, sys.URL()+"/v1/jobs",
+		strings.NewReader(fmt.Sprintf(`{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":%d}}`, pages)))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var j struct{ ID, State string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	deadline := time.Now().Add(timeout)
+	for j.State != "succeeded" {
+		require.True(t, time.Now().Before(deadline), "the job is still %s: %s", j.State, why)
+		req, _ := http.NewRequest(http.MethodGet, sys.URL()+"/v1/jobs/"+j.ID+"?wait=5s", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
+		resp.Body.Close()
+	}
 }

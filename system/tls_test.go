@@ -7,20 +7,17 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/auth"
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/system"
 	"github.com/nats-io/nats-server/v2/server"
@@ -136,27 +133,5 @@ func TestComponentsRunOnATLSCluster(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, sys.Stop(context.Background())) }()
 
-	tok, err := sys.Token(auth.Identity{Tenant: "4", Requester: "r"}, time.Hour)
-	require.NoError(t, err)
-	req, _ := http.NewRequest(http.MethodPost, sys.URL()+"/v1/jobs",
-		strings.NewReader(`{"type":"permit_report","params":{"case_id":1,"revision":1,"pages":1}}`))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Idempotency-Key", "over-tls")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var j struct{ ID, State string }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	deadline := time.Now().Add(60 * time.Second)
-	for j.State != "succeeded" {
-		require.True(t, time.Now().Before(deadline), "the job is still %s", j.State)
-		req, _ := http.NewRequest(http.MethodGet, sys.URL()+"/v1/jobs/"+j.ID+"?wait=5s", nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
-		resp.Body.Close()
-	}
+	runOneReport(t, sys, "over-tls", 1, 60*time.Second, "over TLS")
 }
