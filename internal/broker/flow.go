@@ -131,68 +131,109 @@ func (b *Broker) release(ctx context.Context, d *job.TypeDecl, rec *job.Record) 
 	}
 }
 
-// renew keeps the places of a running claim, on its beats. A place lost
-// meanwhile (the lease ran out, say while no broker ran) is taken again if
-// there is room; without room the attempt runs on over the limit, which
-// is logged: it cannot be stopped from here.
-func (b *Broker) renew(ctx context.Context, d *job.TypeDecl, rec *job.Record) {
+// hold keeps the places of a running claim, on its beats, and says until
+// when they are held for sure (the zero time: the type has no concurrency
+// keys, nothing lapses). A place is renewed only while it is live
+// (natsjs.SlotStore.Hold): one that ran out meanwhile (its beats did not
+// reach a broker that could write the store for SlotTTL) may have let
+// another attempt start, so it is natsjs.ErrLapsed, and the attempt is
+// handed back rather than run on over the limit. Within leaseWindow of
+// what this broker last renewed it touches nothing.
+func (b *Broker) hold(ctx context.Context, d *job.TypeDecl, rec *job.Record, now time.Time) (time.Time, error) {
 	if len(d.Concurrency) == 0 || rec.ClaimID == "" {
-		return
+		return time.Time{}, nil
 	}
-	now := b.cfg.Now()
-	if !b.renewals.due(rec.ClaimID, now) {
-		return
+	if until := b.renewals.until(rec.ClaimID); until.Sub(now) >= b.leaseWindow() {
+		return until, nil
 	}
+	var first time.Time
 	for _, k := range flowKeys(d, rec) {
 		if k.Rate != nil {
 			continue
 		}
 		unlock := b.flowKeys.lock(k.Key)
-		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, rec.ClaimID, now)
+		until, err := b.stores.Slots.Hold(ctx, k.Key, rec.ClaimID, now)
 		unlock()
-		if errors.Is(err, natsjs.ErrNoSlot) {
-			b.log.Warn("a running attempt lost its concurrency place", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
-		} else if err != nil {
-			b.log.Debug("concurrency place not renewed", "job_id", rec.ID, "err", err)
+		if errors.Is(err, natsjs.ErrLapsed) {
+			b.renewals.forget(rec.ClaimID)
+			b.log.Warn("a running attempt's concurrency place lapsed: the job is handed back", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
+			return time.Time{}, err
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		if first.IsZero() || until.Before(first) {
+			first = until
 		}
 	}
+	b.renewals.note(rec.ClaimID, first, now)
+	return first, nil
 }
 
-// renewEvery: a broker renews a claim's places at most this often (its
-// beats come every few seconds, each a write of the key's entry
-// otherwise), well within SlotTTL even when its beats reach it only.
-const renewEvery = natsjs.SlotTTL / 4
+// leaseWindow is how long a beat answered ok keeps its attempt for sure:
+// the claim is not taken over for StaleAfter, and its places are renewed
+// whenever less than this is left of them (SlotTTL is longer).
+func (b *Broker) leaseWindow() time.Duration {
+	return min(b.cfg.StaleAfter, natsjs.SlotTTL*3/4)
+}
 
-// maxRenewals bounds the claims whose last renewal a broker remembers;
-// past it the stale ones are dropped (one forgotten is renewed again).
+// leaseLeft is what a beat answered at now tells its worker: how long its
+// attempt is its own for sure, its claim signed at sign and its places
+// held until placesUntil (zero: none). A worker stops its handler once
+// that much has passed since it sent the beat (pkg/worker). Another
+// dispatcher judges the claim stale, or the place run out, by its own
+// clock: a tenth of StaleAfter (at most a second) is kept for clocks that
+// disagree. At least a millisecond: 0 would say no lease at all.
+func (b *Broker) leaseLeft(sign, placesUntil, now time.Time) time.Duration {
+	end := sign.Add(b.cfg.StaleAfter)
+	if !placesUntil.IsZero() && placesUntil.Before(end) {
+		end = placesUntil
+	}
+	skew := min(b.cfg.StaleAfter/10, time.Second)
+	return max(end.Sub(now)-skew, time.Millisecond)
+}
+
+// maxRenewals bounds the claims whose places a broker remembers; past it
+// the run-out ones are dropped (one forgotten is renewed again).
 const maxRenewals = 100000
 
-// renewals is when this broker last renewed each claim's places.
+// renewals is until when this broker last renewed (or took) each claim's
+// places.
 type renewals struct {
 	mu   sync.Mutex
 	last map[string]time.Time
 }
 
-// due reports whether claim's places are due for renewal at now, and if so
-// notes it renewed.
-func (r *renewals) due(claim string, now time.Time) bool {
+func (r *renewals) until(claim string) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Sub(r.last[claim]) < renewEvery {
-		return false
-	}
+	return r.last[claim]
+}
+
+// note remembers that claim's places are held until.
+func (r *renewals) note(claim string, until, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.last == nil {
 		r.last = map[string]time.Time{}
 	}
 	if len(r.last) >= maxRenewals {
 		for c, at := range r.last {
-			if now.Sub(at) >= renewEvery {
+			if !at.After(now) {
 				delete(r.last, c)
 			}
 		}
+		if len(r.last) >= maxRenewals {
+			clear(r.last)
+		}
 	}
-	r.last[claim] = now
-	return true
+	r.last[claim] = until
+}
+
+func (r *renewals) forget(claim string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.last, claim)
 }
 
 // keyLocks serializes this broker's compare-and-sets on each flow key: a

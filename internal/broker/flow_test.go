@@ -433,23 +433,93 @@ func TestACanceledJobsPlaceIsGivenBackAtItsWorkersBeat(t *testing.T) {
 
 // A running job's beats renew its places: past SlotTTL from its claim, its
 // place is still held (judged at a time moved by hand), so a long attempt
-// never loses its place to a waiting job.
+// never loses its place to a waiting job. A broker renews only when what it
+// last renewed runs short (here: it forgot), each renewal a write.
 func TestARunningJobsBeatsRenewItsPlace(t *testing.T) {
 	t.Parallel()
-	_, tb := setup(t)
+	b, tb := setup(t)
 	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
 	rec := tb.admitJob(t, "export", "4", "b-1", `{}`, 0)
 	a := tb.next(t, credA, "export", "w")
-	claimed := tb.record(t, a.Key).Attempts[0].StartedAt // the broker's time of the claim
+	claimed := tb.record(t, a.Key)
 	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
-	for range 3 {
-		time.Sleep(200 * time.Millisecond) // the worker's beat interval
-		r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
-		require.Nil(t, r.Error)
-	}
-	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.Key, claimed.Add(natsjs.SlotTTL+100*time.Millisecond))
+	at := claimed.Attempts[0].StartedAt.Add(natsjs.SlotTTL + 100*time.Millisecond)
+	n, err := tb.conn.Res.Slots.Leased(context.Background(), k.Key, at)
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "the place was renewed by the beats")
+	require.Zero(t, n, "the claim's place runs out SlotTTL after the claim")
+	time.Sleep(300 * time.Millisecond) // a renewal later than the claim
+	b.renewals.forget(claimed.ClaimID)
+	r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+	require.Nil(t, r.Error)
+	n, err = tb.conn.Res.Slots.Leased(context.Background(), k.Key, at)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the place was renewed by the beat")
+}
+
+// An attempt's place that lapsed (its beats reached no broker that could
+// write the store for SlotTTL) may have let another job of its key start:
+// its next beat is answered lost and the job handed back, using up none of
+// its attempts, instead of running on over the limit.
+func TestABeatOfAnAttemptWhosePlaceLapsedIsLostAndTheJobHandedBack(t *testing.T) {
+	t.Parallel()
+	b, tb := setup(t)
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	rec := tb.admitJob(t, "export", "4", "l-1", `{}`, 0)
+	a := tb.next(t, credA, "export", "w")
+	require.NotNil(t, a)
+	claimed := tb.record(t, a.Key)
+	ctx := context.Background()
+	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1}, rec)
+	// The place runs out (as if SlotTTL passed unrenewed) and another
+	// attempt takes it.
+	require.NoError(t, tb.conn.Res.Slots.Unlease(ctx, k.Key, claimed.ClaimID, time.Now()))
+	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, "elsewhere", time.Now()))
+	b.renewals.forget(claimed.ClaimID)
+
+	r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+	require.NotNil(t, r.Error, "the beat is not answered ok")
+	require.Equal(t, wire.CodeLost, r.Error.Code)
+	after := tb.record(t, a.Key)
+	require.Empty(t, after.Worker, "handed back: no worker holds it")
+	require.Empty(t, after.ClaimID)
+	require.Zero(t, after.AttemptsUsed(), "the lost attempt uses up none of the job's attempts")
+	n, err := tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the other holder keeps the place")
+	// A done of the lost attempt is refused too.
+	r = tb.ask(t, credA, "export", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodeLost, r.Error.Code)
+	// Once the place is free the job runs again.
+	require.NoError(t, tb.conn.Res.Slots.Unlease(ctx, k.Key, "elsewhere", time.Now()))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		require.True(t, time.Now().Before(deadline), "the handed-back job ran again")
+		if again := tb.ask(t, credA, "export", wire.OpNext, wire.NextRequest{Worker: "w2", WaitMS: 300}); again.Job != nil {
+			require.Equal(t, a.Key, again.Job.Key)
+			break
+		}
+	}
+}
+
+// An assignment and each beat answered ok say for how long the attempt is
+// its worker's for sure: never past the claim's staleness, nor past its
+// places' lease.
+func TestAssignmentsAndBeatsCarryTheAttemptsLease(t *testing.T) {
+	t.Parallel()
+	_, tb := setup(t)
+	stale := testConfig().StaleAfter
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}})
+	tb.admitJob(t, "export", "4", "m-1", `{}`, 0)
+	a := tb.next(t, credA, "export", "w")
+	require.NotNil(t, a)
+	require.Positive(t, a.LeaseMS)
+	require.LessOrEqual(t, a.LeaseMS, stale.Milliseconds())
+	time.Sleep(300 * time.Millisecond) // past beatLimit: the beat writes
+	r := tb.ask(t, credA, "export", wire.OpBeat, wire.BeatRequest{Held: wire.Held{Key: a.Key, Token: a.Token}})
+	require.Nil(t, r.Error)
+	require.Greater(t, r.LeaseMS, (stale / 2).Milliseconds(), "a fresh beat renews the lease")
+	require.LessOrEqual(t, r.LeaseMS, stale.Milliseconds())
 }
 
 // A changed policy applies to the jobs not started yet: a job waiting for
@@ -477,17 +547,4 @@ func TestAChangedLimitAppliesToTheWaitingJobs(t *testing.T) {
 		b = r.Job
 	}
 	require.Equal(t, second.Key(), b.Key)
-}
-
-// A broker renews a claim's places at most every renewEvery, however often
-// its beats come: each renewal is a write of the key's entry.
-func TestPlacesAreRenewedAtMostEveryRenewEvery(t *testing.T) {
-	t.Parallel()
-	var r renewals
-	t0 := time.Now()
-	require.True(t, r.due("claim-a", t0))
-	require.False(t, r.due("claim-a", t0.Add(renewEvery/2)))
-	require.True(t, r.due("claim-b", t0.Add(renewEvery/2)), "another claim's own")
-	require.True(t, r.due("claim-a", t0.Add(renewEvery)))
-	require.Less(t, renewEvery, natsjs.SlotTTL/2, "renewed well within the lease")
 }

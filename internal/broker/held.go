@@ -160,9 +160,24 @@ func (b *Broker) beat(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	now := b.cfg.Now().UTC()
+	// The places first: an attempt whose place lapsed is not kept alive.
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	placesUntil, err := b.hold(octx, h.decl, h.rec, now)
+	cancel()
+	switch {
+	case errors.Is(err, natsjs.ErrLapsed):
+		if bad := b.handBack(ctx, r.typ, h, req.Held, "place_lapsed"); bad != nil {
+			return bad
+		}
+		return refuse(wire.CodeLost, "the attempt's concurrency place lapsed: the job was handed back")
+	case err != nil:
+		// Not ok: the worker must not count this beat as keeping its
+		// attempt (its lease runs out as if the beat were lost).
+		return refuse(wire.CodeUnavailable, "the job's concurrency places could not be renewed")
+	}
 	moved := p != nil && (h.rec.Progress == nil || *p != *h.rec.Progress)
 	if !moved && now.Sub(h.rec.LastSign()) < b.beatLimit() {
-		return ok
+		return b.leaseReply(h.rec.LastSign(), placesUntil, now)
 	}
 	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error {
 		if moved {
@@ -178,8 +193,13 @@ func (b *Broker) beat(ctx context.Context, r *request) *wire.Reply {
 	if moved {
 		b.publishChange(rec)
 	}
-	b.renew(ctx, h.decl, rec)
-	return ok
+	return b.leaseReply(rec.LastSign(), placesUntil, now)
+}
+
+// leaseReply is a beat's ok: with how long the attempt is its worker's for
+// sure from now (wire.Reply.LeaseMS).
+func (b *Broker) leaseReply(sign, placesUntil, now time.Time) *wire.Reply {
+	return &wire.Reply{LeaseMS: b.leaseLeft(sign, placesUntil, now).Milliseconds()}
 }
 
 // done finishes a held job as succeeded. Its result is the object this
@@ -355,18 +375,29 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 	if bad != nil {
 		return bad
 	}
+	if bad := b.handBack(ctx, r.typ, h, req.Held, req.Reason); bad != nil {
+		return bad
+	}
+	return ok
+}
+
+// handBack gives a held job back (giveBack; or a beat that found the
+// attempt's place lapsed): the attempt ends with no verdict and uses up
+// none of the job's attempts, and a fresh work message lets the next
+// worker take it at once.
+func (b *Broker) handBack(ctx context.Context, typ string, h *heldJob, held wire.Held, reason string) *wire.Reply {
 	now := b.cfg.Now().UTC()
-	rec, bad := b.write(ctx, h, req.Held, func(n *job.Record) error { return n.GiveBack(now) })
+	rec, bad := b.write(ctx, h, held, func(n *job.Record) error { return n.GiveBack(now) })
 	if bad != nil {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
 	b.release(ctx, h.decl, h.rec)
-	b.log.InfoContext(b.traceAttempt(rec, "given_back", ""), "job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "reason", clip(req.Reason, 64))
-	b.ended(r.typ, rec, "given_back")
+	b.log.InfoContext(b.traceAttempt(rec, "given_back", ""), "job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "reason", clip(reason, 64))
+	b.ended(typ, rec, "given_back")
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
-	s := b.schedOf(r.typ)
+	s := b.schedOf(typ)
 	var old *holding
 	if s != nil {
 		old = s.finish(rec.Key())
@@ -379,12 +410,12 @@ func (b *Broker) giveBack(ctx context.Context, r *request) *wire.Reply {
 		if old != nil {
 			s.later(&natsjs.LaneMsg{Seq: old.seq, Key: rec.Key(), Tenant: old.tenant, Requester: old.requester}, now.Add(outageDelay(1)))
 		}
-		return ok
+		return nil
 	}
 	if old != nil {
 		b.drop(octx, s, old, rec.Key())
 	}
-	return ok
+	return nil
 }
 
 // objectName is the result object of a job's current attempt.

@@ -302,7 +302,14 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	// and one line a job is what an operator reads at thousands a second.
 	b.log.DebugContext(tctx, "job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
 	tp, ts := tracing.Inject(tctx)
-	return &wire.Assignment{TraceParent: tp, TraceState: ts,
+	// The attempt is its worker's for sure for the lease: its claim was
+	// signed at the claim, its places (if any) taken then for SlotTTL.
+	var placesUntil time.Time
+	if len(c.keys) > 0 {
+		placesUntil = rec.LastSign().Add(natsjs.SlotTTL)
+	}
+	lease := b.leaseLeft(rec.LastSign(), placesUntil, b.cfg.Now())
+	return &wire.Assignment{TraceParent: tp, TraceState: ts, LeaseMS: lease.Milliseconds(),
 		Key: rec.Key(), ID: rec.ID, Type: rec.Type, Tenant: rec.Tenant, Requester: rec.Requester,
 		Attempt: rec.Attempt, Attempts: rec.AttemptsOr(d.Attempts), CreatedAt: rec.CreatedAt, Params: rec.Params,
 		Token: b.token(rec.Key(), rec.Attempt), TimeoutMS: rec.TimeoutOr(d.Timeout()).Milliseconds(),
@@ -439,6 +446,9 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 				"tenant", cur.Tenant, "worker", cur.Worker, "attempt", cur.Attempt, "silent_for", now.Sub(b.signOf(cur)).Round(time.Millisecond),
 				"taken_by", worker)
 		}
+		if len(keys) > 0 {
+			b.renewals.note(next.ClaimID, now.Add(natsjs.SlotTTL), now)
+		}
 		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0, keys: keys}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
@@ -489,8 +499,11 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 	if err != nil {
 		return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 	}
+	if len(keys) > 0 {
+		b.renewals.note(next.ClaimID, now.Add(natsjs.SlotTTL), now)
+	}
 	b.log.Info("lost claim handed out again", "job_id", next.ID, "attempt", next.Attempt, "worker", worker)
-	return claimResult{verdict: verdictRun, rec: next}
+	return claimResult{verdict: verdictRun, rec: next, keys: keys}
 }
 
 // exhaust fails a job whose attempts ran out without a verdict on the last

@@ -46,12 +46,43 @@ func (s *SlotStore) Lease(ctx context.Context, key string, limit int, holder str
 	})
 }
 
+// ErrLapsed: the holder's place ran out (or was given back) before it was
+// renewed; since then another holder may have had it.
+var ErrLapsed = errors.New("concurrency place lapsed")
+
+// Hold renews the place holder has under key until now+SlotTTL, and
+// returns that time; ErrLapsed when holder has no live place there. A
+// place is held without a break from its Lease to a Hold that succeeds: a
+// place that ran out is never live again, so Hold is how an attempt proves
+// it still has its place (a Lease would take a new one).
+func (s *SlotStore) Hold(ctx context.Context, key, holder string, now time.Time) (time.Time, error) {
+	until := now.Add(SlotTTL)
+	err := s.updateLeases(ctx, key, now, func(e leaseEntry) (bool, error) {
+		if _, ok := e[holder]; !ok {
+			return false, ErrLapsed
+		}
+		e[holder] = until.UnixMilli()
+		return true, nil
+	})
+	return until, err
+}
+
 // Unlease gives back holder's place under key; one it does not have is
 // not an error.
 func (s *SlotStore) Unlease(ctx context.Context, key, holder string, now time.Time) error {
+	err := s.Yield(ctx, key, holder, now)
+	if errors.Is(err, ErrLapsed) {
+		return nil
+	}
+	return err
+}
+
+// Yield gives back holder's place under key; ErrLapsed when it had no live
+// place there: the place ran out, or was given back, before now.
+func (s *SlotStore) Yield(ctx context.Context, key, holder string, now time.Time) error {
 	return s.updateLeases(ctx, key, now, func(e leaseEntry) (bool, error) {
 		if _, ok := e[holder]; !ok {
-			return false, nil
+			return false, ErrLapsed
 		}
 		delete(e, holder)
 		return true, nil

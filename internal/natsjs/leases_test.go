@@ -41,6 +41,33 @@ func TestLeasesAreBoundedRenewedAndRunOut(t *testing.T) {
 	require.ErrorIs(t, slots.Lease(ctx, "fc.export.t.k", 2, "claim-e", late), natsjs.ErrNoSlot)
 }
 
+// Hold renews only a live place: one that ran out, even with room left,
+// is ErrLapsed (another holder may have had it meanwhile), and stays so;
+// Yield says whether the place given back was still live.
+func TestHoldRenewsOnlyALivePlace(t *testing.T) {
+	t.Parallel()
+	slots := jobtest.Start(t).Connect(t, "hold").Res.Slots
+	ctx := context.Background()
+	t0 := time.Now()
+	const key = "fc.export.t.h"
+	require.NoError(t, slots.Lease(ctx, key, 2, "claim-a", t0))
+	until, err := slots.Hold(ctx, key, "claim-a", t0.Add(10*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(10*time.Second+natsjs.SlotTTL).UnixMilli(), until.UnixMilli())
+	_, err = slots.Hold(ctx, key, "claim-b", t0)
+	require.ErrorIs(t, err, natsjs.ErrLapsed, "never taken")
+	late := until.Add(time.Millisecond)
+	_, err = slots.Hold(ctx, key, "claim-a", late)
+	require.ErrorIs(t, err, natsjs.ErrLapsed, "run out, though the key has room")
+	require.NoError(t, slots.Lease(ctx, key, 2, "claim-b", late))
+	_, err = slots.Hold(ctx, key, "claim-a", late)
+	require.ErrorIs(t, err, natsjs.ErrLapsed, "still")
+
+	require.NoError(t, slots.Yield(ctx, key, "claim-b", late))
+	require.ErrorIs(t, slots.Yield(ctx, key, "claim-b", late), natsjs.ErrLapsed, "given back already")
+	require.NoError(t, slots.Unlease(ctx, key, "claim-b", late), "Unlease does not mind")
+}
+
 // Many holders racing for one key's place from several connections: at
 // most limit hold one at any moment (every take and give-back recorded).
 func TestLeasesHoldTheirLimitUnderContention(t *testing.T) {

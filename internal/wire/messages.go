@@ -62,6 +62,13 @@ type Reply struct {
 	// (also as Error with CodeTooLarge): the broker has failed the job
 	// itself (budget_exceeded), so the worker reports nothing more of it.
 	Failed bool `json:"failed,omitempty"`
+	// LeaseMS answers a beat: for how long from this answer the attempt
+	// is the worker's for sure (no other attempt of the job, nor of its
+	// concurrency keys' other jobs in its place, can start before). A
+	// worker that has no later beat answered ok by then, counted from
+	// when it sent this beat, stops its handler and reports nothing more:
+	// the attempt is lost. Absent (0) from a jobgate older than it.
+	LeaseMS int64 `json:"lease_ms,omitempty"`
 }
 
 // Declaration is a job type as its worker declares it.
@@ -129,6 +136,10 @@ type Assignment struct {
 	// BeatMS is the longest time between two beats; a claim silent for
 	// three times as long is taken away.
 	BeatMS int64 `json:"beat_ms"`
+	// LeaseMS is for how long from this answer the attempt is the
+	// worker's for sure without a beat (Reply.LeaseMS); absent (0) from a
+	// jobgate older than it.
+	LeaseMS int64 `json:"lease_ms,omitempty"`
 	// MaxResultBytes bounds the result.
 	MaxResultBytes int64 `json:"max_result_bytes"`
 	// TraceParent and TraceState (optional) are the W3C trace context of

@@ -97,6 +97,11 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 		// budget is the type's rule, whatever the handler says.
 		err = context.Cause(actx)
 	}
+	if err == nil && a.isLost() {
+		// The handler finished after its lease ran out (or the job was
+		// taken from it): its success is not this attempt's to report.
+		err = errLost
+	}
 	var stored *wire.StoredResult
 	if err == nil && a.out != nil && a.out.tooLarge {
 		// The handler went on after ErrResultTooLarge and returned nil:
@@ -290,10 +295,26 @@ func (a *attempt) beatInterval() time.Duration {
 // five a beat interval) and once a beat interval. A beat jobgate answers
 // lost (the job was canceled, finished or taken over) ends the handler;
 // so does the worker's drain running out.
+//
+// The attempt is held on a lease: jobgate's answers (the assignment, each
+// beat answered ok) say for how long from then it is this worker's for
+// sure (lease_ms). Past that with no later beat answered ok, jobgate may
+// have taken the claim over, or let another job of a concurrency key have
+// the place, so the handler is stopped and nothing more is reported: two
+// attempts never run at once on jobgate's word. The lease is counted from
+// when the beat was sent (its answer's own delay only shortens it), and
+// from the assignment's arrival.
 func (a *attempt) keepAlive(ctx context.Context) {
 	every := a.beatInterval()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var fence <-chan time.Time
+	var fenceTimer *time.Timer
+	if a.asg.LeaseMS > 0 {
+		fenceTimer = time.NewTimer(time.Duration(a.asg.LeaseMS) * time.Millisecond)
+		defer fenceTimer.Stop()
+		fence = fenceTimer.C
+	}
 	var last time.Time
 	for {
 		select {
@@ -303,6 +324,11 @@ func (a *attempt) keepAlive(ctx context.Context) {
 			a.stopHandler(errShutdown)
 			<-ctx.Done()
 			return
+		case <-fence:
+			a.log.Warn("lease ran out with no beat answered: stopping the handler, the job is another attempt's to run", "lease", time.Duration(a.asg.LeaseMS)*time.Millisecond)
+			a.lose()
+			<-ctx.Done()
+			return
 		case <-a.kick:
 			if time.Since(last) < every/5 {
 				continue
@@ -310,28 +336,37 @@ func (a *attempt) keepAlive(ctx context.Context) {
 		case <-t.C:
 		}
 		last = time.Now()
-		a.beat(ctx)
+		if lease, ok := a.beat(ctx); ok && fenceTimer != nil && lease > 0 {
+			// Counted from the beat's sending: never later than jobgate's.
+			fenceTimer.Reset(max(time.Until(last.Add(lease)), 0))
+		}
 	}
 }
 
-func (a *attempt) beat(ctx context.Context) {
+// beat sends one beat; ok when jobgate answered it ok, with the lease it
+// gave (0: none said).
+func (a *attempt) beat(ctx context.Context) (time.Duration, bool) {
 	a.mu.Lock()
 	prog := a.prog
 	a.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, a.beatInterval())
 	defer cancel()
-	err := a.w.call(bctx, a.t.decl.Name, wire.OpBeat, wire.BeatRequest{Held: a.held(), Progress: prog}, nil, false)
+	var reply wire.Reply
+	err := a.w.call(bctx, a.t.decl.Name, wire.OpBeat, wire.BeatRequest{Held: a.held(), Progress: prog}, &reply, false)
 	switch {
 	case err == nil:
 		a.mu.Lock()
 		a.sent = prog
 		a.mu.Unlock()
+		return time.Duration(reply.LeaseMS) * time.Millisecond, true
 	case refusedAs(err, wire.CodeLost):
 		a.lose()
 	case ctx.Err() == nil:
-		// Not worth failing the attempt for; the next beat tries again.
+		// Not worth failing the attempt for; the next beat tries again
+		// (within the lease).
 		a.log.Warn("beat not delivered", "err", err)
 	}
+	return 0, false
 }
 
 // output returns the attempt's result writer, starting the upload on first
