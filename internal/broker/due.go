@@ -28,9 +28,20 @@ func (q *dueQ) Pop() any {
 	return e
 }
 
-// deferTo sets when the lane looks at seq again.
-func (l *laneQ) deferTo(seq uint64, due time.Time) {
-	l.deferred[seq] = due
+// deferral is when a lane looks at a deferred message again, and the
+// priority of its job (0: not known, taken as job.DefaultPriority).
+type deferral struct {
+	due      time.Time
+	priority int
+}
+
+// deferTo sets when the lane looks at seq again; a priority of 0 keeps
+// the one known of seq.
+func (l *laneQ) deferTo(seq uint64, due time.Time, priority int) {
+	if priority == 0 {
+		priority = l.deferred[seq].priority
+	}
+	l.deferred[seq] = deferral{due: due, priority: priority}
 	heap.Push(&l.dues, dueEntry{due: due, seq: seq})
 }
 
@@ -47,7 +58,7 @@ func (l *laneQ) undefer(seq uint64) {
 func (l *laneQ) firstDue() (dueEntry, bool) {
 	for len(l.dues) > 0 {
 		top := l.dues[0]
-		if due, ok := l.deferred[top.seq]; ok && due.Equal(top.due) {
+		if d, ok := l.deferred[top.seq]; ok && d.due.Equal(top.due) {
 			return top, true
 		}
 		heap.Pop(&l.dues)

@@ -48,7 +48,7 @@ func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.D
 	q := s.parked[key]
 	if q == nil {
 		if len(s.parked) >= maxParkedKeys {
-			s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, now.Add(delay))
+			s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, now.Add(delay), priority)
 			return
 		}
 		q = &parkQ{msgs: map[uint64]parked{}}
@@ -58,10 +58,10 @@ func (s *sched) park(msg *natsjs.LaneMsg, priority int, key string, delay time.D
 	s.parkedBy[msg.Seq] = key
 	if q.probeAt.IsZero() || !q.probeAt.After(now) {
 		q.probeAt = now.Add(delay)
-		s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, q.probeAt)
+		s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, q.probeAt, priority)
 		return
 	}
-	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(parkBackstop))
+	s.laneLocked(msg.Tenant, msg.Requester).deferTo(msg.Seq, now.Add(parkBackstop), priority)
 }
 
 // stillParked re-parks a deferred message come due at seq, without a
@@ -79,7 +79,7 @@ func (s *sched) stillParked(l *laneQ, seq uint64, now time.Time) bool {
 	if q == nil || !q.probeAt.After(now) {
 		return false
 	}
-	l.deferTo(seq, now.Add(parkBackstop))
+	l.deferTo(seq, now.Add(parkBackstop), q.msgs[seq].priority)
 	return true
 }
 
@@ -132,7 +132,7 @@ func (s *sched) unpark(key string) {
 			if lane := l.lanes[best.requester]; lane != nil {
 				if _, ok := lane.deferred[best.seq]; ok {
 					// It looks now; blocked again, it is the next probe.
-					lane.deferTo(best.seq, now)
+					lane.deferTo(best.seq, now, best.priority)
 					s.wakeOneLocked()
 					return
 				}

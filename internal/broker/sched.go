@@ -3,6 +3,7 @@ package broker
 import (
 	"container/list"
 	"context"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -18,13 +19,18 @@ import (
 // A free slot takes the tenant whose turn it is by smooth weighted
 // round-robin (a tenant of weight 3 gets three picks for one of weight 1;
 // a tenant whose work comes back after none joins level with the richest
-// and wins the tie), then of that tenant the requester least recently
-// picked. A job's work message stays in the stream until the job is
-// terminal: the broker that read it checks on it again when its claim
-// could have gone stale or its retry is due (deferred), takes it over or
-// starts it then, and removes it once the job has ended. Any number of
-// brokers may schedule one type: each keeps its own lanes, and the claim's
-// compare-and-set on the record decides which runs a job.
+// and wins the tie), then of that tenant the requester whose best waiting
+// job has the best priority (1 first), the least recently picked of those
+// tied, and of that requester's jobs the best priority, the oldest first.
+// A lane's best priority is known without a read: its notices and listings
+// say which priorities it may have work of, a batch read which it read to
+// the end, its read-ahead holds messages by priority, and a deferred
+// message keeps its job's. A job's work message stays in the stream until
+// the job is terminal: the broker that read it checks on it again when its
+// claim could have gone stale or its retry is due (deferred), takes it
+// over or starts it then, and removes it once the job has ended. Any
+// number of brokers may schedule one type: each keeps its own lanes, and
+// the claim's compare-and-set on the record decides which runs a job.
 //
 // Waiting requests are woken as work comes, not all at once: news of one
 // message (a notice, a slot of a capped tenant freed, a parked message
@@ -103,6 +109,7 @@ type sched struct {
 type holding struct {
 	tenant, requester string
 	seq               uint64
+	priority          int
 	rec               *job.Record
 	event             uint64
 }
@@ -118,22 +125,33 @@ type tenantQ struct {
 }
 
 type laneQ struct {
-	requester string
-	// Per priority (1 to 5, see natsjs.WorkSubjectOf): the next sequence
-	// to read from, and whether it may have messages at or after it. A
-	// read takes the best priority with work first; work says whether any
-	// has.
+	// What a pick looks at comes first (a 64-byte cache line, then the
+	// requester, which breaks ties).
+	//
+	// Per priority (1 to 5, see natsjs.WorkSubjectOf): works, whether it
+	// may have messages at or after its cursor (a read takes the best
+	// priority with work first; work says whether any has); dry, that a
+	// batch read of it met its last message and no notice or listing of it
+	// came since (the lane ranks by what it read ahead of it, readyRank,
+	// while a read still looks past its cursor); aheadIn, that ahead holds
+	// messages of it.
+	works, dry, aheadIn prioSet
+	work                bool
+	lastPick            uint64
+	dues                dueQ      // deferred, by due time
+	recheck             time.Time // when a lane that looked empty is read again
+	requester           string
+	// deferred: sequence → when to look at it again.
+	deferred map[uint64]deferral
+	// cursor: per priority, the next sequence to read from. heard counts
+	// a priority's notices and listings, so that a read can tell whether
+	// one came while it read.
 	cursor  [6]uint64
-	works   [6]bool
-	work    bool
+	heard   [6]uint32
 	noticed time.Time
 	// noticedAt: the priorities noticed since the lane was last found
 	// empty past noticeGrace.
-	noticedAt [6]bool
-	recheck   time.Time // when a lane that looked empty is read again
-	lastPick  uint64
-	deferred  map[uint64]time.Time // sequence → when to look at it again
-	dues      dueQ                 // the same, by due time
+	noticedAt prioSet
 	// taken holds the messages read from the cursor and not settled yet:
 	// a concurrent read that meets one reads past it, so requests racing
 	// on one lane take different jobs instead of racing for one claim.
@@ -187,8 +205,10 @@ func (s *sched) close() {
 func (s *sched) notice(tenant, requester string, priority int) {
 	s.mu.Lock()
 	l := s.laneLocked(tenant, requester)
-	l.works[priority], l.work, l.noticed = true, true, s.b.cfg.Now()
-	l.noticedAt[priority] = true
+	l.works, l.work, l.noticed = l.works.with(priority), true, s.b.cfg.Now()
+	l.noticedAt = l.noticedAt.with(priority)
+	l.dry = l.dry.without(priority)
+	l.heard[priority]++
 	s.wakeOneLocked()
 	s.mu.Unlock()
 }
@@ -235,7 +255,7 @@ func (s *sched) laneLocked(tenant, requester string) *laneQ {
 	t := s.tenantLocked(tenant)
 	l := t.lanes[requester]
 	if l == nil {
-		l = &laneQ{requester: requester, deferred: map[uint64]time.Time{}, taken: map[uint64]bool{}, turn: make(chan struct{}, 1)}
+		l = &laneQ{requester: requester, deferred: map[uint64]deferral{}, taken: map[uint64]bool{}, turn: make(chan struct{}, 1)}
 		t.lanes[requester] = l
 	}
 	return l
@@ -282,8 +302,10 @@ func (s *sched) list(ctx context.Context, force bool) error {
 		for requester, prios := range requesters {
 			l := s.laneLocked(tenant, requester)
 			for p := 1; p <= 5; p++ {
-				if prios.Has(p) && !l.works[p] {
-					l.works[p], l.cursor[p], l.work = true, 0, true
+				if prios.Has(p) && !l.works.has(p) {
+					l.works, l.cursor[p], l.work = l.works.with(p), 0, true
+					l.dry = l.dry.without(p)
+					l.heard[p]++
 				}
 			}
 		}
@@ -357,10 +379,17 @@ func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, 
 	// concurrent requests cannot all take the tenant's last free slot;
 	// hold keeps it, unreserve gives it back.
 	best.held++
+	// Of the tenant's requesters, the one whose best waiting job has the
+	// best priority; of those tied, the least recently picked.
 	var lane *laneQ
+	rank := 0
 	for _, l := range best.lanes {
-		if laneReady(l, now) && (lane == nil || l.lastPick < lane.lastPick || (l.lastPick == lane.lastPick && l.requester < lane.requester)) {
-			lane = l
+		r, ready := l.readyRank(now)
+		if !ready {
+			continue
+		}
+		if lane == nil || r < rank || r == rank && (l.lastPick < lane.lastPick || (l.lastPick == lane.lastPick && l.requester < lane.requester)) {
+			lane, rank = l, r
 		}
 	}
 	lane.lastPick = s.picks
@@ -368,6 +397,33 @@ func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, 
 		return best, lane, seq
 	}
 	return best, lane, 0
+}
+
+// readyRank says whether the lane is ready (laneReady) and ranks it: the
+// priority of its best waiting job as this broker knows it, without a
+// read: the best of its priorities with a message read ahead or that may
+// have work past what it read (not dry), and of its deferred message due,
+// which a pick of the lane looks at first (job.DefaultPriority when it
+// knows none, so that lanes with no priority set all rank alike).
+func (l *laneQ) readyRank(now time.Time) (int, bool) {
+	p := 0
+	if len(l.dues) > 0 {
+		if top, ok := l.firstDue(); ok && !top.due.After(now) {
+			if p = l.deferred[top.seq].priority; p == 0 {
+				p = job.DefaultPriority
+			}
+		}
+	}
+	if p == 0 && !l.work && (l.recheck.IsZero() || l.recheck.After(now)) {
+		return 0, false
+	}
+	if q := (l.works &^ l.dry) | l.aheadIn; q != 0 && (p == 0 || q.best() < p) {
+		p = q.best()
+	}
+	if p == 0 {
+		p = job.DefaultPriority
+	}
+	return p, true
 }
 
 func laneReady(l *laneQ, now time.Time) bool {
@@ -424,7 +480,7 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 				// is read again from where it was.
 				l.works = l.noticedAt
 			} else {
-				l.recheck, l.noticedAt = time.Time{}, [6]bool{}
+				l.recheck, l.noticedAt = time.Time{}, 0
 			}
 			s.mu.Unlock()
 			return nil, nil
@@ -433,7 +489,7 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 			s.mu.Unlock()
 			return msg, nil
 		}
-		from := l.cursor[p]
+		from, heard := l.cursor[p], l.heard[p]
 		n, room := readAhead, aheadBytes-s.aheadSize
 		if s.ahead+n > aheadMax || room <= 0 {
 			n, room = 1, 0
@@ -445,14 +501,22 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 		}
 		s.mu.Lock()
 		if len(msgs) == 0 {
-			l.works[p] = false
+			l.works = l.works.without(p)
 			s.mu.Unlock()
 			continue
+		}
+		// Its last message read: the priority has no more waiting past it
+		// (unless news of one came meanwhile).
+		if msgs[len(msgs)-1].Last && l.heard[p] == heard {
+			l.dry = l.dry.with(p)
+		} else {
+			l.dry = l.dry.without(p)
 		}
 		for _, m := range msgs {
 			if m.Seq >= l.cursor[p] {
 				l.cursor[p] = m.Seq + 1
 				l.ahead[p] = append(l.ahead[p], m)
+				l.aheadIn = l.aheadIn.with(p)
 				s.ahead++
 				s.aheadSize += m.Size
 			}
@@ -469,12 +533,22 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 // bestPriority is the lane's best priority with a message read ahead or
 // work, 0 when none has.
 func (l *laneQ) bestPriority() int {
-	for p := 1; p <= 5; p++ {
-		if l.works[p] || len(l.ahead[p]) > 0 {
-			return p
-		}
+	return (l.works | l.aheadIn).best()
+}
+
+// prioSet is a set of priorities (1 to 5), bit p for priority p.
+type prioSet uint8
+
+func (ps prioSet) has(p int) bool        { return ps&(1<<p) != 0 }
+func (ps prioSet) with(p int) prioSet    { return ps | 1<<p }
+func (ps prioSet) without(p int) prioSet { return ps &^ (1 << p) }
+
+// best is the set's best priority, 0 when it is empty.
+func (ps prioSet) best() int {
+	if ps == 0 {
+		return 0
 	}
-	return 0
+	return bits.TrailingZeros8(uint8(ps))
 }
 
 // aheadLen counts the lane's messages read ahead.
@@ -493,6 +567,9 @@ func (s *sched) popAheadLocked(l *laneQ, p int) *natsjs.LaneMsg {
 		msg := l.ahead[p][0]
 		l.ahead[p][0] = nil
 		l.ahead[p] = l.ahead[p][1:]
+		if len(l.ahead[p]) == 0 {
+			l.aheadIn = l.aheadIn.without(p)
+		}
 		s.ahead--
 		s.aheadSize -= msg.Size
 		if !l.taken[msg.Seq] {
@@ -517,7 +594,14 @@ func (s *sched) settled(msg *natsjs.LaneMsg) {
 // later looks at a message again at due.
 func (s *sched) later(msg *natsjs.LaneMsg, due time.Time) {
 	s.mu.Lock()
-	s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, due)
+	prio := msg.Priority
+	if prio == 0 && msg.Rec != nil {
+		prio = msg.Rec.PriorityOr()
+	}
+	if h := s.held[msg.Key]; prio == 0 && h != nil && h.seq == msg.Seq {
+		prio = h.priority
+	}
+	s.deferLocked(s.laneLocked(msg.Tenant, msg.Requester), msg.Seq, due, prio)
 	s.mu.Unlock()
 }
 
@@ -530,7 +614,11 @@ func (s *sched) hold(msg *natsjs.LaneMsg, rec *job.Record, event uint64) {
 	if _, ok := s.held[msg.Key]; ok {
 		s.unreserveLocked(msg.Tenant) // held already: the pick's slot goes back
 	}
-	s.held[msg.Key] = &holding{tenant: msg.Tenant, requester: msg.Requester, seq: msg.Seq, rec: rec, event: event}
+	prio := msg.Priority
+	if prio == 0 && rec != nil {
+		prio = rec.PriorityOr()
+	}
+	s.held[msg.Key] = &holding{tenant: msg.Tenant, requester: msg.Requester, seq: msg.Seq, priority: prio, rec: rec, event: event}
 }
 
 // known returns the record of a held job as this broker last wrote it and
@@ -570,7 +658,7 @@ func (s *sched) retryAt(key string, due time.Time) {
 		return
 	}
 	h.rec = nil
-	s.deferLocked(s.laneLocked(h.tenant, h.requester), h.seq, due)
+	s.deferLocked(s.laneLocked(h.tenant, h.requester), h.seq, due, h.priority)
 }
 
 // unreserve gives back the slot a pick reserved when it led to no claim.
@@ -739,10 +827,10 @@ func (s *sched) passOn(now time.Time) {
 	}
 }
 
-// deferLocked sets when l looks at seq again, setting the timer for it
-// when requests wait.
-func (s *sched) deferLocked(l *laneQ, seq uint64, due time.Time) {
-	l.deferTo(seq, due)
+// deferLocked sets when l looks at seq, of priority (0: as known), again,
+// setting the timer for it when requests wait.
+func (s *sched) deferLocked(l *laneQ, seq uint64, due time.Time, priority int) {
+	l.deferTo(seq, due, priority)
 	if s.waiters.Len() > 0 {
 		s.armLocked(s.b.cfg.Now(), due)
 	}

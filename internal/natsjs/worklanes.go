@@ -33,6 +33,13 @@ type LaneMsg struct {
 	Seq               uint64
 	Key               string // the job's record key
 	Tenant, Requester string
+	// Priority is the job's priority as its subject names it (1 to 5,
+	// job.DefaultPriority when it names none).
+	Priority int
+	// Last: the last message of a batch read that matched the read's
+	// filter when it was read (none after it). False when the read cannot
+	// tell (a single get, a server without batch reads).
+	Last bool
 	// Event is the stream sequence of the job's newest event as the
 	// message's publisher knew it; 0: unknown.
 	Event uint64
@@ -187,6 +194,7 @@ func (l *WorkLanes) oldestBatch(ctx context.Context, filter string, from uint64,
 		// A batch's messages say how many more match; a server without
 		// batch reads (before 2.11) answers one message that does not.
 		if pending := m.Header.Get(numPendingHeader); pending == "" || pending == "0" {
+			out[len(out)-1].Last = pending == "0"
 			return out, nil
 		}
 	}
@@ -235,9 +243,11 @@ func laneMsgOf(seq uint64, subject string, h nats.Header, data []byte) *LaneMsg 
 	}
 	rev, err := strconv.ParseUint(h.Get(workRevisionHeader), 10, 64)
 	holdsRecord := err == nil && rev > 0
-	if t, q, id, ok := ScopeOf(string(data)); ok && !holdsRecord {
-		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
-	} else if t, q, id, _, ok := workScopeOf(subject); ok {
+	t, q, id, prio, ok := workScopeOf(subject)
+	msg.Priority = prio
+	if dt, dq, did, dok := ScopeOf(string(data)); dok && !holdsRecord {
+		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(dt, dq, did), dt, dq
+	} else if ok {
 		msg.Key, msg.Tenant, msg.Requester = job.StoreKey(t, q, id), t, q
 		// The record, if it is the subject's job's (the subject is what
 		// the stream's permissions and the lanes go by).

@@ -11,6 +11,8 @@ import (
 // A batch read of a lane returns its messages oldest first, only its own
 // (not another requester's), no more than asked, and none from past its
 // last; a byte budget stops it after the first message that reaches it.
+// A batch's message says whether it was the last of its filter then, and
+// each its priority.
 func TestALaneIsReadInBatches(t *testing.T) {
 	t.Parallel()
 	res, err := provision(setupProvision(t), natsjs.DefaultLayout())
@@ -44,15 +46,27 @@ func TestALaneIsReadInBatches(t *testing.T) {
 	rest, err := lanes.OldestBatch(ctx, "4", "alice", first[2].Seq+1, 16, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, ids[3:], idsOf(rest), "up to the lane's last, and no other lane's")
+	require.False(t, first[2].Last, "two more after the first batch")
+	require.Equal(t, []bool{false, true}, []bool{rest[0].Last, rest[1].Last}, "the lane's last message")
 	none, err := lanes.OldestBatch(ctx, "4", "alice", rest[1].Seq+1, 16, 1<<20)
 	require.NoError(t, err)
 	require.Empty(t, none)
 	one, err := lanes.OldestBatch(ctx, "4", "alice", 0, 16, 1)
 	require.NoError(t, err)
 	require.Equal(t, ids[:1], idsOf(one), "the byte budget ends the batch after its first message")
+	require.False(t, one[0].Last, "cut short by the byte budget, not the lane's last")
 	single, err := lanes.OldestBatch(ctx, "4", "alice", 0, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, ids[:1], idsOf(single))
+	require.False(t, single[0].Last, "a single get cannot tell")
+	urgent := newRecord("4", "alice", "job_alice_urgent")
+	urgent.Revision, urgent.Priority = 1, 1
+	require.NoError(t, res.Work.Publish(ctx, urgent, 0))
+	prio, err := lanes.OldestBatchAt(ctx, "4", "alice", 1, 0, 16, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, prio, 1)
+	require.Equal(t, []any{urgent.ID, 1, true}, []any{prio[0].Rec.ID, prio[0].Priority, prio[0].Last})
+	require.Equal(t, 3, first[0].Priority, "no priority named: the default")
 	empty, err := lanes.OldestBatch(ctx, "4", "carol", 0, 16, 1<<20)
 	require.NoError(t, err)
 	require.Empty(t, empty)
