@@ -38,6 +38,7 @@ type attempt struct {
 
 	mu       sync.Mutex
 	lost     bool
+	lapsed   bool // lost because its lease ran out (lapse)
 	prog     *wire.Progress // as last reported by the handler
 	sent     *wire.Progress // as last sent
 	nextStep int
@@ -101,6 +102,9 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 		// The handler finished after its lease ran out (or the job was
 		// taken from it): its success is not this attempt's to report.
 		err = errLost
+		if a.isLapsed() {
+			err = errLapsed
+		}
 	}
 	var stored *wire.StoredResult
 	if err == nil && a.out != nil && a.out.tooLarge {
@@ -178,6 +182,8 @@ func (a *attempt) classify(err error, attemptCtx, handlerCtx context.Context) er
 		// Write returned it, or it failed for another reason): the job is
 		// failed all the same.
 		return a.out.err
+	case a.isLapsed():
+		return errLapsed
 	case a.isLost() || errors.Is(err, errLost) || errors.Is(cause, errLost):
 		return errLost
 	case errors.Is(cause, errShutdown) || errors.Is(err, errShutdown) || a.w.hardCtx.Err() != nil:
@@ -202,11 +208,14 @@ func (w *Workers) conclude(ctx context.Context, a *attempt, err error, started t
 	case errors.Is(err, errLost):
 		w.observe(a.t, "lost", started)
 		a.log.Info("job no longer held here (canceled, finished or taken over), stopping")
-	case errors.Is(err, errShutdown), errors.Is(err, errStoreOutage):
+	case errors.Is(err, errShutdown), errors.Is(err, errStoreOutage), errors.Is(err, errLapsed):
 		w.observe(a.t, "given_back", started)
 		reason := "shutdown"
-		if errors.Is(err, errStoreOutage) {
+		switch {
+		case errors.Is(err, errStoreOutage):
 			reason = "store_outage"
+		case errors.Is(err, errLapsed):
+			reason = "lease_lapsed"
 		}
 		if err := w.call(ctx, name, wire.OpGiveBack, wire.GiveBackRequest{Held: a.held(), Reason: reason}, nil, true); err != nil {
 			// The claim goes stale; jobgate hands the job on.
@@ -256,6 +265,24 @@ func (a *attempt) lose() {
 	a.lost = true
 	a.mu.Unlock()
 	a.stopHandler(errLost)
+}
+
+// lapse stops the handler whose lease ran out: the attempt reaches no
+// verdict, and once its handler returned it is given back, which jobgate
+// refuses if it took the claim over meanwhile, and which otherwise (no
+// broker could take it over either, say every dispatcher was cut off)
+// spares the job an attempt lost to the outage.
+func (a *attempt) lapse() {
+	a.mu.Lock()
+	a.lost, a.lapsed = true, true
+	a.mu.Unlock()
+	a.stopHandler(errLapsed)
+}
+
+func (a *attempt) isLapsed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lapsed
 }
 
 // setProgress records the handler's latest progress and asks for a beat
@@ -325,8 +352,8 @@ func (a *attempt) keepAlive(ctx context.Context) {
 			<-ctx.Done()
 			return
 		case <-fence:
-			a.log.Warn("lease ran out with no beat answered: stopping the handler, the job is another attempt's to run", "lease", time.Duration(a.asg.LeaseMS)*time.Millisecond)
-			a.lose()
+			a.log.Warn("lease ran out with no beat answered: stopping the handler", "lease", time.Duration(a.asg.LeaseMS)*time.Millisecond)
+			a.lapse()
 			<-ctx.Done()
 			return
 		case <-a.kick:

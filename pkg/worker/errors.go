@@ -113,6 +113,9 @@ var (
 	// errLost: the job is no longer this attempt's (canceled, finished or
 	// claimed by another worker after this one looked gone).
 	errLost = errors.New("job no longer held by this attempt")
+	// errLapsed: the attempt's lease ran out with no beat answered; its
+	// handler was stopped, and the job is given back.
+	errLapsed = errors.New("attempt's lease ran out")
 )
 
 func jsonUnmarshal(data []byte, v any) error {
