@@ -38,7 +38,7 @@ type attempt struct {
 
 	mu       sync.Mutex
 	lost     bool
-	lapsed   bool // lost because its lease ran out (lapse)
+	lapsed   bool           // lost because its lease ran out (lapse)
 	prog     *wire.Progress // as last reported by the handler
 	sent     *wire.Progress // as last sent
 	nextStep int
