@@ -215,6 +215,7 @@ func Check(entries []Entry, bound time.Duration, strict bool) *Report {
 	c.checkCounts(ackedIDs, finals, lists)
 	c.checkScheduled(finals)
 	c.checkFlow(finals, works)
+	c.checkRate(finals)
 	c.summarize(faultsStart, faultsStopped, settled, faults, submits, obs, finals, hooks, mails, events, objects)
 	c.summarizeBatches(batchSubmits, batches, hooks, mails)
 	return c.rep
@@ -937,4 +938,45 @@ func (c *checker) checkFlow(finals map[string]Entry, works []Entry) {
 			}
 		}
 	}
+}
+
+// rateWindows are the windows over which checkRate counts starts.
+var rateWindows = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second}
+
+// checkRate: the flow-limited type's rate limit held across the
+// deployment: in no window of w did more attempts of it start than the
+// bucket allows (its burst, and flowRate a second), judged on the claims'
+// times as the final records give them (every attempt's start, whoever
+// claimed it). One more is allowed for a lost claim handed out again as
+// the same attempt, which takes no token.
+func (c *checker) checkRate(finals map[string]Entry) {
+	var starts []time.Time
+	for _, f := range finals {
+		if f.Type == flowType {
+			starts = append(starts, f.Starts...)
+		}
+	}
+	if len(starts) == 0 {
+		return
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	worst := map[time.Duration]int{}
+	for _, w := range rateWindows {
+		allowed := flowBurst + int(flowRate*w.Seconds()) + 1
+		j := 0
+		for i := range starts {
+			for starts[i].Sub(starts[j]) >= w {
+				j++
+			}
+			n := i - j + 1
+			worst[w] = max(worst[w], n)
+			if n > allowed {
+				c.anomaly("rate-exceeded", "%s: %d attempts started within %s up to %s (the rate limit allows %d)",
+					flowType, n, w, starts[i].Format(time.RFC3339Nano), allowed)
+				break
+			}
+		}
+	}
+	c.sum("%s starts: %d; most in 1 s / 5 s / 10 s: %d / %d / %d (limit %d a second, burst %d)", flowType, len(starts),
+		worst[time.Second], worst[5*time.Second], worst[10*time.Second], flowRate, flowBurst)
 }

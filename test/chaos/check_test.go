@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -383,6 +384,15 @@ func TestCheckScheduledAndFlowLimitedJobs(t *testing.T) {
 			{Kind: "work", Job: "job_x", Attempt: attempt, FlowKey: customer, Start: at(start), End: at(end)},
 		}
 	}
+	// n more jobs of the flow type started over span seconds, each once.
+	starts := func(n int, span float64) []Entry {
+		var es []Entry
+		for i := range n {
+			es = append(es, Entry{Kind: "final-job", Job: fmt.Sprintf("job_r%d", i), Requester: "alice", State: "canceled",
+				Type: flowType, FlowKey: "c3", Starts: []time.Time{at(10 + span*float64(i)/float64(n))}})
+		}
+		return es
+	}
 	for _, tc := range []struct {
 		name, kind string
 		extra      []Entry
@@ -396,6 +406,9 @@ func TestCheckScheduledAndFlowLimitedJobs(t *testing.T) {
 		// An attempt refused its verdict (taken over while it ran on)
 		// gave its place to the next: it is not judged.
 		{name: "an attempt that did not stand", kind: "concurrency-exceeded", extra: other("c1", 2, 3.5, 4.2)},
+		{name: "starts past the rate", kind: "rate-exceeded", extra: starts(flowBurst+flowRate+2, 0.9), found: true},
+		{name: "starts within the rate", kind: "rate-exceeded", extra: starts(flowBurst+flowRate, 0.9)},
+		{name: "starts spread out", kind: "rate-exceeded", extra: starts(40, 20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			es := append(healthyFlow(), tc.extra...)

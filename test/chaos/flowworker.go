@@ -22,6 +22,10 @@ import (
 const (
 	flowType  = "chaos_export"
 	flowLimit = 1
+	// flowRate and flowBurst are the type's rate limit: attempts started
+	// across the deployment, judged on the claims' times (checkRate).
+	flowRate  = 2
+	flowBurst = 4
 )
 
 var flowCustomers = []string{"c1", "c2", "c3"}
@@ -51,7 +55,7 @@ func startFlowWorker(ctx context.Context, natsURL string, h *History) (func(), e
 		Name: flowType, Description: "the chaos run's flow-limited type", Schema: json.RawMessage(flowSchema),
 		Timeout: 30 * time.Second, Concurrency: 4, ContentType: "text/plain",
 		ConcurrencyKeys: []jobapi.ConcurrencyKey{{Key: "/params/customer", Limit: flowLimit}},
-		RateLimit:       &jobapi.RateLimit{PerSecond: 2, Burst: 4},
+		RateLimit:       &jobapi.RateLimit{PerSecond: flowRate, Burst: flowBurst},
 		Work: func(ctx context.Context, j *worker.Job[flowParams]) error {
 			e := Entry{Kind: "work", Job: j.ID, Attempt: j.Attempt, FlowKey: j.Params.Customer, Start: time.Now()}
 			t := time.NewTimer(time.Duration(200+rand.IntN(500)) * time.Millisecond)
