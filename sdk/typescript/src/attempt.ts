@@ -42,6 +42,18 @@ class AttemptRun implements Attempt {
   private readonly beater: Beater;
   /** Ends the patient requests of the attempt (its upload, its verdict). */
   private readonly deadline: AbortSignal;
+  /** When the assignment arrived (performance.now()). */
+  private readonly arrived = performance.now();
+  /**
+   * The lease: until when (performance.now()) the attempt is this worker's
+   * for sure on jobgate's word, or null when jobgate said nothing (an
+   * older one: no lease). See leaseFrom.
+   */
+  private leaseEnd: number | null = null;
+  /** The lease_ms that set leaseEnd. */
+  private leaseMs = 0;
+  private leaseTimer: NodeJS.Timeout | null = null;
+  private leaseOut = false;
 
   constructor(
     private readonly w: Host,
@@ -72,13 +84,16 @@ class AttemptRun implements Attempt {
     const started = Date.now();
     this.log("debug", "job claimed"); // its outcome is logged at info
     const timer = setTimeout(() => this.abort("timeout"), this.asg.timeout_ms);
+    this.leaseFrom(this.arrived, this.asg.lease_ms);
     this.beater.start();
     let verdict: Verdict | null = null;
     let stored: StoredResult | null = null;
     try {
       await this.handler();
       const reason = this.abortReason();
-      if (this.lost || reason === "lost" || reason === "canceled") {
+      // A handler that returned after its lease ran out: its success is
+      // not this attempt's to report (another may be running the job).
+      if (this.leaseRanOut() || this.lost || reason === "lost" || reason === "canceled") {
         throw new AbortedError(reason ?? "lost");
       }
       stored = await this.finishOutput();
@@ -88,8 +103,15 @@ class AttemptRun implements Attempt {
     } finally {
       clearTimeout(timer);
       await this.beater.stop();
+      if (this.leaseTimer) clearTimeout(this.leaseTimer);
     }
-    const outcome = verdict ? await this.conclude(verdict) : await this.succeed(stored);
+    // Past the lease nothing more is reported (no done, fail or giveback):
+    // the deadline is still checked, the beats having stopped.
+    const outcome = this.leaseRanOut()
+      ? await this.conclude({ do: "lost" })
+      : verdict
+        ? await this.conclude(verdict)
+        : await this.succeed(stored);
     this.w.onAttempt?.(this.t.decl.name, outcome, Date.now() - started);
   }
 
@@ -289,12 +311,57 @@ class AttemptRun implements Attempt {
     }
   }
 
+  /**
+   * Sets the lease to end lease_ms after from (the assignment's arrival, or
+   * when a beat answered ok was sent: never later than jobgate counts it).
+   * Once it ends with no later beat answered ok, jobgate may take the
+   * claim over or give the job's concurrency place to another: the handler
+   * is stopped as for a lost claim and nothing more is reported. No
+   * lease_ms (an older jobgate): no deadline.
+   */
+  private leaseFrom(from: number, leaseMs: unknown): void {
+    if (this.leaseRanOut()) return;
+    if (this.leaseTimer) clearTimeout(this.leaseTimer);
+    this.leaseTimer = null;
+    if (typeof leaseMs !== "number" || !Number.isFinite(leaseMs) || leaseMs <= 0) {
+      this.leaseEnd = null;
+      return;
+    }
+    this.leaseEnd = from + leaseMs;
+    this.leaseMs = leaseMs;
+    this.watchLease();
+  }
+
+  /** Checks the lease when it is due (again, should a timer fire early). */
+  private watchLease(): void {
+    if (this.leaseEnd === null || this.leaseRanOut()) return;
+    const left = this.leaseEnd - performance.now();
+    this.leaseTimer = setTimeout(() => this.watchLease(), Math.max(1, Math.ceil(left)));
+  }
+
+  /** Whether the lease ran out; the first time it is seen, stops the handler. */
+  private leaseRanOut(): boolean {
+    if (this.leaseOut) return true;
+    if (this.leaseEnd === null || performance.now() < this.leaseEnd) return false;
+    this.leaseOut = true;
+    this.lost = true;
+    this.log("warn", "lease ran out with no beat answered: stopping the handler, the job is another attempt's to run", {
+      lease_ms: this.leaseMs,
+    });
+    this.abort("lost");
+    return true;
+  }
+
   /** One beat with the latest progress; a lost answer aborts the handler. */
   private async beat(): Promise<void> {
     const req: Record<string, unknown> = { ...this.held };
     if (this.prog) req.progress = this.prog;
+    const sent = performance.now();
     try {
-      await this.w.caller.call(this.t.decl.name, "beat", req, { timeoutMs: this.beater.every });
+      const reply = await this.w.caller.call(this.t.decl.name, "beat", req, { timeoutMs: this.beater.every });
+      // Counted from the sending; an answer after the lease ran out does
+      // not revive it.
+      this.leaseFrom(sent, reply.lease_ms);
     } catch (err) {
       if (err instanceof WireError && err.code === "lost") {
         this.lost = true;

@@ -122,6 +122,9 @@ export interface Assignment {
   token: string;
   timeout_ms: number;
   beat_ms: number;
+  /** For how long from this answer the attempt is the worker's for sure
+   * (added within v1; absent from an older jobgate: no lease). */
+  lease_ms?: number;
   max_result_bytes: number;
   traceparent?: string;
   tracestate?: string;
@@ -136,6 +139,9 @@ export interface Reply {
   /** Set on an upload refused for the result storage or the tenant's result
    * quota when jobgate has failed the job itself (budget_exceeded). */
   failed?: boolean;
+  /** A beat's ok: for how long from when the beat was sent the attempt is
+   * the worker's for sure (added within v1; absent: no lease). */
+  lease_ms?: number;
 }
 
 export interface Declaration {
