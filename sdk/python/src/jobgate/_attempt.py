@@ -252,6 +252,13 @@ class _AttemptRun:
         self._out: Output | None = None
         self._task: asyncio.Future[Any] | None = None
         self._is_async = False
+        # The lease: until when (time.monotonic()) the attempt is this worker's for sure on
+        # jobgate's word, or None when jobgate said nothing (an older one: no lease). See _lease_from.
+        self.arrived = time.monotonic()
+        self.lease_end: float | None = None
+        self.lease_ms = 0.0
+        self.lease_out = False
+        self._lease_handle: asyncio.TimerHandle | None = None
 
     def abort(self, reason: AbortReason) -> None:
         if self.reason is not None:
@@ -298,6 +305,7 @@ class _AttemptRun:
     async def run(self) -> Outcome:
         self.log.debug("job claimed")  # its outcome is logged at info
         timer = self.loop.call_later(self.timeout, self.abort, "timeout")
+        self._lease_from(self.arrived, self.asg.get("lease_ms"))
         self.beater.start()
         verdict: dict[str, Any] | None = None
         stored: dict[str, Any] | None = None
@@ -305,8 +313,9 @@ class _AttemptRun:
             await self._handler()
             # A handler that returns once its attempt was aborted stopped because it was told to
             # (a sync handler cannot be interrupted otherwise): no success, whatever it wrote. A
-            # timeout is the type's rule, as pkg/worker has it; a shutdown gives the job back.
-            if self.lost or self.reason is not None:
+            # timeout is the type's rule, as pkg/worker has it; a shutdown gives the job back. One
+            # that returns after its lease ran out has no success to report either.
+            if self._lease_ran_out() or self.lost or self.reason is not None:
                 raise Aborted(self.reason or "lost")
             stored = await self._finish_output()
         except asyncio.CancelledError as e:
@@ -318,8 +327,14 @@ class _AttemptRun:
         finally:
             timer.cancel()
             await self.beater.stop()
+            if self._lease_handle is not None:
+                self._lease_handle.cancel()
         if self._out is not None:
             self._out.close()
+        # Past the lease nothing more is reported (no done, fail or giveback): the deadline is
+        # still checked, the beats having stopped.
+        if self._lease_ran_out():
+            return await self._conclude({"do": "lost"})
         return await (self._conclude(verdict) if verdict is not None else self._succeed(stored))
 
     async def _handler(self) -> None:
@@ -511,14 +526,63 @@ class _AttemptRun:
         self.log.info("attempt failed", extra={"kind": v["kind"], "cause": v["message"]})
         return "retry_or_failed"
 
+    def _lease_from(self, since: float, lease_ms: Any) -> None:
+        """Sets the lease to end lease_ms after since (the assignment's arrival, or when a beat
+        answered ok was sent: never later than jobgate counts it). Once it ends with no later beat
+        answered ok, jobgate may take the claim over or give the job's concurrency place to another:
+        the handler is stopped as for a lost claim and nothing more is reported. No lease_ms (an
+        older jobgate): no deadline."""
+        if self._lease_ran_out():
+            return
+        if self._lease_handle is not None:
+            self._lease_handle.cancel()
+            self._lease_handle = None
+        if (
+            isinstance(lease_ms, bool)
+            or not isinstance(lease_ms, int | float)
+            or not math.isfinite(lease_ms)
+            or lease_ms <= 0
+        ):
+            self.lease_end = None
+            return
+        self.lease_end = since + lease_ms / 1000
+        self.lease_ms = lease_ms
+        self._watch_lease()
+
+    def _watch_lease(self) -> None:
+        """Checks the lease when it is due (again, should a timer fire early)."""
+        self._lease_handle = None
+        if self.lease_end is None or self._lease_ran_out():
+            return
+        left = self.lease_end - time.monotonic()
+        self._lease_handle = self.loop.call_later(max(left, 0.001), self._watch_lease)
+
+    def _lease_ran_out(self) -> bool:
+        """Whether the lease ran out; the first time it is seen, stops the handler."""
+        if self.lease_out:
+            return True
+        if self.lease_end is None or time.monotonic() < self.lease_end:
+            return False
+        self.lease_out = True
+        self.lost = True
+        self.log.warning(
+            "lease ran out with no beat answered: stopping the handler, the job is another attempt's to run",
+            extra={"lease_ms": self.lease_ms},
+        )
+        self.abort("lost")
+        return True
+
     async def beat(self) -> None:
         """One beat with the latest progress; a lost answer aborts the handler."""
         req: dict[str, Any] = dict(self.held)
         with self._prog_lock:
             if self.prog is not None:
                 req["progress"] = dict(self.prog)
+        sent = time.monotonic()
         try:
-            await self.w.call(self.t.name, "beat", req, timeout=self.beater.every)
+            reply = await self.w.call(self.t.name, "beat", req, timeout=self.beater.every)
+            # Counted from the sending; an answer after the lease ran out does not revive it.
+            self._lease_from(sent, reply.get("lease_ms"))
         except wire.WireError as e:
             if e.code == "lost":
                 self.lost = True
