@@ -1,6 +1,7 @@
-"""The attempt's lease (docs/protocol.md, "Leases"): the handler is stopped and nothing more is
-reported once lease_ms has passed since the assignment arrived, or since the last beat answered ok
-was sent, with no later beat answered ok. Here against a scripted jobgate whose answers and their
+"""The attempt's lease (docs/protocol.md, the worker's duties): once lease_ms has passed since the
+assignment arrived, or since the last beat answered ok was sent, with no later beat answered ok, the
+handler is stopped, no verdict is reported, and the job is given back (reason lease_lapsed) once the
+handler returned. Here against a scripted jobgate whose answers and their
 delays the tests choose, with sync and async handlers; the conformance suite's lease scenario runs
 the same against a real one (internal/conformance, run by test_conformance.py)."""
 
@@ -29,10 +30,12 @@ def anyio_backend() -> str:
 
 class Scripted:
     """What run_attempt needs of a Worker: beat answers what beat(n) says, open an upload whose last
-    chunk is answered after store_s with what it stored, every other request ok."""
+    chunk is answered after store_s with what it stored, giveback refused with giveback_error if set,
+    every other request ok."""
 
-    def __init__(self, beat: Beat, store_s: float = 0.0) -> None:
+    def __init__(self, beat: Beat, store_s: float = 0.0, giveback_error: Exception | None = None) -> None:
         self._beat = beat
+        self._giveback_error = giveback_error
         self._beats = 0
         self._store_s = store_s
         self.heartbeat = 0.1
@@ -54,6 +57,8 @@ class Scripted:
             return await self._beat(n)
         if op == "open":
             return {"upload": {"host": "d1", "id": "u1", "object": "o1"}}
+        if op == "giveback" and self._giveback_error is not None:
+            raise self._giveback_error
         return {}
 
     async def request(self, subj: str, data: bytes, **kw: Any) -> dict[str, Any]:
@@ -126,7 +131,7 @@ kinds = pytest.mark.parametrize("kind", ["sync", "async"])
 
 @pytest.mark.anyio
 @kinds
-async def test_beats_answered_ok_keep_the_attempt_until_they_go_unanswered(
+async def test_beats_answered_ok_keep_the_attempt_until_they_go_unanswered_then_it_is_given_back(
     kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     ok_until = 6  # beats 0..5 answered ok (about 600 ms), then none
@@ -144,8 +149,8 @@ async def test_beats_answered_ok_keep_the_attempt_until_they_go_unanswered(
     assert at - began > 0.4 + 0.15, "the beats answered ok kept it past the assignment's lease"
     assert at >= last_ok + 0.4, f"stopped {at - last_ok:.3f}s after the last beat answered ok"
     assert at < last_ok + 0.4 + 0.25, f"stopped {at - last_ok:.3f}s after the last beat answered ok"
-    assert w.reports() == [], "no done, fail or giveback"
-    assert w.outcome == "lost"
+    assert w.reports() == ["giveback"], "no verdict: the job given back"
+    assert w.outcome == "given_back"
     assert any(r.getMessage().startswith("lease ran out") and r.levelname == "WARNING" for r in caplog.records)
 
 
@@ -164,7 +169,7 @@ async def test_a_beats_lease_counts_from_its_sending_not_its_answer(kind: str) -
     await run(w, h.handler(kind), 700)
     after = h.stopped[0][0] - w.beats()[0]
     assert 0.7 <= after < 0.7 + 0.4, f"stopped {after:.3f}s after the beat was sent"
-    assert w.reports() == []
+    assert w.reports() == ["giveback"]
 
 
 @pytest.mark.anyio
@@ -179,11 +184,11 @@ async def test_a_beat_refused_unavailable_does_not_move_the_lease(kind: str) -> 
     after = h.stopped[0][0] - began
     assert len(w.beats()) >= 3, "beats were sent and refused"
     assert 0.6 <= after < 0.6 + 0.3, f"stopped {after:.3f}s after the assignment"
-    assert w.reports() == []
+    assert w.reports() == ["giveback"]
 
 
 @pytest.mark.anyio
-async def test_a_sync_handler_that_succeeds_after_its_lease_ran_out_is_not_reported() -> None:
+async def test_a_sync_handler_that_succeeds_after_its_lease_ran_out_is_given_back_once_it_returned() -> None:
     seen: list[str | None] = []
 
     def deaf(job: jobgate.WorkerJob[Any]) -> None:
@@ -191,15 +196,17 @@ async def test_a_sync_handler_that_succeeds_after_its_lease_ran_out_is_not_repor
         seen.append(job.aborted)
 
     w = Scripted(unanswered)
+    began = time.monotonic()
     await run(w, deaf, 300)
     assert seen == ["lost"]
-    assert w.reports() == [], "no done"
-    assert w.outcome == "lost"
+    assert w.reports() == ["giveback"], "no done: the job given back"
+    assert w.sent[-1][1] - began >= 0.7, "given back once the handler returned, not while it ran"
+    assert w.outcome == "given_back"
 
 
 @pytest.mark.anyio
 @kinds
-async def test_a_success_still_being_stored_when_the_lease_ran_out_is_not_reported(kind: str) -> None:
+async def test_a_success_still_being_stored_when_the_lease_ran_out_is_given_back(kind: str) -> None:
     def sync(job: jobgate.WorkerJob[Any]) -> None:
         job.output().write(b"a result\n")
 
@@ -208,7 +215,16 @@ async def test_a_success_still_being_stored_when_the_lease_ran_out_is_not_report
 
     w = Scripted(unanswered, store_s=0.7)  # stored once the handler has returned, 700 ms later
     await run(w, sync if kind == "sync" else asyn, 300)
-    assert w.reports() == ["open"], "no done"
+    assert w.reports() == ["open", "giveback"], "no done: the job given back"
+    assert w.outcome == "given_back"
+
+
+@pytest.mark.anyio
+@kinds
+async def test_a_give_back_refused_lost_ends_the_attempt_lost(kind: str) -> None:
+    w = Scripted(unanswered, giveback_error=wire.WireError("lost", "the job is running and not this claim's"))
+    await run(w, UntilAborted().handler(kind), 300)
+    assert w.reports() == ["giveback"]
     assert w.outcome == "lost"
 
 

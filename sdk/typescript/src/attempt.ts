@@ -16,7 +16,7 @@ import { WireError, type Assignment, type Held, type Kind, type Progress, type S
 /** A verdict to report: a failure of kind, or no verdict (lost, given back). */
 type Verdict =
   | { do: "fail"; kind: Kind; retryable: boolean; message: string; user: string }
-  | { do: "giveback"; reason: "shutdown" | "store_outage" }
+  | { do: "giveback"; reason: "shutdown" | "store_outage" | "lease_lapsed" }
   | { do: "refused"; message: string }
   | { do: "lost" };
 
@@ -105,13 +105,13 @@ class AttemptRun implements Attempt {
       await this.beater.stop();
       if (this.leaseTimer) clearTimeout(this.leaseTimer);
     }
-    // Past the lease nothing more is reported (no done, fail or giveback):
-    // the deadline is still checked, the beats having stopped.
-    const outcome = this.leaseRanOut()
-      ? await this.conclude({ do: "lost" })
-      : verdict
-        ? await this.conclude(verdict)
-        : await this.succeed(stored);
+    // Past the lease no verdict is reported, only the job given back (the
+    // deadline is still checked, the beats having stopped): a success
+    // stored after it included.
+    if (this.leaseRanOut() && verdict?.do !== "refused") {
+      verdict = { do: "giveback", reason: "lease_lapsed" };
+    }
+    const outcome = verdict ? await this.conclude(verdict) : await this.succeed(stored);
     this.w.onAttempt?.(this.t.decl.name, outcome, Date.now() - started);
   }
 
@@ -206,6 +206,9 @@ class AttemptRun implements Attempt {
     if (this.out?.refused) {
       return { do: "refused", message };
     }
+    if (this.leaseRanOut()) {
+      return { do: "giveback", reason: "lease_lapsed" };
+    }
     if (this.lost || reason === "lost" || reason === "canceled") {
       return { do: "lost" };
     }
@@ -271,6 +274,11 @@ class AttemptRun implements Attempt {
           this.log("info", "job given back", { reason: v.reason });
           return "given_back";
         } catch (err) {
+          if (v.reason === "lease_lapsed" && err instanceof WireError && err.code === "lost") {
+            // As expected once jobgate took the claim over.
+            this.log("info", "job taken over elsewhere before it was given back", { why: err.message });
+            return "lost";
+          }
           this.log("warn", "could not give the job back", { reason: v.reason, err: String(err) });
           return "unrecorded";
         }
@@ -316,7 +324,10 @@ class AttemptRun implements Attempt {
    * when a beat answered ok was sent: never later than jobgate counts it).
    * Once it ends with no later beat answered ok, jobgate may take the
    * claim over or give the job's concurrency place to another: the handler
-   * is stopped as for a lost claim and nothing more is reported. No
+   * is stopped (its signal aborts, reason lost), no verdict is reported,
+   * and once the handler returned the job is given back (reason
+   * lease_lapsed), which jobgate refuses if it took the claim over and
+   * which otherwise spares the job an attempt lost to the outage. No
    * lease_ms (an older jobgate): no deadline.
    */
   private leaseFrom(from: number, leaseMs: unknown): void {
@@ -345,7 +356,7 @@ class AttemptRun implements Attempt {
     if (this.leaseEnd === null || performance.now() < this.leaseEnd) return false;
     this.leaseOut = true;
     this.lost = true;
-    this.log("warn", "lease ran out with no beat answered: stopping the handler, the job is another attempt's to run", {
+    this.log("warn", "lease ran out with no beat answered: stopping the handler", {
       lease_ms: this.leaseMs,
     });
     this.abort("lost");

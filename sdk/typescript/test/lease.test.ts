@@ -1,9 +1,11 @@
-// The attempt's lease (docs/protocol.md, "Leases"): the handler is stopped
-// and nothing more is reported once lease_ms has passed since the
-// assignment arrived, or since the last beat answered ok was sent, with no
-// later beat answered ok. Here against a scripted jobgate, whose answers
-// and their delays the tests choose; the conformance suite's lease
-// scenario runs the same against a real one (internal/conformance).
+// The attempt's lease (docs/protocol.md, the worker's duties): once
+// lease_ms has passed since the assignment arrived, or since the last beat
+// answered ok was sent, with no later beat answered ok, the handler is
+// stopped, no verdict is reported, and the job is given back (reason
+// lease_lapsed) once the handler returned. Here against a scripted
+// jobgate, whose answers and their delays the tests choose; the
+// conformance suite's lease scenario runs the same against a real one
+// (internal/conformance).
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -30,9 +32,10 @@ interface Sent {
 /**
  * A scripted jobgate: beat answers what beat(n) says; open answers an
  * upload whose chunks store what they carry, the last one answered after
- * storeMs; every other request is ok.
+ * storeMs; giveback answers what giveback() says; every other request is
+ * ok.
  */
-function scripted(beat: (n: number) => Promise<Reply>, storeMs = 0) {
+function scripted(beat: (n: number) => Promise<Reply>, storeMs = 0, giveback: () => Promise<Reply> = async () => ({})) {
   const sent: Sent[] = [];
   const warnings: string[] = [];
   let beats = 0;
@@ -41,6 +44,7 @@ function scripted(beat: (n: number) => Promise<Reply>, storeMs = 0) {
     call: async (_type: string, op: string): Promise<Reply> => {
       sent.push({ op, at: performance.now() });
       if (op === "open") return { upload: { host: "d1", id: "u1", object: "o1" } };
+      if (op === "giveback") return giveback();
       return op === "beat" ? beat(beats++) : {};
     },
     credential: "3f9a1c2b7d4e5f60",
@@ -108,7 +112,7 @@ function untilAborted() {
 
 const unanswered = () => Promise.reject(new Error("TIMEOUT"));
 
-test("beats answered ok keep the attempt past its first lease; once they go unanswered the handler stops and nothing is reported", async () => {
+test("beats answered ok keep the attempt past its first lease; once they go unanswered the handler stops, no verdict is reported and the job is given back", async () => {
   const okUntil = 6; // beats 0..5 answered ok (about 600 ms), then none
   const s = scripted(async (n) => (n < okUntil ? { lease_ms: 400 } : unanswered()));
   const h = untilAborted();
@@ -122,8 +126,8 @@ test("beats answered ok keep the attempt past its first lease; once they go unan
   assert.ok(stopped.at - began > 400 + 150, "the beats answered ok kept it past the assignment's lease");
   assert.ok(stopped.at >= lastOk + 400, `not before the last lease ran out: ${stopped.at - lastOk} ms after its beat`);
   assert.ok(stopped.at < lastOk + 400 + 250, `soon after it: ${stopped.at - lastOk} ms after its beat`);
-  assert.deepEqual(s.reports(), [], "no done, fail or giveback");
-  assert.equal(s.outcome(), "lost");
+  assert.deepEqual(s.reports(), ["giveback"], "no verdict: the job given back");
+  assert.equal(s.outcome(), "given_back");
   assert.ok(s.warnings.some((w) => w.startsWith("lease ran out")), String(s.warnings));
 });
 
@@ -140,7 +144,7 @@ test("a beat's lease counts from when the beat was sent, not from its answer", a
   const sentAt = s.sent.find((x) => x.op === "beat")!.at;
   const after = h.seen[0]!.at - sentAt;
   assert.ok(after >= 700 && after < 700 + 400, `stopped ${after} ms after the beat was sent`);
-  assert.deepEqual(s.reports(), []);
+  assert.deepEqual(s.reports(), ["giveback"]);
 });
 
 test("a beat refused unavailable does not move the lease", async () => {
@@ -151,12 +155,13 @@ test("a beat refused unavailable does not move the lease", async () => {
   const after = h.seen[0]!.at - began;
   assert.ok(s.sent.filter((x) => x.op === "beat").length >= 3, "beats were sent and refused");
   assert.ok(after >= 600 && after < 600 + 300, `stopped ${after} ms after the assignment`);
-  assert.deepEqual(s.reports(), []);
+  assert.deepEqual(s.reports(), ["giveback"]);
 });
 
-test("a handler that succeeds after its lease ran out is not reported", async () => {
+test("a handler that succeeds after its lease ran out is not reported: the job is given back once it returned", async () => {
   const s = scripted(unanswered);
   let aborted = false;
+  const began = performance.now();
   await runAttempt(
     s.host,
     runner(async (job) => {
@@ -166,11 +171,12 @@ test("a handler that succeeds after its lease ran out is not reported", async ()
     assignment(300),
   );
   assert.ok(aborted, "its signal aborted at the lease's end");
-  assert.deepEqual(s.reports(), [], "no done");
-  assert.equal(s.outcome(), "lost");
+  assert.deepEqual(s.reports(), ["giveback"], "no done: the job given back");
+  assert.ok(s.sent.at(-1)!.at - began >= 700, "given back once the handler returned, not while it ran");
+  assert.equal(s.outcome(), "given_back");
 });
 
-test("a success whose result was still being stored when the lease ran out is not reported", async () => {
+test("a success whose result was still being stored when the lease ran out is not reported: the job is given back", async () => {
   const s = scripted(unanswered, 700);
   await runAttempt(
     s.host,
@@ -179,7 +185,15 @@ test("a success whose result was still being stored when the lease ran out is no
     }),
     assignment(300),
   );
-  assert.deepEqual(s.reports(), ["open"], "no done");
+  assert.deepEqual(s.reports(), ["open", "giveback"], "no done: the job given back");
+  assert.equal(s.outcome(), "given_back");
+});
+
+test("a give-back refused lost (jobgate took the claim over meanwhile) ends the attempt lost", async () => {
+  const s = scripted(unanswered, 0, () => Promise.reject(new WireError("lost", "the job is running and not this claim's")));
+  const h = untilAborted();
+  await runAttempt(s.host, runner(h.work), assignment(300));
+  assert.deepEqual(s.reports(), ["giveback"]);
   assert.equal(s.outcome(), "lost");
 });
 

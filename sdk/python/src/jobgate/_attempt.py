@@ -331,10 +331,10 @@ class _AttemptRun:
                 self._lease_handle.cancel()
         if self._out is not None:
             self._out.close()
-        # Past the lease nothing more is reported (no done, fail or giveback): the deadline is
-        # still checked, the beats having stopped.
-        if self._lease_ran_out():
-            return await self._conclude({"do": "lost"})
+        # Past the lease no verdict is reported, only the job given back (the deadline is still
+        # checked, the beats having stopped): a success stored after it included.
+        if self._lease_ran_out() and (verdict is None or verdict["do"] != "refused"):
+            verdict = {"do": "giveback", "reason": "lease_lapsed"}
         return await (self._conclude(verdict) if verdict is not None else self._succeed(stored))
 
     async def _handler(self) -> None:
@@ -427,6 +427,8 @@ class _AttemptRun:
         # that finds the claim lost, and the refusal is what the operator must read in the log.
         if up is not None and up.refused:
             return {"do": "refused", "message": message}
+        if self._lease_ran_out():
+            return {"do": "giveback", "reason": "lease_lapsed"}
         if self.lost or reason in ("lost", "canceled"):
             return {"do": "lost"}
         if reason == "shutdown" or self.w._hard:
@@ -503,6 +505,10 @@ class _AttemptRun:
                     deadline=self._verdict_deadline(),
                 )
             except Exception as e:
+                if v["reason"] == "lease_lapsed" and isinstance(e, wire.WireError) and e.code == "lost":
+                    # As expected once jobgate took the claim over.
+                    self.log.info("job taken over elsewhere before it was given back", extra={"why": e.message})
+                    return "lost"
                 self.log.warning("could not give the job back", extra={"reason": v["reason"], "err": str(e)})
                 return "unrecorded"
             self.log.info("job given back", extra={"reason": v["reason"]})
@@ -530,7 +536,9 @@ class _AttemptRun:
         """Sets the lease to end lease_ms after since (the assignment's arrival, or when a beat
         answered ok was sent: never later than jobgate counts it). Once it ends with no later beat
         answered ok, jobgate may take the claim over or give the job's concurrency place to another:
-        the handler is stopped as for a lost claim and nothing more is reported. No lease_ms (an
+        the handler is stopped (aborted, reason lost), no verdict is reported, and once the handler
+        returned the job is given back (reason lease_lapsed), which jobgate refuses if it took the
+        claim over and which otherwise spares the job an attempt lost to the outage. No lease_ms (an
         older jobgate): no deadline."""
         if self._lease_ran_out():
             return
@@ -566,7 +574,7 @@ class _AttemptRun:
         self.lease_out = True
         self.lost = True
         self.log.warning(
-            "lease ran out with no beat answered: stopping the handler, the job is another attempt's to run",
+            "lease ran out with no beat answered: stopping the handler",
             extra={"lease_ms": self.lease_ms},
         )
         self.abort("lost")
