@@ -403,8 +403,9 @@ func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, 
 // priority of its best waiting job as this broker knows it, without a
 // read: the best of its priorities with a message read ahead or that may
 // have work past what it read (not dry), and of its deferred message due,
-// which a pick of the lane looks at first (job.DefaultPriority when it
-// knows none, so that lanes with no priority set all rank alike).
+// which a pick of the lane looks at first; else its best priority read to
+// its end, else job.DefaultPriority (so that lanes with no priority set
+// all rank alike).
 func (l *laneQ) readyRank(now time.Time) (int, bool) {
 	p := 0
 	if len(l.dues) > 0 {
@@ -419,6 +420,12 @@ func (l *laneQ) readyRank(now time.Time) (int, bool) {
 	}
 	if q := (l.works &^ l.dry) | l.aheadIn; q != 0 && (p == 0 || q.best() < p) {
 		p = q.best()
+	}
+	if p == 0 {
+		// Read to its end: the lane looks past its cursor again in its
+		// turn at that priority (a notice may have come ahead of its
+		// message), not ahead of the lanes with work known.
+		p = l.works.best()
 	}
 	if p == 0 {
 		p = job.DefaultPriority
