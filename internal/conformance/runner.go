@@ -40,7 +40,13 @@ func NewSuite(t T, jobgate string) *Suite {
 // (docs/conformance.md): the deployment's NATS URL and the credential, the
 // spec, the kinds to run, the name prefix, the gates and the timings.
 func (s *Suite) WorkerEnv(name, prefix string, cred Credential, kinds []string) []string {
-	return childproc.Env("JOBGATE_NATS_URL="+s.d.natsURL, "JOBGATE_WORKER_USER="+cred.User, "JOBGATE_WORKER_PASSWORD="+cred.Password,
+	return s.workerEnv(s.d.natsURL, name, prefix, cred, kinds)
+}
+
+// workerEnv is WorkerEnv with the NATS URL the worker connects to (the
+// lease scenario's partition).
+func (s *Suite) workerEnv(natsURL, name, prefix string, cred Credential, kinds []string) []string {
+	return childproc.Env("JOBGATE_NATS_URL="+natsURL, "JOBGATE_WORKER_USER="+cred.User, "JOBGATE_WORKER_PASSWORD="+cred.Password,
 		"CONF_SPEC="+s.spec, "CONF_KINDS="+strings.Join(kinds, ","), "CONF_PREFIX="+prefix, "CONF_LABEL="+prefix, "CONF_GATES="+s.gates,
 		"CONF_NAME="+name, "CONF_HEARTBEAT_MS=500", "CONF_DRAIN_MS=1000")
 }
@@ -48,8 +54,11 @@ func (s *Suite) WorkerEnv(name, prefix string, cred Credential, kinds []string) 
 // CommandImpl is an implementation whose worker processes are a shell
 // command (`sh -c "exec <command>"` in dir).
 func (s *Suite) CommandImpl(name, dir, command string) *Impl {
-	return &Impl{Name: name, Start: func(t T, pname string, cred Credential, kinds ...string) *proc {
-		return start(t, pname, dir, s.WorkerEnv(pname, name, cred, kinds), "/bin/sh", "-c", "exec "+command)
+	startVia := func(t T, natsURL, pname string, cred Credential, kinds ...string) *proc {
+		return start(t, pname, dir, s.workerEnv(natsURL, pname, name, cred, kinds), "/bin/sh", "-c", "exec "+command)
+	}
+	return &Impl{Name: name, startVia: startVia, Start: func(t T, pname string, cred Credential, kinds ...string) *proc {
+		return startVia(t, s.d.natsURL, pname, cred, kinds...)
 	}}
 }
 

@@ -27,6 +27,9 @@ type Impl struct {
 	// given kinds of the spec on a credential.
 	Start  func(t T, name string, cred Credential, kinds ...string) *proc
 	worker *proc
+	// startVia starts a worker process as Start does, connected to
+	// natsURL (the lease scenario's partition) instead.
+	startVia func(t T, natsURL, name string, cred Credential, kinds ...string) *proc
 }
 
 // Suite is what the scenarios share: one deployment, the spec, the gates.
@@ -61,6 +64,7 @@ var Scenarios = []Scenario{
 	{"oversize", scenarioOversize},
 	{"quota_refused", scenarioQuotaRefused},
 	{"handover", func(t T, s *Suite, im *Impl) { handover(t, s, im, im, "takeover", "giveback") }},
+	{"lease", scenarioLease},
 }
 
 // mainKinds are the kinds of the spec an implementation's main worker

@@ -221,11 +221,11 @@ func run() error {
 
 // reason names what ended a handler's context, as the TypeScript worker's
 // AbortedError does. pkg/worker does not tell a cancel from another loss of
-// the claim: both are "lost".
+// the claim: both are "lost", and so is a lease that ran out.
 func reason(ctx context.Context) string {
 	cause := fmt.Sprint(context.Cause(ctx))
 	switch {
-	case strings.Contains(cause, "no longer held"):
+	case strings.Contains(cause, "no longer held"), strings.Contains(cause, "lease ran out"):
 		return "lost"
 	case strings.Contains(cause, "shutting down"):
 		return "shutdown"
