@@ -292,7 +292,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     runs = {
         # Sync handlers through every scenario; async ones through those that differ for them.
         "py": (conformance_cmd("py"), {}),
-        "pya": (conformance_cmd("pya", "result", "progress", "cancel", "timeout", "oversize", "lease"), {"CONF_ASYNC": "1"}),
+        "pya": (
+            conformance_cmd("pya", "result", "progress", "cancel", "timeout", "oversize", "lease"),
+            {"CONF_ASYNC": "1"},
+        ),
     }
     for name, (cmd, extra) in runs.items():
         log = (out / f"{name}.log").open("w")

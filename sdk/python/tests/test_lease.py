@@ -229,6 +229,20 @@ async def test_a_give_back_refused_lost_ends_the_attempt_lost(kind: str) -> None
 
 
 @pytest.mark.anyio
+async def test_a_beat_answered_lost_ends_the_attempt_lost_with_nothing_given_back() -> None:
+    async def beat(n: int) -> dict[str, Any]:
+        raise wire.WireError("lost", "the job is canceled and not this claim's", canceled=True)
+
+    def deaf(job: jobgate.WorkerJob[Any]) -> None:
+        time.sleep(0.7)  # outlives the lease, deaf to its abort
+
+    w = Scripted(beat)
+    await run(w, deaf, 300)
+    assert w.reports() == []
+    assert w.outcome == "lost"
+
+
+@pytest.mark.anyio
 @kinds
 async def test_without_lease_ms_unanswered_beats_do_not_stop_the_handler(kind: str) -> None:
     seen: list[str | None] = []

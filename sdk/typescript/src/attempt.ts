@@ -376,6 +376,9 @@ class AttemptRun implements Attempt {
     } catch (err) {
       if (err instanceof WireError && err.code === "lost") {
         this.lost = true;
+        // Not this attempt's any more: no lease to keep, nothing to give back.
+        this.leaseEnd = null;
+        if (this.leaseTimer) clearTimeout(this.leaseTimer);
         this.abort(err.canceled ? "canceled" : "lost");
         return;
       }

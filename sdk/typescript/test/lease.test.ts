@@ -197,6 +197,13 @@ test("a give-back refused lost (jobgate took the claim over meanwhile) ends the 
   assert.equal(s.outcome(), "lost");
 });
 
+test("a beat answered lost ends the attempt lost: nothing given back, though the handler outlives the lease", async () => {
+  const s = scripted(() => Promise.reject(new WireError("lost", "the job is canceled and not this claim's", true)));
+  await runAttempt(s.host, runner(async () => void (await sleep(700))), assignment(300)); // deaf to its signal
+  assert.deepEqual(s.reports(), []);
+  assert.equal(s.outcome(), "lost");
+});
+
 test("without lease_ms (an older jobgate) there is no deadline: unanswered beats do not stop the handler", async () => {
   const s = scripted(unanswered);
   let aborted = false;

@@ -594,6 +594,10 @@ class _AttemptRun:
         except wire.WireError as e:
             if e.code == "lost":
                 self.lost = True
+                # Not this attempt's any more: no lease to keep, nothing to give back.
+                self.lease_end = None
+                if self._lease_handle is not None:
+                    self._lease_handle.cancel()
                 self.abort("canceled" if e.canceled else "lost")
                 return
             self.log.warning("beat not delivered", extra={"err": str(e)})
