@@ -52,7 +52,7 @@ type Scenario struct {
 
 // Scenarios are what every implementation of the worker protocol must
 // pass, each against its main worker process but handover, which starts
-// three more.
+// three more, and lease, which starts one behind a partition.
 var Scenarios = []Scenario{
 	{"declare", scenarioDeclare},
 	{"result", scenarioResult},
