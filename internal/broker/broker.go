@@ -76,8 +76,10 @@ type Broker struct {
 	lostMu sync.Mutex
 	lost   map[string]lostClaim
 
-	renewals renewals // when this broker last renewed each claim's places (flow.go)
-	flowKeys keyLocks // one compare-and-set at a time per flow key in this broker (flow.go)
+	renewals renewals     // when this broker last renewed each claim's places (flow.go)
+	flowKeys keyLocks     // one compare-and-set at a time per rate key in this broker (flow.go)
+	places   placeQueues  // the writes of the concurrency places, grouped per key (flowbatch.go)
+	tokens   tokenBatches // the rate tokens taken in batches (flowbatch.go)
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the first Stop's work is done
@@ -116,6 +118,7 @@ func New(cfg Config, stores Stores, log *slog.Logger) (*Broker, error) {
 		scheds: map[string]*sched{}, decls: map[string]cachedDecl{}, limits: map[string]*bucket{}, changes: map[string]*bucket{}, bodies: map[string]declBody{},
 		waiting: map[string]int{}, uploads: map[string]*upload{},
 		presence: map[string]map[string]time.Time{}}
+	b.places.b = b
 	b.quota = cfg.ResultQuota
 	if b.quota == nil {
 		q, err := tenantquota.New(tenantquota.Config{MaxBytes: cfg.TenantResultsMaxBytes, Read: stores.Results.TenantUse, Log: b.log})
@@ -213,6 +216,7 @@ func (b *Broker) stop() {
 		u.abort(errors.New("broker stopping"))
 	}
 	b.wg.Wait()
+	b.places.stop() // the places given back that wait are written
 	for _, s := range scheds {
 		s.close()
 	}

@@ -20,8 +20,9 @@ import (
 // at its limit blocks neither its lane nor other keys. A place is held by
 // the claim (its ClaimID), renewed by the job's beats on any broker, and
 // given back at the attempt's verdict, at a takeover, and when a broker
-// finds the job ended; one never given back runs out SlotTTL after its
-// last renewal.
+// finds the job ended (written with the broker's next write on the key,
+// within releaseDelay: flowbatch.go); one never given back runs out
+// SlotTTL after its last renewal.
 
 // What a start waits for, as the job resource's waiting_for says it.
 const (
@@ -44,17 +45,17 @@ type flowBlock struct {
 }
 
 // admit takes rec's places and a rate token for the claim holder before
-// the claim is written, at now (the claim's start); on a block (or an error) it gives back what it
-// took. The rate token is taken last: a job that waits for a place spends
-// none.
+// the claim is written, at now (the claim's start); on a block (or an
+// error) it gives back what it took. The rate token is taken last: a job
+// that waits for a place spends none. A place is taken in the next write
+// on its key, with what else this broker has for the key (flowbatch.go),
+// a token from this broker's batch of the key's tokens.
 func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder string, now time.Time) *flowBlock {
 	var taken []flowKey
 	undo := func() { b.unlease(ctx, taken, holder) }
 	for _, k := range keys {
 		if k.Rate != nil {
-			unlock := b.flowKeys.lock(k.Key)
-			wait, err := b.stores.Slots.TakeToken(ctx, k.Key, k.Rate.PerSecond, k.Rate.BurstOr(), now)
-			unlock()
+			wait, err := b.takeToken(ctx, k, now)
 			if err != nil || wait > 0 {
 				undo()
 				b.flowHeldBack(typ, k.Class)
@@ -62,9 +63,7 @@ func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder s
 			}
 			continue
 		}
-		unlock := b.flowKeys.lock(k.Key)
-		err := b.stores.Slots.Lease(ctx, k.Key, k.Limit, holder, now)
-		unlock()
+		err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseTake, Holder: holder, Limit: k.Limit}, now)
 		if err != nil {
 			undo()
 			b.flowHeldBack(typ, k.Class)
@@ -95,8 +94,26 @@ func blockErr(err error) time.Duration {
 	return outageDelay(1)
 }
 
-// unlease gives back holder's places under keys (best effort: a place not
-// given back runs out SlotTTL after its last renewal).
+// takeToken takes a token of k's rate bucket at now, from this broker's
+// batch of them if one is left, else with a new batch (tokenBatches); with
+// none, it says how long until one is there.
+func (b *Broker) takeToken(ctx context.Context, k flowKey, now time.Time) (time.Duration, error) {
+	unlock := b.flowKeys.lock(k.Key)
+	defer unlock()
+	ok, want := b.tokens.take(k.Key, k.Rate.PerSecond, now)
+	if ok {
+		return 0, nil
+	}
+	took, wait, err := b.stores.Slots.TakeTokens(ctx, k.Key, k.Rate.PerSecond, k.Rate.BurstOr(), want, now)
+	if took > 0 {
+		b.tokens.took(k.Key, took, now)
+	}
+	return wait, err
+}
+
+// unlease gives back holder's places under keys, with the next write on
+// each key or within releaseDelay (best effort: a place not given back
+// runs out SlotTTL after its last renewal).
 func (b *Broker) unlease(ctx context.Context, keys []flowKey, holder string) {
 	if holder == "" {
 		return
@@ -105,12 +122,7 @@ func (b *Broker) unlease(ctx context.Context, keys []flowKey, holder string) {
 		if k.Rate != nil {
 			continue
 		}
-		unlock := b.flowKeys.lock(k.Key)
-		err := b.stores.Slots.Unlease(ctx, k.Key, holder, b.cfg.Now())
-		unlock()
-		if err != nil {
-			b.log.Debug("concurrency place not given back, it runs out", "key", k.Key, "err", err)
-		}
+		b.places.give(ctx, k.Key, holder)
 	}
 }
 
@@ -151,9 +163,9 @@ func (b *Broker) hold(ctx context.Context, d *job.TypeDecl, rec *job.Record, now
 		if k.Rate != nil {
 			continue
 		}
-		unlock := b.flowKeys.lock(k.Key)
-		until, err := b.stores.Slots.Hold(ctx, k.Key, rec.ClaimID, now)
-		unlock()
+		op := natsjs.LeaseOp{Kind: natsjs.LeaseHold, Holder: rec.ClaimID}
+		err := b.places.do(ctx, k.Key, op, now)
+		until := now.Add(natsjs.SlotTTL)
 		if errors.Is(err, natsjs.ErrLapsed) {
 			b.renewals.forget(rec.ClaimID)
 			b.log.Warn("a running attempt's concurrency place lapsed: the job is handed back", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
@@ -236,13 +248,14 @@ func (r *renewals) forget(claim string) {
 	delete(r.last, claim)
 }
 
-// keyLocks serializes this broker's compare-and-sets on each flow key: a
-// key's entry (a concurrency key's places, a rate bucket) is one value
-// every start of its jobs writes, and the broker's requests racing on it
-// would lose their compare-and-sets to each other, run out of tries
-// (natsjs.ErrLeaseBusy) and park their jobs as if the store were out; one
-// at a time, each costs a read and a write, and only other dispatchers
-// race it. The keys share keyStripes locks by hash.
+// keyLocks serializes this broker's takes of each rate bucket's tokens: a
+// bucket is one value every start under it writes, and the broker's
+// requests racing on it would lose their compare-and-sets to each other,
+// run out of tries (natsjs.ErrLeaseBusy) and park their jobs as if the
+// store were out; one at a time, a batch taken serves the requests that
+// waited for it, and only other dispatchers race it (a concurrency key's
+// writes are grouped in placeQueues). The keys share keyStripes locks by
+// hash.
 type keyLocks struct {
 	stripes [keyStripes]sync.Mutex
 }

@@ -36,14 +36,11 @@ type leaseEntry map[string]int64
 // Lease takes a place under key for holder, or renews the one it has,
 // until now+SlotTTL; ErrNoSlot when limit other live holders have one.
 func (s *SlotStore) Lease(ctx context.Context, key string, limit int, holder string, now time.Time) error {
-	until := now.Add(SlotTTL).UnixMilli()
-	return s.updateLeases(ctx, key, now, func(e leaseEntry) (bool, error) {
-		if _, ok := e[holder]; !ok && len(e) >= limit {
-			return false, ErrNoSlot
-		}
-		e[holder] = until
-		return true, nil
-	})
+	ops := []LeaseOp{{Kind: LeaseTake, Holder: holder, Limit: limit}}
+	if err := s.Apply(ctx, key, now, ops); err != nil {
+		return err
+	}
+	return ops[0].Err
 }
 
 // ErrLapsed: the holder's place ran out (or was given back) before it was
@@ -56,15 +53,11 @@ var ErrLapsed = errors.New("concurrency place lapsed")
 // place that ran out is never live again, so Hold is how an attempt proves
 // it still has its place (a Lease would take a new one).
 func (s *SlotStore) Hold(ctx context.Context, key, holder string, now time.Time) (time.Time, error) {
-	until := now.Add(SlotTTL)
-	err := s.updateLeases(ctx, key, now, func(e leaseEntry) (bool, error) {
-		if _, ok := e[holder]; !ok {
-			return false, ErrLapsed
-		}
-		e[holder] = until.UnixMilli()
-		return true, nil
-	})
-	return until, err
+	ops := []LeaseOp{{Kind: LeaseHold, Holder: holder}}
+	if err := s.Apply(ctx, key, now, ops); err != nil {
+		return now.Add(SlotTTL), err
+	}
+	return now.Add(SlotTTL), ops[0].Err
 }
 
 // Unlease gives back holder's place under key; one it does not have is
@@ -80,12 +73,76 @@ func (s *SlotStore) Unlease(ctx context.Context, key, holder string, now time.Ti
 // Yield gives back holder's place under key; ErrLapsed when it had no live
 // place there: the place ran out, or was given back, before now.
 func (s *SlotStore) Yield(ctx context.Context, key, holder string, now time.Time) error {
-	return s.updateLeases(ctx, key, now, func(e leaseEntry) (bool, error) {
-		if _, ok := e[holder]; !ok {
-			return false, ErrLapsed
+	ops := []LeaseOp{{Kind: LeaseGive, Holder: holder}}
+	if err := s.Apply(ctx, key, now, ops); err != nil {
+		return err
+	}
+	return ops[0].Err
+}
+
+// LeaseKind is what a LeaseOp does to its holder's place.
+type LeaseKind int
+
+const (
+	// LeaseTake takes a place for the holder, or renews the one it has,
+	// until now+SlotTTL; ErrNoSlot when Limit other live holders have one.
+	LeaseTake LeaseKind = iota + 1
+	// LeaseHold renews the holder's live place until now+SlotTTL;
+	// ErrLapsed when it has none (see Hold).
+	LeaseHold
+	// LeaseGive gives back the holder's place; ErrLapsed when it had no
+	// live one.
+	LeaseGive
+)
+
+// LeaseOp is one holder's operation on a key's places, and its outcome
+// (Err: ErrNoSlot, ErrLapsed or nil), set by Apply.
+type LeaseOp struct {
+	Kind   LeaseKind
+	Holder string
+	Limit  int // LeaseTake's
+	Err    error
+}
+
+// Apply applies ops, in their order, to key's live places at now, in one
+// compare-and-set of the entry: what a dispatcher does to one key's
+// places at about the same time (its starts, its attempts' renewals and
+// the places its verdicts gave back) costs one write, not one each. Each
+// op's outcome is in its Err; Apply's error is the store's (then no op
+// was applied). A take or a hold holds until now+SlotTTL. An op that is
+// refused is judged on the entry as stored, never only on this process's
+// last sight of it.
+func (s *SlotStore) Apply(ctx context.Context, key string, now time.Time, ops []LeaseOp) error {
+	return s.updateLeases(ctx, key, now, func(e leaseEntry) (bool, bool) {
+		until := now.Add(SlotTTL).UnixMilli()
+		changed, refused := false, false
+		for i := range ops {
+			op := &ops[i]
+			_, has := e[op.Holder]
+			op.Err = nil
+			switch op.Kind {
+			case LeaseTake:
+				if !has && len(e) >= op.Limit {
+					op.Err, refused = ErrNoSlot, true
+					continue
+				}
+				e[op.Holder], changed = until, true
+			case LeaseHold:
+				if !has {
+					op.Err, refused = ErrLapsed, true
+					continue
+				}
+				e[op.Holder], changed = until, true
+			case LeaseGive:
+				if !has {
+					op.Err = ErrLapsed
+					continue
+				}
+				delete(e, op.Holder)
+				changed = true
+			}
 		}
-		delete(e, holder)
-		return true, nil
+		return changed, refused
 	})
 }
 
@@ -96,8 +153,10 @@ func (s *SlotStore) Leased(ctx context.Context, key string, now time.Time) (int,
 }
 
 // updateLeases applies fn to key's live holders and writes the result when
-// fn says it changed (an entry left empty is deleted).
-func (s *SlotStore) updateLeases(ctx context.Context, key string, now time.Time, fn func(leaseEntry) (bool, error)) error {
+// fn says it changed (an entry left empty is deleted). fn also says
+// whether it refused something: judged on this process's last sight of
+// the entry (which may be stale), a refusal, or no change, reads it again.
+func (s *SlotStore) updateLeases(ctx context.Context, key string, now time.Time, fn func(leaseEntry) (changed, refused bool)) error {
 	for try := range leaseTries {
 		// The first try trusts the entry as this process last saw it; a
 		// compare-and-set it loses reads it again.
@@ -111,15 +170,16 @@ func (s *SlotStore) updateLeases(ctx context.Context, key string, now time.Time,
 				return err
 			}
 		}
-		changed, err := fn(e)
-		if (err != nil || !changed) && try == 0 && known {
+		changed, refused := fn(e)
+		if (refused || !changed) && try == 0 && known {
 			continue // judged on what may be stale: read it
 		}
-		if err != nil || !changed {
-			return err
+		if !changed {
+			return nil
 		}
 		var data []byte
 		var nrev uint64
+		var err error
 		switch {
 		case len(e) == 0 && rev == 0:
 			return nil
@@ -181,6 +241,18 @@ func liveLeases(v []byte, now time.Time) leaseEntry {
 // bucket idle for SlotTTL is forgotten by the bucket's age limit and
 // starts full again, which it would be by then (api.RateRefillSeconds).
 func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64, burst int, now time.Time) (time.Duration, error) {
+	_, wait, err := s.TakeTokens(ctx, key, perSecond, burst, 1, now)
+	return wait, err
+}
+
+// TakeTokens takes up to want tokens (at least 1) of the rate bucket under
+// key in one compare-and-set, and says how many: want while the bucket
+// keeps as many, else fewer, one when it holds less than want+1; with not
+// even one to take, how long until one is there. A dispatcher takes a
+// few starts' worth at once and hands them out itself (the broker's token
+// batches), so that the bucket's one entry is not a write per start.
+func (s *SlotStore) TakeTokens(ctx context.Context, key string, perSecond float64, burst, want int, now time.Time) (int, time.Duration, error) {
+	want = max(want, 1)
 	for try := range leaseTries {
 		tokens, rev, at := float64(burst), uint64(0), now.UnixMilli()
 		// The first try trusts the bucket as this process last saw it; a
@@ -199,14 +271,18 @@ func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		case err != nil:
-			return 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
+			return 0, 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
 		default:
 			rev = crev
 			if t, last, ok := parseBucket(v); ok {
 				// The bucket's clock never goes back: a dispatcher whose
 				// now is behind the last writer's refills nothing, and
-				// writes the later time, so no token is made twice.
-				elapsed := max(now.Sub(time.UnixMilli(last)).Seconds(), 0)
+				// writes the later time, so no token is made twice. It
+				// counts whole milliseconds, as it is written: a refill
+				// from an exact now would count the part of a millisecond
+				// the last writer wrote off again, a few tokens a write at
+				// thousands a second.
+				elapsed := max(float64(at-last)/1000, 0)
 				tokens = min(float64(burst), t+elapsed*perSecond)
 				at = max(at, last)
 			}
@@ -215,9 +291,13 @@ func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64
 			if cached {
 				continue
 			}
-			return time.Duration((1 - tokens) / perSecond * float64(time.Second)), nil
+			return 0, time.Duration((1 - tokens) / perSecond * float64(time.Second)), nil
 		}
-		data := strconv.AppendFloat(nil, tokens-1, 'f', 6, 64)
+		// A batch leaves the bucket at least as many tokens as it takes:
+		// near its limit a dispatcher takes one at a time, and holds no
+		// token another dispatcher's start could have used.
+		took := max(1, min(want, int(tokens)-want))
+		data := strconv.AppendFloat(nil, tokens-float64(took), 'f', 6, 64)
 		data = append(data, ' ')
 		data = strconv.AppendInt(data, at, 10)
 		var nrev uint64
@@ -228,14 +308,14 @@ func (s *SlotStore) TakeToken(ctx context.Context, key string, perSecond float64
 		}
 		if err == nil {
 			s.last.put(key, data, nrev)
-			return 0, nil
+			return took, 0, nil
 		}
 		s.last.forget(key)
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
+			return 0, 0, fmt.Errorf("rate bucket %s: %w", key, mapErr(err))
 		}
 	}
-	return 0, fmt.Errorf("rate bucket %s: %w", key, ErrLeaseBusy)
+	return 0, 0, fmt.Errorf("rate bucket %s: %w", key, ErrLeaseBusy)
 }
 
 func parseBucket(v []byte) (float64, int64, bool) {
@@ -263,7 +343,7 @@ func (s *SlotStore) Tokens(ctx context.Context, key string, perSecond float64, b
 	if !ok {
 		return float64(burst), nil
 	}
-	return min(float64(burst), t+max(now.Sub(time.UnixMilli(at)).Seconds(), 0)*perSecond), nil
+	return min(float64(burst), t+max(float64(now.UnixMilli()-at)/1000, 0)*perSecond), nil
 }
 
 // lastSeen is the flow entries as this process last read or wrote them,

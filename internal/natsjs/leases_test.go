@@ -122,3 +122,72 @@ func TestRateBucketTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, wait)
 }
+
+// Apply does several holders' operations on one key's places in one
+// write, in order, each with its own outcome: a place given back first is
+// free for a take after it, a take past the limit is refused, a hold of a
+// holder with no place is ErrLapsed and changes nothing of the others'.
+func TestApplyDoesSeveralOperationsInOneWrite(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	slots := env.Connect(t, "apply").Res.Slots
+	ctx := context.Background()
+	t0 := time.Now()
+	const key = "fc.export.t.apply"
+	require.NoError(t, slots.Lease(ctx, key, 2, "claim-a", t0))
+	require.NoError(t, slots.Lease(ctx, key, 2, "claim-b", t0))
+	writes := env.CountWrites(t, natsjs.BucketSlots)
+	ops := []natsjs.LeaseOp{
+		{Kind: natsjs.LeaseGive, Holder: "claim-a"},
+		{Kind: natsjs.LeaseTake, Holder: "claim-c", Limit: 2},
+		{Kind: natsjs.LeaseTake, Holder: "claim-d", Limit: 2},
+		{Kind: natsjs.LeaseHold, Holder: "claim-b"},
+		{Kind: natsjs.LeaseHold, Holder: "claim-a"},
+		{Kind: natsjs.LeaseGive, Holder: "claim-x"},
+	}
+	require.NoError(t, slots.Apply(ctx, key, t0.Add(time.Second), ops))
+	require.NoError(t, ops[0].Err)
+	require.NoError(t, ops[1].Err, "the place given back first is taken")
+	require.ErrorIs(t, ops[2].Err, natsjs.ErrNoSlot, "past the limit")
+	require.NoError(t, ops[3].Err)
+	require.ErrorIs(t, ops[4].Err, natsjs.ErrLapsed, "given back in the same write")
+	require.ErrorIs(t, ops[5].Err, natsjs.ErrLapsed, "never held")
+	require.Equal(t, int64(1), writes(), "one write")
+	n, err := slots.Leased(ctx, key, t0.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	// claim-b was renewed a second later than it was taken.
+	n, err = slots.Leased(ctx, key, t0.Add(natsjs.SlotTTL+500*time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "claim-b renewed, claim-c taken, at t0+1s")
+}
+
+// TakeTokens takes as many tokens as asked in one write while the bucket
+// keeps as many, then fewer, one at a time near empty, and none when it is
+// empty.
+func TestTakeTokensTakesSeveralInOneWrite(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	slots := env.Connect(t, "tokens").Res.Slots
+	ctx := context.Background()
+	t0 := time.Now()
+	writes := env.CountWrites(t, natsjs.BucketSlots)
+	take := func(at time.Time) (int, time.Duration) {
+		took, wait, err := slots.TakeTokens(ctx, "fr.x.all.y", 10, 13, 5, at)
+		require.NoError(t, err)
+		return took, wait
+	}
+	var got []int
+	for range 7 {
+		took, wait := take(t0)
+		require.Zero(t, wait)
+		got = append(got, took)
+	}
+	require.Equal(t, []int{5, 3, 1, 1, 1, 1, 1}, got, "13 tokens: a batch while the bucket keeps as many, then one at a time")
+	took, wait := take(t0)
+	require.Zero(t, took)
+	require.InDelta(t, 100*time.Millisecond, wait, float64(5*time.Millisecond), "one token a tenth of a second")
+	took, _ = take(t0.Add(time.Second))
+	require.Equal(t, 5, took, "a second's refill")
+	require.Equal(t, int64(8), writes(), "a write a take")
+}
