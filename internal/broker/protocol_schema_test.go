@@ -124,7 +124,7 @@ func TestTheWireTypesMatchTheirSchemas(t *testing.T) {
 	stored := &wire.StoredResult{Object: "01JD8ZQ7M3T9V6X2K5R8P4N1C0.a1", Size: 0, SHA256: strings.Repeat("e3", 32)}
 	asg := &wire.Assignment{Key: held.Key, ID: "01JD8ZQ7M3T9V6X2K5R8P4N1C0", Type: "invoice_pdf", Tenant: "4", Requester: "reviewer-47",
 		Attempt: 2, Attempts: 25, CreatedAt: time.Now(), Params: json.RawMessage(`{"invoice":"INV-1"}`), Token: held.Token,
-		TimeoutMS: 86_400_000, BeatMS: 5000, MaxResultBytes: 4 << 30,
+		TimeoutMS: 86_400_000, BeatMS: 5000, LeaseMS: 14_000, MaxResultBytes: 4 << 30,
 		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "jobgate=1"}
 	for _, c := range []struct {
 		schema string
@@ -152,6 +152,7 @@ func TestTheWireTypesMatchTheirSchemas(t *testing.T) {
 		{"up.answer", wire.Reply{Stored: stored}},
 		{"up.answer", ok},
 		{"ok.reply", ok},
+		{"ok.reply", wire.Reply{LeaseMS: 14_000}}, // a beat's ok
 		{"error.reply", refuse(wire.CodeLost, "x")},
 		{"error.reply", wire.Reply{Error: &wire.Error{Code: wire.CodeLost, Message: "canceled"}, Canceled: true}},
 		{"error.reply", wire.Reply{Error: &wire.Error{Code: wire.CodeTooLarge, Message: "quota"}, Failed: true}},

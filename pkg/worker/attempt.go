@@ -114,6 +114,12 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 	}
 	if err == nil {
 		stored, err = a.finishOutput()
+		if err == nil && a.isLapsed() {
+			// The lease ran out while the result was being stored: the
+			// claim may be another attempt's by now, so no success is
+			// reported; the job is given back.
+			err = errLapsed
+		}
 	} else {
 		a.abortOutput(err)
 	}
@@ -363,9 +369,21 @@ func (a *attempt) keepAlive(ctx context.Context) {
 		case <-t.C:
 		}
 		last = time.Now()
-		if lease, ok := a.beat(ctx); ok && fenceTimer != nil && lease > 0 {
+		lease, ok := a.beat(ctx)
+		switch {
+		case fenceTimer == nil:
+		case a.isLost():
+			// Answered lost: the attempt is over, not lapsed.
+			fenceTimer.Stop()
+			fence = nil
+		case ok && lease > 0:
 			// Counted from the beat's sending: never later than jobgate's.
 			fenceTimer.Reset(max(time.Until(last.Add(lease)), 0))
+		case ok:
+			// Answered ok with no lease: a jobgate older than the lease
+			// (a rolling upgrade) keeps the claim alive without one.
+			fenceTimer.Stop()
+			fence = nil
 		}
 	}
 }
