@@ -133,3 +133,33 @@ func TestPriorityWithinATenantLeavesAnotherTenantItsShare(t *testing.T) {
 	require.Equal(t, []string{"4/b0", "5/r0", "4/b1", "5/r1", "4/b2", "5/r2", "4/b3", "5/r3", "4/a0", "4/a1", "4/a2", "4/a3"}, got,
 		"tenant 5 every other slot while it has work; tenant 4's priority-1 jobs first")
 }
+
+// A requester ranked by a job this broker has only heard of (another
+// broker ran it and removed its work before this one read it) is not
+// taken at its worse priority in its stead: the read finds the job gone,
+// and the tenant's requesters are ranked again.
+func TestARequesterRankedByAJobGoneIsRankedAgain(t *testing.T) {
+	t.Parallel()
+	b, tb := setup(t)
+	tb.declareFlow(t, "report", api.Flow{})
+	ls := labels{}
+	for i := range 2 {
+		ls.add(tb.admitJobAs(t, "report", "4", "alice", "a-"+strconv.Itoa(i), 5), "a"+strconv.Itoa(i))
+		ls.add(tb.admitJobAs(t, "report", "4", "bob", "b-"+strconv.Itoa(i), 2), "b"+strconv.Itoa(i))
+	}
+	require.Equal(t, []string{"b0"}, ls.of(takeAll(t, tb, "report", 1)))
+
+	gone := tb.admitJobAs(t, "report", "4", "alice", "a-gone", 1)
+	noticed(t, b, "report", "4", "alice", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lanes := tb.conn.Res.Work.Lanes("report")
+	msgs, err := lanes.OldestBatchAt(ctx, "4", "alice", 1, 0, 1, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, gone.Key(), msgs[0].Key)
+	require.NoError(t, lanes.Remove(ctx, msgs[0].Seq), "the other broker's job ended")
+
+	require.Equal(t, []string{"b1", "a0", "a1"}, ls.of(takeAll(t, tb, "report", 3)),
+		"bob's priority 2 before alice's priority 5")
+}

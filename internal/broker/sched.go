@@ -137,10 +137,14 @@ type laneQ struct {
 	// messages of it.
 	works, dry, aheadIn prioSet
 	work                bool
-	lastPick            uint64
-	dues                dueQ      // deferred, by due time
-	recheck             time.Time // when a lane that looked empty is read again
-	requester           string
+	// ranked is the rank of the lane's latest pick (readyRank): a read
+	// that finds that priority's work gone, and the lane's next worse,
+	// returns nothing, and the tenant's requesters are ranked again.
+	ranked    int
+	lastPick  uint64
+	dues      dueQ      // deferred, by due time
+	recheck   time.Time // when a lane that looked empty is read again
+	requester string
 	// deferred: sequence → when to look at it again.
 	deferred map[uint64]deferral
 	// cursor: per priority, the next sequence to read from. heard counts
@@ -392,7 +396,7 @@ func (s *sched) pick(now time.Time, allow func(string) bool) (*tenantQ, *laneQ, 
 			lane, rank = l, r
 		}
 	}
-	lane.lastPick = s.picks
+	lane.lastPick, lane.ranked = s.picks, rank
 	if seq, ok := lane.takeDue(now); ok {
 		return best, lane, seq
 	}
@@ -473,12 +477,19 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	emptied := false
 	for range 16 {
 		s.mu.Lock()
 		// The best priority that may have work: its read-ahead, else a
 		// read from its cursor (the default priority's filter reads the
 		// lane as before, when no job names another).
 		p := l.bestPriority()
+		if emptied && p > l.ranked && l.ranked != 0 {
+			// Picked for a priority it has no more of: another requester
+			// may have better.
+			s.mu.Unlock()
+			return nil, nil
+		}
 		if p == 0 {
 			l.work = false
 			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
@@ -509,6 +520,7 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 		s.mu.Lock()
 		if len(msgs) == 0 {
 			l.works = l.works.without(p)
+			emptied = true
 			s.mu.Unlock()
 			continue
 		}
