@@ -158,14 +158,11 @@ func (b *Broker) hold(ctx context.Context, d *job.TypeDecl, rec *job.Record, now
 	if until := b.renewals.until(rec.ClaimID); until.Sub(now) >= b.leaseWindow() {
 		return until, nil
 	}
-	var first time.Time
 	for _, k := range flowKeys(d, rec) {
 		if k.Rate != nil {
 			continue
 		}
-		op := natsjs.LeaseOp{Kind: natsjs.LeaseHold, Holder: rec.ClaimID}
-		err := b.places.do(ctx, k.Key, op, now)
-		until := now.Add(natsjs.SlotTTL)
+		err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseHold, Holder: rec.ClaimID}, now)
 		if errors.Is(err, natsjs.ErrLapsed) {
 			b.renewals.forget(rec.ClaimID)
 			b.log.Warn("a running attempt's concurrency place lapsed: the job is handed back", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
@@ -174,12 +171,11 @@ func (b *Broker) hold(ctx context.Context, d *job.TypeDecl, rec *job.Record, now
 		if err != nil {
 			return time.Time{}, err
 		}
-		if first.IsZero() || until.Before(first) {
-			first = until
-		}
 	}
-	b.renewals.note(rec.ClaimID, first, now)
-	return first, nil
+	// Each place renewed holds until now+SlotTTL (natsjs.LeaseHold).
+	until := now.Add(natsjs.SlotTTL)
+	b.renewals.note(rec.ClaimID, until, now)
+	return until, nil
 }
 
 // leaseWindow is how long a beat answered ok keeps its attempt for sure:

@@ -100,11 +100,9 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 	}
 	if err == nil && a.isLost() {
 		// The handler finished after its lease ran out (or the job was
-		// taken from it): its success is not this attempt's to report.
+		// taken from it): its success is not this attempt's to report
+		// (classify tells a lapse, given back, from a loss).
 		err = errLost
-		if a.isLapsed() {
-			err = errLapsed
-		}
 	}
 	var stored *wire.StoredResult
 	if err == nil && a.out != nil && a.out.tooLarge {
@@ -114,11 +112,11 @@ func (w *Workers) run(t *typeRunner, asg *wire.Assignment, next *wire.NextReques
 	}
 	if err == nil {
 		stored, err = a.finishOutput()
-		if err == nil && a.isLapsed() {
-			// The lease ran out while the result was being stored: the
-			// claim may be another attempt's by now, so no success is
-			// reported; the job is given back.
-			err = errLapsed
+		if err == nil && a.isLost() {
+			// The lease ran out (or the job was taken) while the result
+			// was being stored: the claim may be another attempt's by
+			// now, so no success is reported.
+			err = errLost
 		}
 	} else {
 		a.abortOutput(err)
