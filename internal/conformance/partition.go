@@ -31,12 +31,22 @@ type partition struct {
 
 	mu        sync.Mutex
 	wake      *sync.Cond
+	held      int // bytes read and not yet passed on, all links
 	isCut     bool
 	closed    bool
 	conns     []net.Conn
 	published []published
 	delivered map[string][]byte // reply subject: the payload delivered to the worker
 }
+
+// maxHeld bounds the bytes the proxy holds (while cut, or while a side is
+// slow): past it, it reads no more until some are passed on, as a TCP
+// window would. maxPayload bounds a message the protocol reader accepts;
+// a bigger one ends the reading (the bytes still pass).
+const (
+	maxHeld    = 8 << 20
+	maxPayload = 8 << 20
+)
 
 // published is a PUB or HPUB of the worker's.
 type published struct {
@@ -94,7 +104,18 @@ func (p *partition) link(src, dst net.Conn, up bool) {
 	}
 	defer pw.Close()
 	var queue [][]byte
-	eof := false
+	eof, done := false, false
+	defer func() {
+		// What this link still holds is dropped with it.
+		p.mu.Lock()
+		done = true
+		for _, d := range queue {
+			p.held -= len(d)
+		}
+		queue = nil
+		p.wake.Broadcast()
+		p.mu.Unlock()
+	}()
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
@@ -105,8 +126,16 @@ func (p *partition) link(src, dst net.Conn, up bool) {
 					_, _ = pw.Write(data)
 				}
 				p.mu.Lock()
+				if done {
+					p.mu.Unlock()
+					return
+				}
 				queue = append(queue, data)
+				p.held += n
 				p.wake.Broadcast()
+				for p.held > maxHeld && !p.closed && !done {
+					p.wake.Wait()
+				}
 				p.mu.Unlock()
 			}
 			if err != nil {
@@ -131,6 +160,8 @@ func (p *partition) link(src, dst net.Conn, up bool) {
 		}
 		data := queue[0]
 		queue = queue[1:]
+		p.held -= len(data)
+		p.wake.Broadcast()
 		p.mu.Unlock()
 		if _, err := dst.Write(data); err != nil {
 			src.Close()
@@ -163,7 +194,7 @@ func (p *partition) parse(r io.Reader, note func(op string, args []string, paylo
 			continue
 		}
 		n, err := strconv.Atoi(f[len(f)-1])
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n > maxPayload {
 			return
 		}
 		body := make([]byte, n+2)
