@@ -198,38 +198,8 @@ func TestRateLimitHoldsOverTenSeconds(t *testing.T) {
 	for i := range 120 {
 		tb.admitJob(t, "partner_call", fmt.Sprint(i%3), fmt.Sprintf("p-%d", i), `{}`, 0)
 	}
-	var mu sync.Mutex
-	var started []string
-	began := time.Now()
-	measure := 10 * time.Second
-	var wg sync.WaitGroup
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Since(began) < measure {
-				r := tb.ask(t, credA, "partner_call", wire.OpNext, wire.NextRequest{Worker: fmt.Sprintf("w%d", w), WaitMS: 300})
-				if r.Error != nil || r.Job == nil {
-					continue
-				}
-				d := tb.ask(t, credA, "partner_call", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: r.Job.Key, Token: r.Job.Token}})
-				require.Nil(t, d.Error)
-				mu.Lock()
-				started = append(started, r.Job.Key)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	// When each attempt started, as the broker that claimed it recorded it
-	// (the answers reach the workers later, and not evenly on a loaded
-	// machine).
-	var starts []time.Time
-	for _, key := range started {
-		starts = append(starts, tb.record(t, key).Attempts[0].StartedAt)
-	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-	t.Logf("%d attempts started in %s", len(starts), measure)
+	const measure = 10 * time.Second
+	starts := startsUnder(t, tb, "partner_call", 6, 300, measure)
 	// One more for the clocks of two brokers: a claim's start is its
 	// broker's now, the bucket's the latest writer's.
 	for k := 1; k <= 10; k++ {
@@ -241,6 +211,44 @@ func TestRateLimitHoldsOverTenSeconds(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(starts), perSecond*10*7/10, "the rate was reached")
+}
+
+// startsUnder has workers of typ (each with its own name, as many as
+// workers) take jobs and finish them at once for measure, asking with
+// wait_ms, and returns when each attempt started, in order, as the broker
+// that claimed it recorded it (the answers reach the workers later, and
+// not evenly on a loaded machine).
+func startsUnder(t *testing.T, tb *testBundle, typ string, workers int, waitMS int64, measure time.Duration) []time.Time {
+	t.Helper()
+	var mu sync.Mutex
+	var started []string
+	began := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(began) < measure {
+				r := tb.ask(t, credA, typ, wire.OpNext, wire.NextRequest{Worker: fmt.Sprintf("w%d", w), WaitMS: waitMS})
+				if r.Error != nil || r.Job == nil {
+					continue
+				}
+				d := tb.ask(t, credA, typ, wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: r.Job.Key, Token: r.Job.Token}})
+				require.Nil(t, d.Error)
+				mu.Lock()
+				started = append(started, r.Job.Key)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	starts := make([]time.Time, 0, len(started))
+	for _, key := range started {
+		starts = append(starts, tb.record(t, key).Attempts[0].StartedAt)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	t.Logf("%d attempts started in %s", len(starts), measure)
+	return starts
 }
 
 // The retry policy a type declares spaces its retries with full jitter:

@@ -174,34 +174,8 @@ func TestBatchedRateTokensHoldTheRateAcrossTwoBrokers(t *testing.T) {
 	for i := range 400 {
 		tb.admitJob(t, "partner_call", fmt.Sprint(i%4), fmt.Sprintf("q-%d", i), `{}`, 0)
 	}
-	var mu sync.Mutex
-	var started []string
-	began := time.Now()
 	const measure = 4 * time.Second
-	var wg sync.WaitGroup
-	for w := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Since(began) < measure {
-				r := tb.ask(t, credA, "partner_call", wire.OpNext, wire.NextRequest{Worker: fmt.Sprintf("w%d", w), WaitMS: 200})
-				if r.Error != nil || r.Job == nil {
-					continue
-				}
-				require.Nil(t, tb.ask(t, credA, "partner_call", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: r.Job.Key, Token: r.Job.Token}}).Error)
-				mu.Lock()
-				started = append(started, r.Job.Key)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	var starts []time.Time
-	for _, key := range started {
-		starts = append(starts, tb.record(t, key).Attempts[0].StartedAt)
-	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-	t.Logf("%d attempts started in %s", len(starts), measure)
+	starts := startsUnder(t, tb, "partner_call", 12, 200, measure)
 	for _, window := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
 		// One more for the clocks of two brokers, as in
 		// TestRateLimitHoldsOverTenSeconds.
