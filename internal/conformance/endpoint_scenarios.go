@@ -203,6 +203,12 @@ func endpointAsync(t T, s *EndpointSuite, im *EndpointImpl) {
 	require.NotNil(t, j.Progress)
 	require.Equal(t, 2, j.Progress.Done)
 	require.Equal(t, "done by "+im.Name+" at attempt 1\n", string(c.download(t, j.ID).body))
+	// The job is terminal once jobgate has taken the done callback; the
+	// handler logs that callback only after reading jobgate's answer, so
+	// wait for its line rather than reading the log at once.
+	im.handler.wait(t, 5*time.Second, "the done callback logged by the handler", func(e event) bool {
+		return e.str("event") == "callback" && e.str("id") == j.ID && e.str("op") == "done"
+	})
 	cbs := callbacksOf(im.handler, j.ID, 1)
 	ops := map[string]int{}
 	for _, cb := range cbs {
