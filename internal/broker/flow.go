@@ -44,39 +44,132 @@ type flowBlock struct {
 	delay time.Duration
 }
 
-// admit takes rec's places and a rate token for the claim holder before
-// the claim is written, at now (the claim's start); on a block (or an
-// error) it gives back what it took. The rate token is taken last: a job
-// that waits for a place spends none. A place is taken in the next write
-// on its key, with what else this broker has for the key (flowbatch.go),
-// a token from this broker's batch of the key's tokens.
-func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, holder string, now time.Time) *flowBlock {
+// placement is what admit took for a claim's concurrency keys: the name
+// its places are held under, until when they are held for sure, and the
+// key's limit they were taken under (0: not to be handed on; see spare).
+// kept: the places are those of the claim taken over, renewed for the new
+// one; should the new claim's write fail they are not its to give back
+// (the claim it lost to, an attempt's verdict, may have handed them on).
+// drop: the claim taken over, whose places (some lapsed) go back once the
+// new claim is written (done).
+type placement struct {
+	holder string
+	until  time.Time
+	limit  int
+	kept   bool
+	drop   string
+}
+
+// written is what follows a claim's write: the places it took go back if
+// another claim won (stale), those of the claim it took over once it is
+// written.
+func (b *Broker) written(ctx context.Context, keys []flowKey, pl placement, stale bool) {
+	switch {
+	case stale && !pl.kept:
+		b.unlease(ctx, keys, pl.holder)
+	case !stale && pl.drop != "":
+		b.unlease(ctx, keys, pl.drop)
+	}
+}
+
+// admit takes next's places and a rate token before its claim is written,
+// at now (the claim's start); cur is the job as read, a running claim of
+// which (a takeover, a lost claim handed out again) keeps its places for
+// next. The places are, in this order of preference:
+//
+//   - cur's, renewed (natsjs.LeaseHold): a claim taken over holds the
+//     places of the one it replaces, which no one else may take meanwhile;
+//     lapsed, they are taken afresh;
+//   - a spare (flowbatch.go): a place this broker was given back at the
+//     verdict of another attempt under the same single key and limit,
+//     still held for longer than leaseWindow, handed on with no write;
+//   - taken afresh for next.ClaimID, in the next write on the key with
+//     what else this broker has for it (placeQueues).
+//
+// A handed-on or kept place's name goes into next.Place. On a block (or an
+// error) what was taken goes back. The rate token is taken last: a job
+// that waits for a place spends none; a token comes from this broker's
+// batch of the key's tokens.
+func (b *Broker) admit(ctx context.Context, typ string, keys []flowKey, cur, next *job.Record, now time.Time) (placement, *flowBlock) {
+	pl := placement{holder: next.ClaimID, until: now.Add(natsjs.SlotTTL)}
+	conc := concurrencyKeys(keys)
+	if len(conc) == 1 {
+		pl.limit = conc[0].Limit
+	}
+	takeover := cur.Worker != "" && cur.PlaceHolder() != ""
+	switch {
+	case len(conc) == 0:
+	case takeover:
+		kept := true
+		for _, k := range conc {
+			err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseHold, Holder: cur.PlaceHolder()}, now)
+			if errors.Is(err, natsjs.ErrLapsed) {
+				kept = false
+				break
+			}
+			if err != nil {
+				b.flowHeldBack(typ, k.Class)
+				return pl, &flowBlock{key: k.Key, why: blockedConcurrency, delay: probeEvery + blockErr(err)}
+			}
+		}
+		if kept {
+			pl = placement{holder: cur.PlaceHolder(), until: now.Add(natsjs.SlotTTL), kept: true}
+			conc = nil
+		} else {
+			// Some lapsed: places are taken afresh, and what is left of
+			// the old claim's goes back once the new one is written
+			// (given back before, it might be a place an attempt's
+			// verdict handed on meanwhile).
+			pl.drop = cur.PlaceHolder()
+		}
+	default:
+		if sp, ok := b.places.spareFor(conc[0].Key, conc[0].Limit, now, b.leaseWindow()); ok {
+			pl = placement{holder: sp.holder, until: sp.until, limit: sp.limit}
+			conc = nil
+		}
+	}
+	if pl.holder != next.ClaimID {
+		next.Place = pl.holder
+	}
 	var taken []flowKey
-	undo := func() { b.unlease(ctx, taken, holder) }
+	undo := func() {
+		if pl.kept {
+			return
+		}
+		if len(conc) == 0 { // a spare: all its keys
+			taken = keys
+		}
+		b.unlease(ctx, taken, pl.holder)
+	}
 	for _, k := range keys {
 		if k.Rate != nil {
 			wait, err := b.takeToken(ctx, k, now)
 			if err != nil || wait > 0 {
 				undo()
 				b.flowHeldBack(typ, k.Class)
-				return &flowBlock{key: k.Key, why: blockedRate, delay: max(wait, time.Millisecond) + jitter(20*time.Millisecond) + blockErr(err)}
+				return pl, &flowBlock{key: k.Key, why: blockedRate, delay: max(wait, time.Millisecond) + jitter(20*time.Millisecond) + blockErr(err)}
 			}
 			continue
 		}
-		err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseTake, Holder: holder, Limit: k.Limit}, now)
+		if len(conc) == 0 {
+			continue // kept or handed on
+		}
+		err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseTake, Holder: pl.holder, Limit: k.Limit}, now)
 		if err != nil {
 			undo()
 			b.flowHeldBack(typ, k.Class)
-			return &flowBlock{key: k.Key, why: blockedConcurrency, delay: probeEvery + blockErr(err)}
+			return pl, &flowBlock{key: k.Key, why: blockedConcurrency, delay: probeEvery + blockErr(err)}
 		}
 		taken = append(taken, k)
 	}
 	if b.cfg.OnFlowPlace != nil {
-		for _, k := range taken {
-			b.cfg.OnFlowPlace(typ, k.Class)
+		for _, k := range keys {
+			if k.Rate == nil {
+				b.cfg.OnFlowPlace(typ, k.Class)
+			}
 		}
 	}
-	return nil
+	return pl, nil
 }
 
 func (b *Broker) flowHeldBack(typ, class string) {
@@ -127,14 +220,53 @@ func (b *Broker) unlease(ctx context.Context, keys []flowKey, holder string) {
 }
 
 // release gives back the places of rec's current claim under d, when d
-// has concurrency keys: its attempt ended, or a broker found it ended.
+// has concurrency keys: its attempt ended, or a broker found it ended. A
+// record whose verdict was written holds no claim (job.Record.EndClaim):
+// its places were given back, or handed on, by the broker that wrote it.
 func (b *Broker) release(ctx context.Context, d *job.TypeDecl, rec *job.Record) {
-	if d == nil || rec == nil || len(d.Concurrency) == 0 || rec.ClaimID == "" {
+	if d == nil || rec == nil || len(d.Concurrency) == 0 || rec.PlaceHolder() == "" {
 		return
 	}
 	keys := flowKeys(d, rec)
-	b.unlease(ctx, keys, rec.ClaimID)
-	if s := b.schedOf(rec.Type); s != nil {
+	b.unlease(ctx, keys, rec.PlaceHolder())
+	b.unpark(d, keys)
+}
+
+// releaseEnded gives back the places of held, the claim whose verdict this
+// broker just wrote (ending its claim: no one else gives them back). A
+// place under a single key that this broker took (so knows its limit and
+// until when it is held) is kept as a spare for the next start under the
+// key, which takes it with no write; one not taken within releaseDelay is
+// given back.
+func (b *Broker) releaseEnded(ctx context.Context, d *job.TypeDecl, held *job.Record) {
+	if d == nil || held == nil || len(d.Concurrency) == 0 || held.PlaceHolder() == "" {
+		return
+	}
+	keys := flowKeys(d, held)
+	holder := held.PlaceHolder()
+	conc := concurrencyKeys(keys)
+	if r, ok := b.renewals.get(holder); ok && len(conc) == 1 && r.limit > 0 && r.limit == conc[0].Limit {
+		b.places.spare(ctx, conc[0].Key, spare{holder: holder, until: r.until, limit: r.limit})
+	} else {
+		b.unlease(ctx, keys, holder)
+	}
+	b.unpark(d, keys)
+}
+
+// concurrencyKeys are those of keys that are concurrency keys (places).
+func concurrencyKeys(keys []flowKey) []flowKey {
+	var conc []flowKey
+	for _, k := range keys {
+		if k.Rate == nil {
+			conc = append(conc, k)
+		}
+	}
+	return conc
+}
+
+// unpark has the parked starts under keys look again: a place is free.
+func (b *Broker) unpark(d *job.TypeDecl, keys []flowKey) {
+	if s := b.schedOf(d.Name); s != nil {
 		for _, k := range keys {
 			if k.Rate == nil {
 				s.unpark(k.Key)
@@ -152,19 +284,20 @@ func (b *Broker) release(ctx context.Context, d *job.TypeDecl, rec *job.Record) 
 // handed back rather than run on over the limit. Within leaseWindow of
 // what this broker last renewed it touches nothing.
 func (b *Broker) hold(ctx context.Context, d *job.TypeDecl, rec *job.Record, now time.Time) (time.Time, error) {
-	if len(d.Concurrency) == 0 || rec.ClaimID == "" {
+	holder := rec.PlaceHolder()
+	if len(d.Concurrency) == 0 || holder == "" {
 		return time.Time{}, nil
 	}
-	if until := b.renewals.until(rec.ClaimID); until.Sub(now) >= b.leaseWindow() {
-		return until, nil
+	if r, _ := b.renewals.get(holder); r.until.Sub(now) >= b.leaseWindow() {
+		return r.until, nil
 	}
 	for _, k := range flowKeys(d, rec) {
 		if k.Rate != nil {
 			continue
 		}
-		err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseHold, Holder: rec.ClaimID}, now)
+		err := b.places.do(ctx, k.Key, natsjs.LeaseOp{Kind: natsjs.LeaseHold, Holder: holder}, now)
 		if errors.Is(err, natsjs.ErrLapsed) {
-			b.renewals.forget(rec.ClaimID)
+			b.renewals.forget(holder)
 			b.log.Warn("a running attempt's concurrency place lapsed: the job is handed back", "job_id", rec.ID, "type", rec.Type, "class", k.Class)
 			return time.Time{}, err
 		}
@@ -174,7 +307,7 @@ func (b *Broker) hold(ctx context.Context, d *job.TypeDecl, rec *job.Record, now
 	}
 	// Each place renewed holds until now+SlotTTL (natsjs.LeaseHold).
 	until := now.Add(natsjs.SlotTTL)
-	b.renewals.note(rec.ClaimID, until, now)
+	b.renewals.renew(holder, until, now)
 	return until, nil
 }
 
@@ -205,29 +338,50 @@ func (b *Broker) leaseLeft(sign, placesUntil, now time.Time) time.Duration {
 // the run-out ones are dropped (one forgotten is renewed again).
 const maxRenewals = 100000
 
-// renewals is until when this broker last renewed (or took) each claim's
-// places.
+// renewals is, for each place name (job.Record.PlaceHolder), until when
+// this broker last renewed (or took) its places, and the limit of its one
+// key it took it under (0: several keys, or renewed only: never a spare).
 type renewals struct {
 	mu   sync.Mutex
-	last map[string]time.Time
+	last map[string]renewal
 }
 
-func (r *renewals) until(claim string) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last[claim]
+type renewal struct {
+	until time.Time
+	limit int
 }
 
-// note remembers that claim's places are held until.
-func (r *renewals) note(claim string, until, now time.Time) {
+func (r *renewals) get(holder string) (renewal, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	v, ok := r.last[holder]
+	return v, ok
+}
+
+// note remembers that holder's places are held until, taken under limit.
+func (r *renewals) note(holder string, until time.Time, limit int, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setLocked(holder, renewal{until: until, limit: limit}, now)
+}
+
+// renew remembers that holder's places are held until, keeping the limit
+// they were taken under.
+func (r *renewals) renew(holder string, until, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.last[holder]
+	v.until = until
+	r.setLocked(holder, v, now)
+}
+
+func (r *renewals) setLocked(holder string, v renewal, now time.Time) {
 	if r.last == nil {
-		r.last = map[string]time.Time{}
+		r.last = map[string]renewal{}
 	}
-	if len(r.last) >= maxRenewals {
+	if _, ok := r.last[holder]; !ok && len(r.last) >= maxRenewals {
 		for c, at := range r.last {
-			if !at.After(now) {
+			if !at.until.After(now) {
 				delete(r.last, c)
 			}
 		}
@@ -235,13 +389,13 @@ func (r *renewals) note(claim string, until, now time.Time) {
 			clear(r.last)
 		}
 	}
-	r.last[claim] = until
+	r.last[holder] = v
 }
 
-func (r *renewals) forget(claim string) {
+func (r *renewals) forget(holder string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.last, claim)
+	delete(r.last, holder)
 }
 
 // keyLocks serializes this broker's takes of each rate bucket's tokens: a

@@ -363,9 +363,8 @@ func takeAll(t *testing.T, tb *testBundle, typ string, n int) []string {
 }
 
 // A claim whose answer was lost holds the job's concurrency place; handed
-// out again as the same attempt, the place moves to the new claim at once
-// (with a limit of 1 the old claim holds the only place), and one place
-// is held, not two.
+// out again as the same attempt, the new claim keeps that place (its
+// record names it), and one place is held, not two.
 func TestALostClaimsPlaceMovesToTheClaimHandedOutAgain(t *testing.T) {
 	t.Parallel()
 	env := jobtest.Start(t)
@@ -391,7 +390,11 @@ func TestALostClaimsPlaceMovesToTheClaimHandedOutAgain(t *testing.T) {
 	n, err := tb.conn.Res.Slots.Leased(ctx, k.Key, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "one place, the new claim's")
-	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, second.rec.ClaimID, time.Now()), "held by the claim handed out")
+	require.NotEmpty(t, second.rec.Place, "the new claim's record names the place it kept")
+	require.NotEqual(t, second.rec.ClaimID, second.rec.Place)
+	require.NoError(t, tb.conn.Res.Slots.Lease(ctx, k.Key, 1, second.rec.PlaceHolder(), time.Now()), "held by the claim handed out")
+	stored := tb.record(t, rec.Key())
+	require.Equal(t, second.rec.Place, stored.Place, "and so does the stored record, for other brokers to renew it by")
 }
 
 // Many jobs waiting on one full key cost about one look a probe interval,
@@ -568,4 +571,46 @@ func TestAChangedLimitAppliesToTheWaitingJobs(t *testing.T) {
 		b = r.Job
 	}
 	require.Equal(t, second.Key(), b.Key)
+}
+
+// A claim taken over (its worker went silent) keeps the place of the claim
+// it replaces: renewed, named in its record, the key's one place. A
+// takeover whose write loses to another write of the job (there, a beat;
+// it might be the old attempt's verdict, which hands the place on) gives
+// back nothing: the next try keeps the same place.
+func TestATakeoverKeepsTheOldClaimsPlace(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	b := tb.broker(t, false)
+	decl := jobtest.PermitReport()
+	decl.Concurrency = []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}
+	rec := env.Commit(t, tb.conn.Res, jobtest.Request{Key: "takeover-place"})
+	ctx := context.Background()
+	first := b.claim(ctx, decl, rec.Key(), 1, "renderer-a")
+	require.Equal(t, verdictRun, first.verdict, "%s", first.why)
+	b.cfg.Now = func() time.Time { return time.Now().Add(2 * time.Second) } // the claim is stale
+	lost := false
+	b.beforeClaimWrite = func(key string) {
+		if lost {
+			return
+		}
+		lost = true
+		_, err := tb.conn.Res.Jobs.Mutate(ctx, key, func(r *job.Record) error {
+			at := time.Now().UTC()
+			r.HeartbeatAt = &at
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	second := b.claim(ctx, decl, rec.Key(), 2, "renderer-b")
+	require.True(t, lost, "the first try's write lost")
+	require.Equal(t, verdictRun, second.verdict, "%s", second.why)
+	require.Equal(t, 2, second.rec.Attempt, "a new attempt")
+	require.Equal(t, first.rec.ClaimID, second.rec.Place, "the place of the claim taken over, kept")
+	k := job.ConcurrencyKeyOf(decl.Name, decl.Concurrency[0], second.rec)
+	n, err := tb.conn.Res.Slots.Leased(ctx, k.Key, b.cfg.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one place")
+	require.False(t, second.placesUntil.IsZero())
 }

@@ -25,6 +25,16 @@ import (
 //     which carries it, or for releaseDelay, or for the broker's Stop. A
 //     place is thus held a little longer than its attempt, never given
 //     twice, and another holder's renewal is judged on its own place only.
+//   - A place given back at its attempt's verdict, under a single key, by
+//     the broker that took it is a spare: the broker's next start under
+//     the same key and limit takes it over with no write at all (its name
+//     goes into the new claim's record, job.Record.Place), while it is
+//     held for longer than leaseWindow. Only the verdict's broker may: the
+//     verdict ends the claim in the record, so no one else gives the place
+//     back, and the attempt is over. A spare not taken within releaseDelay
+//     is given back like any place. A chain of starts so runs on one place
+//     for SlotTTL-leaseWindow after its last write; the next start then
+//     takes a place afresh, in one write with the old one's give-back.
 //   - A rate bucket's tokens are taken a few at a time (tokenBatches):
 //     about tokenHorizon's worth of this broker's recent starts under the
 //     key, in one write, handed out here; a token not used within
@@ -57,8 +67,19 @@ type placeQueues struct {
 type placeQueue struct {
 	ops   []*placeOp
 	gives []string // holders whose places are given back, not yet written
-	busy  bool
-	timer *time.Timer // writes gives within releaseDelay
+	// spares are places given back at a verdict that a start may take
+	// over; written as given back like gives.
+	spares []spare
+	busy   bool
+	timer  *time.Timer // writes gives within releaseDelay
+}
+
+// spare is a place given back at its attempt's verdict that this broker
+// may hand on: held until at least until, taken under the key's limit.
+type spare struct {
+	holder string
+	until  time.Time
+	limit  int
 }
 
 // placeOp is an operation a caller waits on: its outcome, or its turn to
@@ -85,7 +106,7 @@ func (p *placeQueues) queue(key string) *placeQueue {
 
 // forgetLocked drops key's queue when nothing is left of it.
 func (p *placeQueues) forgetLocked(key string, q *placeQueue) {
-	if !q.busy && len(q.ops) == 0 && len(q.gives) == 0 && q.timer == nil && p.keys[key] == q {
+	if !q.busy && len(q.ops) == 0 && len(q.gives) == 0 && len(q.spares) == 0 && q.timer == nil && p.keys[key] == q {
 		delete(p.keys, key)
 	}
 }
@@ -152,7 +173,10 @@ func indexOf(ops []*placeOp, w *placeOp) int {
 func (p *placeQueues) write(ctx context.Context, key string, q *placeQueue) {
 	p.mu.Lock()
 	batch, gives := q.ops, q.gives
-	q.ops, q.gives = nil, nil
+	for _, sp := range q.spares {
+		gives = append(gives, sp.holder)
+	}
+	q.ops, q.gives, q.spares = nil, nil, nil
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
@@ -214,7 +238,7 @@ func (p *placeQueues) handOffLocked(key string, q *placeQueue) {
 // armLocked sets the timer that writes key's places given back, if some
 // wait and no write will carry them.
 func (p *placeQueues) armLocked(key string, q *placeQueue) {
-	if len(q.gives) == 0 || q.busy || q.timer != nil {
+	if len(q.gives)+len(q.spares) == 0 || q.busy || q.timer != nil {
 		return
 	}
 	delay := p.delay
@@ -251,6 +275,51 @@ func (p *placeQueues) give(ctx context.Context, key, holder string) {
 	p.mu.Unlock()
 }
 
+// spare gives back sp's place under key, a spare a start under the key
+// may take over (spareFor) until the next write on the key, at the latest
+// within releaseDelay (given back at once once the broker stopped).
+func (p *placeQueues) spare(ctx context.Context, key string, sp spare) {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.give(ctx, key, sp.holder)
+		return
+	}
+	q := p.queue(key)
+	q.spares = append(q.spares, sp)
+	p.armLocked(key, q)
+	p.mu.Unlock()
+}
+
+// spareFor takes over a spare under key taken under limit and held for at
+// least window after now, the one held longest; those held for less are
+// left to be given back.
+func (p *placeQueues) spareFor(key string, limit int, now time.Time, window time.Duration) (spare, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.keys[key]
+	if q == nil || p.stopped {
+		return spare{}, false
+	}
+	best := -1
+	for i, sp := range q.spares {
+		if sp.limit == limit && sp.until.Sub(now) >= window && (best < 0 || sp.until.After(q.spares[best].until)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return spare{}, false
+	}
+	sp := q.spares[best]
+	q.spares = append(q.spares[:best], q.spares[best+1:]...)
+	if len(q.gives)+len(q.spares) == 0 && q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	p.forgetLocked(key, q)
+	return sp, true
+}
+
 // flush writes the places given back under key that wait.
 func (p *placeQueues) flush(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -265,7 +334,7 @@ func (p *placeQueues) stop() {
 	p.stopped = true
 	var keys []string
 	for key, q := range p.keys {
-		if len(q.gives) > 0 {
+		if len(q.gives)+len(q.spares) > 0 {
 			keys = append(keys, key)
 		}
 	}
@@ -281,7 +350,7 @@ func (p *placeQueues) waitingGives() int {
 	defer p.mu.Unlock()
 	n := 0
 	for _, q := range p.keys {
-		n += len(q.gives)
+		n += len(q.gives) + len(q.spares)
 	}
 	return n
 }

@@ -248,7 +248,11 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		if p != nil {
 			n.Progress = p
 		}
-		return n.Succeed(out, now)
+		if err := n.Succeed(out, now); err != nil {
+			return err
+		}
+		n.EndClaim() // its places are this broker's to give back (releaseEnded)
+		return nil
 	})
 	if bad != nil {
 		if bad.Error.Code == wire.CodeLost && b.succeededBy(ctx, req.Held) {
@@ -261,7 +265,7 @@ func (b *Broker) done(ctx context.Context, r *request) *wire.Reply {
 		}
 		return bad
 	}
-	b.release(ctx, h.decl, h.rec)
+	b.releaseEnded(ctx, h.decl, h.rec)
 	b.log.InfoContext(b.traceAttempt(rec, "succeeded", ""), "job succeeded", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker)
 	settle := b.end(r.typ, rec, "succeeded")
 	if req.Next == nil {
@@ -352,6 +356,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		if err := n.Fail(&final, now); err != nil {
 			return err
 		}
+		n.EndClaim() // its places are this broker's to give back (releaseEnded)
 		n.NoteCause(req.Message)
 		return nil
 	})
@@ -359,7 +364,7 @@ func (b *Broker) fail(ctx context.Context, r *request) *wire.Reply {
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	b.release(ctx, h.decl, h.rec)
+	b.releaseEnded(ctx, h.decl, h.rec)
 	b.log.InfoContext(b.traceAttempt(rec, outcome, string(f.Category)), "attempt failed", "job_id", rec.ID, "type", rec.Type, "tenant", rec.Tenant, "attempt", rec.Attempt, "worker", h.rec.Worker, "outcome", outcome,
 		"category", f.Category, "cause", clip(req.Message, 2048))
 	b.ended(r.typ, rec, outcome)
@@ -392,7 +397,7 @@ func (b *Broker) handBack(ctx context.Context, typ string, h *heldJob, held wire
 		return bad
 	}
 	b.dropResult(h.rec.Key(), objectName(h.rec))
-	b.release(ctx, h.decl, h.rec)
+	b.releaseEnded(ctx, h.decl, h.rec)
 	b.log.InfoContext(b.traceAttempt(rec, "given_back", ""), "job given back", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", h.rec.Worker, "reason", clip(reason, 64))
 	b.ended(typ, rec, "given_back")
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)

@@ -303,12 +303,8 @@ func (b *Broker) handle(ctx context.Context, s *sched, d *job.TypeDecl, msg *nat
 	b.log.DebugContext(tctx, "job claimed", "job_id", rec.ID, "type", rec.Type, "attempt", rec.Attempt, "worker", worker)
 	tp, ts := tracing.Inject(tctx)
 	// The attempt is its worker's for sure for the lease: its claim was
-	// signed at the claim, its places (if any) taken then for SlotTTL.
-	var placesUntil time.Time
-	if len(c.keys) > 0 {
-		placesUntil = rec.LastSign().Add(natsjs.SlotTTL)
-	}
-	lease := b.leaseLeft(rec.LastSign(), placesUntil, b.cfg.Now())
+	// signed at the claim, its places (if any) held until c.placesUntil.
+	lease := b.leaseLeft(rec.LastSign(), c.placesUntil, b.cfg.Now())
 	return &wire.Assignment{TraceParent: tp, TraceState: ts, LeaseMS: lease.Milliseconds(),
 		Key: rec.Key(), ID: rec.ID, Type: rec.Type, Tenant: rec.Tenant, Requester: rec.Requester,
 		Attempt: rec.Attempt, Attempts: rec.AttemptsOr(d.Attempts), CreatedAt: rec.CreatedAt, Params: rec.Params,
@@ -352,6 +348,18 @@ type claimResult struct {
 	// rec is the job as read; keys: the flow keys a claim passed.
 	block *flowBlock
 	keys  []flowKey
+	// placesUntil: until when the claim's concurrency places are held for
+	// sure (zero: it has none).
+	placesUntil time.Time
+}
+
+// placesUntil is until when a claim's places under d, placed as pl, are
+// held for sure: zero without concurrency keys.
+func placesUntil(d *job.TypeDecl, pl placement) time.Time {
+	if len(d.Concurrency) == 0 {
+		return time.Time{}
+	}
+	return pl.until
 }
 
 // claim decides what a delivery means for its job and, when the job is free
@@ -414,13 +422,11 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 		}
 		next.ClaimID = newClaimID()
 		keys := flowKeys(d, next)
+		var pl placement
 		if len(keys) > 0 {
-			if cur.Worker != "" {
-				// A stale claim taken over: its places are the new one's
-				// to take.
-				b.unlease(ctx, keys, cur.ClaimID)
-			}
-			if blk := b.admit(ctx, d.Name, keys, next.ClaimID, now); blk != nil {
+			// A stale claim taken over: its places are the new one's.
+			var blk *flowBlock
+			if pl, blk = b.admit(ctx, d.Name, keys, cur, next, now); blk != nil {
 				return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay, block: blk, rec: cur}
 			}
 		}
@@ -430,8 +436,8 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 		err = b.writeClaim(ctx, next)
 		if errors.Is(err, natsjs.ErrStale) {
 			// Another claim won: the places taken for this one go back
-			// (a rate token spent stays spent).
-			b.unlease(ctx, keys, next.ClaimID)
+			// (a rate token spent stays spent), not those it kept.
+			b.written(ctx, keys, pl, true)
 			continue
 		}
 		if err != nil {
@@ -446,10 +452,11 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 				"tenant", cur.Tenant, "worker", cur.Worker, "attempt", cur.Attempt, "silent_for", now.Sub(b.signOf(cur)).Round(time.Millisecond),
 				"taken_by", worker)
 		}
-		if len(keys) > 0 {
-			b.renewals.note(next.ClaimID, now.Add(natsjs.SlotTTL), now)
+		if pl.holder != "" && len(d.Concurrency) > 0 {
+			b.written(ctx, keys, pl, false)
+			b.renewals.note(pl.holder, pl.until, pl.limit, now)
 		}
-		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0, keys: keys}
+		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0, keys: keys, placesUntil: placesUntil(d, pl)}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
 }
@@ -479,31 +486,32 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 		return claimResult{verdict: verdictAck, why: err.Error()}
 	}
 	next.ClaimID = newClaimID()
-	// The same attempt: its places move to the new claim (the old one's
-	// first: with a limit of 1 it holds the only place), and no rate token
-	// is taken again. Should the move fail, the stored claim, answered to
-	// no one, goes stale and is taken over.
+	// The same attempt: the new claim keeps the old one's places (renewed;
+	// admit), and no rate token is taken again. Should that fail, the
+	// stored claim, answered to no one, goes stale and is taken over.
 	var keys []flowKey
+	var pl placement
 	if len(d.Concurrency) > 0 {
 		keys = flowKeys(&job.TypeDecl{Name: d.Name, Flow: api.Flow{Concurrency: d.Concurrency}}, cur)
-		b.unlease(ctx, keys, cur.ClaimID)
-		if blk := b.admit(ctx, d.Name, keys, next.ClaimID, now); blk != nil {
+		var blk *flowBlock
+		if pl, blk = b.admit(ctx, d.Name, keys, cur, next, now); blk != nil {
 			return claimResult{verdict: verdictNak, why: "waiting for " + blk.why, delay: blk.delay}
 		}
 	}
 	err := b.writeClaim(ctx, next)
 	if errors.Is(err, natsjs.ErrStale) {
-		b.unlease(ctx, keys, next.ClaimID)
+		b.written(ctx, keys, pl, true)
 		return claimResult{verdict: verdictNak, why: "record changed", delay: jitter(retrySlack)}
 	}
 	if err != nil {
 		return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 	}
 	if len(keys) > 0 {
-		b.renewals.note(next.ClaimID, now.Add(natsjs.SlotTTL), now)
+		b.written(ctx, keys, pl, false)
+		b.renewals.note(pl.holder, pl.until, pl.limit, now)
 	}
 	b.log.Info("lost claim handed out again", "job_id", next.ID, "attempt", next.Attempt, "worker", worker)
-	return claimResult{verdict: verdictRun, rec: next, keys: keys}
+	return claimResult{verdict: verdictRun, rec: next, keys: keys, placesUntil: placesUntil(d, pl)}
 }
 
 // exhaust fails a job whose attempts ran out without a verdict on the last

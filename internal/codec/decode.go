@@ -73,6 +73,8 @@ func fastUnmarshal(r *job.Record, data []byte) bool {
 			ok = p.into(&r.Worker)
 		case fClaimID:
 			ok = p.into(&r.ClaimID)
+		case fPlace:
+			ok = p.into(&r.Place)
 		case fGivenBack:
 			r.GivenBack, ok = p.int()
 		case fProgress:
@@ -147,13 +149,14 @@ const (
 	fRunAt
 	fPriority
 	fStartBy
+	fPlace
 )
 
 var recordKeys = map[string]int{
 	"id": fID, "tenant": fTenant, "requester": fRequester, "key_hash": fKeyHash, "fingerprint": fFingerprint,
 	"type": fType, "params": fParams, "state": fState, "attempt": fAttempt, "created_at": fCreatedAt,
 	"updated_at": fUpdatedAt, "started_at": fStartedAt, "finished_at": fFinishedAt, "retry_at": fRetryAt,
-	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "claim_id": fClaimID, "progress": fProgress, "error": fError, "output": fOutput,
+	"heartbeat_at": fHeartbeatAt, "worker": fWorker, "claim_id": fClaimID, "place": fPlace, "progress": fProgress, "error": fError, "output": fOutput,
 	"max_attempts": fMaxAttempts, "timeout_seconds": fTimeoutSeconds, "given_back": fGivenBack,
 	"attempts": fAttempts, "retry_of": fRetryOf, "retried_as": fRetriedAs,
 	"batch": fBatch, "batch_notify": fBatchNotify,

@@ -62,6 +62,10 @@ func AppendRecord(b []byte, r *job.Record) []byte {
 		b = append(b, `,"claim_id":`...)
 		b = appendString(b, r.ClaimID)
 	}
+	if r.Place != "" {
+		b = append(b, `,"place":`...)
+		b = appendString(b, r.Place)
+	}
 	if r.GivenBack != 0 {
 		b = append(b, `,"given_back":`...)
 		b = strconv.AppendInt(b, int64(r.GivenBack), 10)

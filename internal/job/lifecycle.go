@@ -54,7 +54,7 @@ func (r *Record) Claim(worker string, now time.Time) error {
 		r.endAttempt(OutcomeWorkerLost, r.Error, now)
 	}
 	r.Attempt++
-	r.Worker, r.ClaimID = worker, ""
+	r.Worker, r.ClaimID, r.Place = worker, "", ""
 	r.HeartbeatAt = &now
 	r.RetryAt = nil
 	r.Progress = nil
@@ -80,6 +80,20 @@ func (r *Record) Reassign(worker string, now time.Time) error {
 	return nil
 }
 
+// PlaceHolder is the name the claim's concurrency places are held under:
+// Place, else ClaimID ("": the record holds no claim's places).
+func (r *Record) PlaceHolder() string {
+	if r.Place != "" {
+		return r.Place
+	}
+	return r.ClaimID
+}
+
+// EndClaim forgets the claim of an attempt whose verdict is being written:
+// its broker gives back (or hands on) its places, and nobody who later
+// meets the ended job gives them again.
+func (r *Record) EndClaim() { r.ClaimID, r.Place = "", "" }
+
 // Release gives a running job back without a verdict (its worker is
 // stopping): the attempt does not count against the job's cause, and the
 // next attempt is due at once.
@@ -94,7 +108,7 @@ func (r *Record) release(outcome string, now time.Time) error {
 	}
 	now = now.UTC()
 	r.endAttempt(outcome, nil, now)
-	r.Worker, r.ClaimID = "", ""
+	r.Worker, r.ClaimID, r.Place = "", "", ""
 	r.RetryAt = &now
 	r.HeartbeatAt = &now
 	r.UpdatedAt = now
@@ -130,7 +144,7 @@ func (r *Record) ScheduleRetry(f *Failure, at, now time.Time) error {
 	}
 	now, at = now.UTC(), at.UTC()
 	r.endAttempt(OutcomeFailed, f, now)
-	r.Worker, r.ClaimID = "", ""
+	r.Worker, r.ClaimID, r.Place = "", "", ""
 	r.RetryAt = &at
 	r.HeartbeatAt = &now
 	r.UpdatedAt = now

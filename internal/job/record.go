@@ -46,6 +46,11 @@ type Record struct {
 	// claim picks it, so when the write's answer is lost it can tell its
 	// own claim (which no worker received) from any other.
 	ClaimID string `json:"claim_id,omitempty"`
+	// Place names the concurrency places the claim holds when they are
+	// not named by ClaimID: a place handed on to this claim, without a
+	// write, from an attempt of another job that ended on the same broker
+	// (broker/flowbatch.go). Empty: the places are ClaimID's.
+	Place string `json:"place,omitempty"`
 	// GivenBack counts the attempts given back by their worker without a
 	// verdict (a store outage, the worker stopping): they do not use up
 	// the job's attempts (AttemptsUsed).
