@@ -367,12 +367,7 @@ func takeAll(t *testing.T, tb *testBundle, typ string, n int) []string {
 // record names it), and one place is held, not two.
 func TestALostClaimsPlaceMovesToTheClaimHandedOutAgain(t *testing.T) {
 	t.Parallel()
-	env := jobtest.Start(t)
-	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
-	b := tb.broker(t, false)
-	decl := jobtest.PermitReport()
-	decl.Concurrency = []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}
-	rec := env.Commit(t, tb.conn.Res, jobtest.Request{Key: "lost-place"})
+	tb, b, decl, rec := oneLimitedJob(t, "lost-place")
 	ctx := context.Background()
 	writes := 0
 	b.afterClaimWrite = func(string) error {
@@ -580,12 +575,7 @@ func TestAChangedLimitAppliesToTheWaitingJobs(t *testing.T) {
 // back nothing: the next try keeps the same place.
 func TestATakeoverKeepsTheOldClaimsPlace(t *testing.T) {
 	t.Parallel()
-	env := jobtest.Start(t)
-	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
-	b := tb.broker(t, false)
-	decl := jobtest.PermitReport()
-	decl.Concurrency = []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}
-	rec := env.Commit(t, tb.conn.Res, jobtest.Request{Key: "takeover-place"})
+	tb, b, decl, rec := oneLimitedJob(t, "takeover-place")
 	ctx := context.Background()
 	first := b.claim(ctx, decl, rec.Key(), 1, "renderer-a")
 	require.Equal(t, verdictRun, first.verdict, "%s", first.why)
@@ -613,4 +603,16 @@ func TestATakeoverKeepsTheOldClaimsPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "one place")
 	require.False(t, second.placesUntil.IsZero())
+}
+
+// oneLimitedJob is a broker not started (its claims driven by hand) and
+// one job committed under key, of a type limited to one at a time a tenant.
+func oneLimitedJob(t *testing.T, key string) (*testBundle, *Broker, *job.TypeDecl, *job.Record) {
+	t.Helper()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	b := tb.broker(t, false)
+	decl := jobtest.PermitReport()
+	decl.Concurrency = []api.ConcurrencyKey{{Key: "tenant", Limit: 1}}
+	return tb, b, decl, env.Commit(t, tb.conn.Res, jobtest.Request{Key: key})
 }
