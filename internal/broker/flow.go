@@ -60,15 +60,24 @@ type placement struct {
 	drop   string
 }
 
-// written is what follows a claim's write: the places it took go back if
-// another claim won (stale), those of the claim it took over once it is
-// written.
-func (b *Broker) written(ctx context.Context, keys []flowKey, pl placement, stale bool) {
+// written is what follows a claim's write under keys, placed as pl: if
+// another claim won (stale), the places it took go back (not those it
+// kept); once it is written, those of the claim it took over that were
+// not kept go back, and this broker notes until when its places are held.
+func (b *Broker) written(ctx context.Context, keys []flowKey, pl placement, stale bool, now time.Time) {
+	if pl.holder == "" || len(concurrencyKeys(keys)) == 0 {
+		return
+	}
 	switch {
-	case stale && !pl.kept:
-		b.unlease(ctx, keys, pl.holder)
-	case !stale && pl.drop != "":
-		b.unlease(ctx, keys, pl.drop)
+	case stale:
+		if !pl.kept {
+			b.unlease(ctx, keys, pl.holder)
+		}
+	default:
+		if pl.drop != "" {
+			b.unlease(ctx, keys, pl.drop)
+		}
+		b.renewals.note(pl.holder, pl.until, pl.limit, now)
 	}
 }
 

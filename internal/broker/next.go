@@ -437,7 +437,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 		if errors.Is(err, natsjs.ErrStale) {
 			// Another claim won: the places taken for this one go back
 			// (a rate token spent stays spent), not those it kept.
-			b.written(ctx, keys, pl, true)
+			b.written(ctx, keys, pl, true, now)
 			continue
 		}
 		if err != nil {
@@ -452,10 +452,7 @@ func (b *Broker) claimFrom(ctx context.Context, d *job.TypeDecl, key string, kno
 				"tenant", cur.Tenant, "worker", cur.Worker, "attempt", cur.Attempt, "silent_for", now.Sub(b.signOf(cur)).Round(time.Millisecond),
 				"taken_by", worker)
 		}
-		if pl.holder != "" && len(d.Concurrency) > 0 {
-			b.written(ctx, keys, pl, false)
-			b.renewals.note(pl.holder, pl.until, pl.limit, now)
-		}
+		b.written(ctx, keys, pl, false, now)
 		return claimResult{verdict: verdictRun, rec: next, first: cur.Attempt == 0, keys: keys, placesUntil: placesUntil(d, pl)}
 	}
 	return claimResult{verdict: verdictNak, why: "record kept changing", delay: jitter(time.Second)}
@@ -500,16 +497,13 @@ func (b *Broker) reassign(ctx context.Context, d *job.TypeDecl, cur *job.Record,
 	}
 	err := b.writeClaim(ctx, next)
 	if errors.Is(err, natsjs.ErrStale) {
-		b.written(ctx, keys, pl, true)
+		b.written(ctx, keys, pl, true, now)
 		return claimResult{verdict: verdictNak, why: "record changed", delay: jitter(retrySlack)}
 	}
 	if err != nil {
 		return claimResult{verdict: verdictNak, why: err.Error(), delay: outageDelay(delivered)}
 	}
-	if len(keys) > 0 {
-		b.written(ctx, keys, pl, false)
-		b.renewals.note(pl.holder, pl.until, pl.limit, now)
-	}
+	b.written(ctx, keys, pl, false, now)
 	b.log.Info("lost claim handed out again", "job_id", next.ID, "attempt", next.Attempt, "worker", worker)
 	return claimResult{verdict: verdictRun, rec: next, keys: keys, placesUntil: placesUntil(d, pl)}
 }

@@ -47,8 +47,9 @@ type Record struct {
 	// own claim (which no worker received) from any other.
 	ClaimID string `json:"claim_id,omitempty"`
 	// Place names the concurrency places the claim holds when they are
-	// not named by ClaimID: a place handed on to this claim, without a
-	// write, from an attempt of another job that ended on the same broker
+	// not named by ClaimID: those of the claim it took over (a stale or
+	// lost claim's, kept), or a place handed on to it, without a write,
+	// at the verdict of another job's attempt on the same broker
 	// (broker/flowbatch.go). Empty: the places are ClaimID's.
 	Place string `json:"place,omitempty"`
 	// GivenBack counts the attempts given back by their worker without a
