@@ -50,9 +50,16 @@ const (
 	listEvery = 30 * time.Second
 	listShare = 4
 	// noticeGrace: a lane noticed this recently whose read found nothing is
-	// read again shortly (the notice may have come before the store).
+	// read again shortly (recheckSoon): the notice is a plain delivery of
+	// the published message, which may come before the stream stored it.
+	// Past it, until noticeLimit, it is read again less and less often
+	// (half the time since the notice, at most recheckMax): on a loaded
+	// disk a store can lag its notice by seconds, and a lane left alone
+	// would wait for the next listing (listEvery).
 	noticeGrace = time.Second
 	recheckSoon = 50 * time.Millisecond
+	noticeLimit = 10 * time.Second
+	recheckMax  = 2 * time.Second
 	// idleWake bounds how long a waiting request sleeps without news.
 	idleWake = time.Second
 	// readAhead: a read of a lane's cursor takes up to this many of its
@@ -154,7 +161,7 @@ type laneQ struct {
 	heard   [6]uint32
 	noticed time.Time
 	// noticedAt: the priorities noticed since the lane was last found
-	// empty past noticeGrace.
+	// empty past noticeLimit.
 	noticedAt prioSet
 	// taken holds the messages read from the cursor and not settled yet:
 	// a concurrent read that meets one reads past it, so requests racing
@@ -492,10 +499,10 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 		}
 		if p == 0 {
 			l.work = false
-			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeGrace {
-				l.recheck = now.Add(recheckSoon)
-				// A notice a moment ahead of its message: its priority
-				// is read again from where it was.
+			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeLimit {
+				l.recheck = now.Add(recheckAfter(now.Sub(l.noticed)))
+				// A notice ahead of its message: its priority is read
+				// again from where it was.
 				l.works = l.noticedAt
 			} else {
 				l.recheck, l.noticedAt = time.Time{}, 0
@@ -547,6 +554,15 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 		}
 	}
 	return nil, nil
+}
+
+// recheckAfter is how long a lane whose read found nothing, since its
+// last notice, waits for its next read (noticeGrace).
+func recheckAfter(since time.Duration) time.Duration {
+	if since < noticeGrace {
+		return recheckSoon
+	}
+	return min(since/2, recheckMax)
 }
 
 // bestPriority is the lane's best priority with a message read ahead or

@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/job"
-	"testing"
 
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/test/jobtest"
@@ -48,4 +50,45 @@ func TestAVerdictOnAJobChangedElsewhereIsRefused(t *testing.T) {
 	after := tb.record(t, a.Key)
 	require.Equal(t, job.StateCanceled, after.State)
 	require.Equal(t, before.Revision, after.Revision, "no write")
+}
+
+// A notice of new work is a plain delivery of the published message and
+// can come seconds before the stream has stored it (a loaded disk): the
+// lane it names is read again, less and less often, for seconds after its
+// read found nothing, so the job is taken when it is stored, not at the
+// next listing of the stream, 30 s later.
+func TestWorkStoredSecondsAfterItsNoticeIsTakenBeforeTheNextListing(t *testing.T) {
+	t.Parallel()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	var offset atomic.Int64
+	cfg := testConfig()
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	b, err := New(cfg, storesOf(env.Connect(t, "broker")), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.Start(ctx))
+	stopAtCleanup(t, b)
+	require.Nil(t, tb.declare(t, credA, "late_store", "text/plain").Error)
+	s, err := b.sched(ctx, "late_store")
+	require.NoError(t, err)
+	s.stop() // from here on, the test delivers the notices
+
+	// The notice comes; the stream has not stored the message yet, for
+	// two seconds and more.
+	var pending *job.Record
+	rec := tb.admitWith(t, "late_store", "ls-1", func(rec *job.Record) {
+		pending = rec
+		s.notice(rec.Tenant, rec.Requester, job.DefaultPriority)
+	})
+	for range 3 {
+		r := tb.ask(t, credA, "late_store", wire.OpNext, wire.NextRequest{Worker: "worker-a"})
+		require.Nil(t, r.Error)
+		require.Nil(t, r.Job, "nothing stored yet")
+		offset.Add(int64(time.Second))
+	}
+	require.NoError(t, tb.conn.Res.Work.Publish(ctx, pending, 0)) // stored now; its notice was the one above
+	a := tb.next(t, credA, "late_store", "worker-a")
+	require.Equal(t, rec.Key(), a.Key)
 }
