@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"runtime"
 	"testing"
 	"time"
@@ -194,7 +195,8 @@ func TestARendererWhoseJobWasTakenOverStopsAndLeavesItAlone(t *testing.T) {
 	// job; the work message it left unacknowledged comes back and the
 	// ghost's attempt is taken over in turn.
 	done := b.terminal(t, rec, 60*time.Second)
-	require.Equal(t, job.StateSucceeded, done.State)
+	seen, _ := json.Marshal(done)
+	require.Equal(t, job.StateSucceeded, done.State, "%s", seen)
 	require.Equal(t, 3, done.Attempt)
 	require.Equal(t, []int{1, 3}, b.renders.of(rec.ID))
 	require.Equal(t, []string{rec.ID + ".a3"}, jobtest.Objects(t, b.conn.Res))
