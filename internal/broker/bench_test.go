@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/job"
 	"github.com/jobgate/jobgate/internal/wire"
+	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/worker"
 	"github.com/jobgate/jobgate/test/brokertest"
 	"github.com/jobgate/jobgate/test/jobtest"
@@ -79,7 +80,16 @@ func BenchmarkTenThousandRequesters(b *testing.B) {
 // bench's pipeline section) worked by one 100-slot worker process whose
 // handler does nothing: the jobs per second of the broker's path alone
 // (next, claim, done, event, removal), without admission or the relay.
+// limited: the type declares the flow section's limits (a concurrency key
+// per requester, limit 1,000, and a rate limit of 10,000/s for the type),
+// which hold no job back: what taking a place and a token costs.
 func BenchmarkBrokerThroughput(b *testing.B) {
+	for _, limited := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "limited"}[limited], func(b *testing.B) { brokerThroughput(b, limited) })
+	}
+}
+
+func brokerThroughput(b *testing.B, limited bool) {
 	for range b.N {
 		b.StopTimer()
 		tenv := jobtest.Start(b)
@@ -98,8 +108,13 @@ func BenchmarkBrokerThroughput(b *testing.B) {
 				}
 			}})
 		require.NoError(b, err)
-		require.NoError(b, worker.Register(w, worker.Type[permitParams]{Name: "permit_report", Schema: permitSchema, Concurrency: 100,
-			Work: func(context.Context, *worker.Job[permitParams]) error { return nil }}))
+		typ := worker.Type[permitParams]{Name: "permit_report", Schema: permitSchema, Concurrency: 100,
+			Work: func(context.Context, *worker.Job[permitParams]) error { return nil }}
+		if limited {
+			typ.ConcurrencyKeys = []api.ConcurrencyKey{{Key: api.KeyRequester, Limit: 1000}}
+			typ.RateLimit = &api.RateLimit{PerSecond: 10000, Burst: 10000, Key: api.KeyType}
+		}
+		require.NoError(b, worker.Register(w, typ))
 		b.StartTimer()
 		began, cpu0 := time.Now(), cpuTime()
 		require.NoError(b, w.Start(context.Background()))
