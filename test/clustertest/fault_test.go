@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,13 +98,23 @@ func TestNodeLossUnderLoad(t *testing.T) {
 	// Count once the restarted node has caught up: a listing is served by
 	// a consumer that may sit on any replica, a lagging one included.
 	d.waitAllCurrent(t)
+	renders := d.renders.counts()
 	for key, id := range ids {
 		r := recs[id]
 		require.Equalf(t, job.StateSucceeded, r.State, "job of %s: %+v", key, r.Error)
 		// A worker may give a job back while the node is down (its store
 		// unavailable): the attempt number moves on, but an outage uses up
 		// none of the job's attempts (Record.GivenBack). A takeover of a
-		// claim that was lost would count.
+		// claim that was lost would count. One case counts and must: a
+		// claim answered to a worker connected to the stopped node as it
+		// stopped, whose answer was lost with it (the worker never ran the
+		// job: it was rendered once, by the attempt that succeeded).
+		// jobgate cannot tell that worker from one that died as it began,
+		// and a job that kills its worker at once must run out of attempts.
+		if answerLostWithNode(r, d.placement[victim], renders[id]) {
+			t.Logf("job of %s: its first claim's answer was lost with node %s (history %s)", key, d.cluster.Node(victim).Name, history(r))
+			continue
+		}
 		require.Equal(t, 1, r.AttemptsUsed(), "job of %s used one attempt (attempt %d, %d given back); last error %+v; history %s",
 			key, r.Attempt, r.GivenBack, r.Error, history(r))
 		require.NotNil(t, r.Output)
@@ -122,7 +133,6 @@ func TestNodeLossUnderLoad(t *testing.T) {
 
 	all := d.allRecords(t)
 	require.Len(t, all, total, "no job beyond one per key")
-	renders := d.renders.counts()
 	for id, n := range renders {
 		require.Truef(t, distinct[id], "render of unknown job %s", id)
 		require.Equalf(t, 1, n, "job %s rendered %d times", id, n)
@@ -271,6 +281,16 @@ func countState(recs map[string]*job.Record, s job.State) int {
 }
 
 // history tells a record's attempts: attempt, worker, start, end, outcome.
+// answerLostWithNode says whether r's one extra attempt is a claim whose
+// answer was lost with the stopped node: its first attempt's worker was
+// connected to it (clients) and went silent, the job was rendered once,
+// by its second attempt, which succeeded.
+func answerLostWithNode(r *job.Record, clients []string, renders int) bool {
+	return r.AttemptsUsed() == 2 && len(r.Attempts) == 2 && renders == 1 && r.Output != nil &&
+		r.Attempts[0].Outcome == job.OutcomeWorkerLost && slices.Contains(clients, r.Attempts[0].Worker) &&
+		r.Attempts[1].Outcome == job.OutcomeSucceeded
+}
+
 func history(r *job.Record) string {
 	var b strings.Builder
 	for _, a := range r.Attempts {
