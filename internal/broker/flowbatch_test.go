@@ -72,7 +72,8 @@ func TestLimitedStartsCostFewerWritesThanJobs(t *testing.T) {
 	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "tenant", Limit: 1000}, &job.Record{Tenant: "4"})
 	requirePlacesGivenBack(t, tb, k.Key, "tenant 4")
 	t.Logf("%d writes to %s for %d jobs", writes(), natsjs.BucketSlots, jobs)
-	require.Less(t, writes(), int64(jobs/2), "fewer writes than half the jobs (three a job, one by one; a place handed on costs none)")
+	// 101 on a quiet machine, 162 under the CI suite (spares lapse after releaseDelay); 204-227 before the hand-on.
+	require.Less(t, writes(), int64(jobs*3/5), "fewer writes than 3/5 of the jobs (three a job, one by one; a place handed on costs none)")
 }
 
 // A place given back at its attempt's verdict waits, in its broker, as a
