@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -163,20 +162,10 @@ func TestAClaimStartsFromTheRecordItsWorkHolds(t *testing.T) {
 // instead of the claim going stale and the job losing an attempt.
 func TestAClaimMadeTooLateForItsWorkerGoesToTheNextAsTheSameAttempt(t *testing.T) {
 	t.Parallel()
-	env := jobtest.Start(t)
-	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
-	var offset atomic.Int64
-	cfg := testConfig()
-	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	conn := env.Connect(t, "broker")
-	b, err := New(cfg, storesOf(conn), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
 	var slow sync.Once
-	b.beforeClaimWrite = func(string) { slow.Do(func() { offset.Add(int64(20 * time.Second)) }) }
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, b.Start(ctx))
-	stopAtCleanup(t, b)
+	_, tb, _ := setupClocked(t, func(b *Broker, offset *atomic.Int64) {
+		b.beforeClaimWrite = func(string) { slow.Do(func() { offset.Add(int64(20 * time.Second)) }) }
+	})
 
 	require.Nil(t, tb.declare(t, credA, "late", "text/plain").Error)
 	rec := tb.admit(t, "late", "late-1")

@@ -499,8 +499,9 @@ func (s *sched) read(ctx context.Context, t *tenantQ, l *laneQ, seq uint64) (*na
 		}
 		if p == 0 {
 			l.work = false
-			if now := s.b.cfg.Now(); now.Sub(l.noticed) < noticeLimit {
-				l.recheck = now.Add(recheckAfter(now.Sub(l.noticed)))
+			now := s.b.cfg.Now()
+			if since := now.Sub(l.noticed); since < noticeLimit {
+				l.recheck = now.Add(recheckAfter(since))
 				// A notice ahead of its message: its priority is read
 				// again from where it was.
 				l.works = l.noticedAt

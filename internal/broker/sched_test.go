@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,17 +57,9 @@ func TestAVerdictOnAJobChangedElsewhereIsRefused(t *testing.T) {
 // next listing of the stream, 30 s later.
 func TestWorkStoredSecondsAfterItsNoticeIsTakenBeforeTheNextListing(t *testing.T) {
 	t.Parallel()
-	env := jobtest.Start(t)
-	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
-	var offset atomic.Int64
-	cfg := testConfig()
-	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	b, err := New(cfg, storesOf(env.Connect(t, "broker")), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
+	b, tb, offset := setupClocked(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, b.Start(ctx))
-	stopAtCleanup(t, b)
 	require.Nil(t, tb.declare(t, credA, "late_store", "text/plain").Error)
 	s, err := b.sched(ctx, "late_store")
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,28 @@ func setup(t *testing.T) (*Broker, *testBundle) {
 	env := jobtest.Start(t)
 	b := &testBundle{env: env, conn: env.Connect(t, "test")}
 	return b.broker(t, true), b
+}
+
+// setupClocked is setup with the broker's clock ahead of the real one by
+// the offset it returns, which the test moves; before, if set, adjusts the
+// broker before it starts.
+func setupClocked(t *testing.T, before func(*Broker, *atomic.Int64)) (*Broker, *testBundle, *atomic.Int64) {
+	t.Helper()
+	env := jobtest.Start(t)
+	tb := &testBundle{env: env, conn: env.Connect(t, "test")}
+	offset := new(atomic.Int64)
+	cfg := testConfig()
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	b, err := New(cfg, storesOf(env.Connect(t, "broker")), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	if before != nil {
+		before(b, offset)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.Start(ctx))
+	stopAtCleanup(t, b)
+	return b, tb, offset
 }
 
 func (tb *testBundle) broker(t *testing.T, start bool) *Broker {
