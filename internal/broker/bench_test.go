@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/job"
+	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/worker"
@@ -83,21 +85,37 @@ func BenchmarkTenThousandRequesters(b *testing.B) {
 // limited: the type declares the flow section's limits (a concurrency key
 // per requester, limit 1,000, and a rate limit of 10,000/s for the type),
 // which hold no job back: what taking a place and a token costs.
+// priority: no limits, every job of priority 2 (not the default): what
+// reading a lane by priority costs.
 func BenchmarkBrokerThroughput(b *testing.B) {
-	for _, limited := range []bool{false, true} {
-		b.Run(map[bool]string{false: "plain", true: "limited"}[limited], func(b *testing.B) { brokerThroughput(b, limited) })
+	for _, v := range []string{"plain", "limited", "priority"} {
+		b.Run(v, func(b *testing.B) { brokerThroughput(b, v == "limited", v == "priority") })
 	}
 }
 
-func brokerThroughput(b *testing.B, limited bool) {
+// unthrottled is a credential's request rate the benchmark never reaches:
+// the worker's one credential would otherwise be held to the broker's
+// default (2,000 requests a second, a burst of 4,000), and what is
+// measured would be that limit and the workers' backoff from it.
+const unthrottled = 1e9
+
+func brokerThroughput(b *testing.B, limited, prioritized bool) {
 	for range b.N {
 		b.StopTimer()
 		tenv := jobtest.Start(b)
-		brokertest.Start(b, tenv, broker.Config{})
+		brokertest.Start(b, tenv, broker.Config{Rate: unthrottled, Burst: unthrottled})
 		conn := tenv.Connect(b, "worker")
-		const n = 5000
+		n := benchJobs()
 		for i := range n {
-			tenv.Admit(b, conn.Res, jobtest.Request{Tenant: "4", Requester: "r" + strconv.Itoa(i%8), Key: "k" + strconv.Itoa(i), Pages: 1})
+			r := jobtest.Request{Tenant: "4", Requester: "r" + strconv.Itoa(i%8), Key: "k" + strconv.Itoa(i), Pages: 1}
+			if !prioritized {
+				tenv.Admit(b, conn.Res, r)
+				continue
+			}
+			rec := tenv.CommitAs(b, conn.Res, r, func(rec *job.Record) { rec.Priority = 2 })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			require.NoError(b, natsjs.PublishWork(ctx, conn.Res.JS, rec, 0))
+			cancel()
 		}
 		var done sync.WaitGroup
 		done.Add(n)
@@ -124,7 +142,7 @@ func brokerThroughput(b *testing.B, limited bool) {
 		require.NoError(b, w.Stop(context.Background()))
 		b.ReportMetric(float64(n)/took.Seconds(), "jobs/s")
 		b.ReportMetric(cpu.Seconds()/took.Seconds(), "cores")
-		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/job")
+		b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/job")
 	}
 }
 
@@ -133,4 +151,13 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchJobs is BenchmarkBrokerThroughput's backlog: 5,000 jobs, or
+// JOBGATE_BENCH_JOBS (deeper lanes cost more to read).
+func benchJobs() int {
+	if n, err := strconv.Atoi(os.Getenv("JOBGATE_BENCH_JOBS")); err == nil && n > 0 {
+		return n
+	}
+	return 5000
 }
