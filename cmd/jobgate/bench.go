@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/dispatcher"
 	"github.com/jobgate/jobgate/internal/bench"
 	"github.com/jobgate/jobgate/internal/config"
 	"github.com/jobgate/jobgate/internal/job"
@@ -188,7 +189,19 @@ func (m *Main) runBenchTarget(ctx context.Context, dataDir string, names []strin
 			return w, nil
 		})
 	}
-	sys, err := system.Start(ctx, system.Config{Settings: &cfg, Components: comps, LogOutput: logFile, Workers: workers})
+	sc := system.Config{Settings: &cfg, Components: comps, LogOutput: logFile, Workers: workers}
+	// The flow section's: a credential's requests a second at the broker
+	// (default 2,000, a burst of twice that), raised so that the one
+	// worker credential's limit, and its workers' backoff from it, is not
+	// what a pipeline measures.
+	if v := m.Getenv("JOBGATE_BENCH_CREDENTIAL_RATE"); v != "" {
+		rate, err := strconv.ParseFloat(v, 64)
+		if err != nil || rate <= 0 {
+			return fmt.Errorf("JOBGATE_BENCH_CREDENTIAL_RATE: %q is no rate", v)
+		}
+		sc.Dispatcher = func(dc *dispatcher.Config) { dc.Broker.Rate, dc.Broker.Burst = rate, 2*rate }
+	}
+	sys, err := system.Start(ctx, sc)
 	if err != nil {
 		return err
 	}

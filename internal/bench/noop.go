@@ -37,8 +37,9 @@ type Noop struct {
 	// 100 slots), and a rate limit of 10,000/s for the type (one bucket
 	// every start takes a token of): what the limits cost when they do not
 	// hold a job back.
-	// FlowOnly, with Flow, declares only "concurrency" or only "rate" (to
-	// tell their costs apart by hand: JOBGATE_BENCH_NOOP_FLOW).
+	// FlowOnly, with Flow, declares only "concurrency" or only "rate", or
+	// neither ("fields": the flow side's jobs still carry priority and
+	// start_by), to tell their costs apart by hand (JOBGATE_BENCH_NOOP_FLOW).
 	Flow      bool
 	FlowOnly  string
 	succeeded atomic.Int64
@@ -72,10 +73,10 @@ func (n *Noop) Register(w *worker.Workers, concurrency int) error {
 			return nil
 		},
 	}
-	if n.Flow && n.FlowOnly != "rate" {
+	if n.Flow && n.FlowOnly != "rate" && n.FlowOnly != "fields" {
 		t.ConcurrencyKeys = []jgapi.ConcurrencyKey{{Key: jgapi.KeyRequester, Limit: 1000}}
 	}
-	if n.Flow && n.FlowOnly != "concurrency" {
+	if n.Flow && n.FlowOnly != "concurrency" && n.FlowOnly != "fields" {
 		t.RateLimit = &jgapi.RateLimit{PerSecond: 10000, Burst: 10000, Key: jgapi.KeyType}
 	}
 	return worker.Register(w, t)
