@@ -359,35 +359,49 @@ func (l *WorkLanes) RemoveConsumers(ctx context.Context) (int, error) {
 // A job's priority (job.Record.Priority, 1 first to 5 last) is in its work
 // message's subject: the default, 3, as every message of earlier versions
 // (jobgate.work.<type>.<tenant>.<requester>.<id>), any other as one more
-// token (….<id>.<priority>). A lane's messages of one priority are then one
-// subject filter, read in order by direct gets like the whole lane, so
-// taking the best priority first costs a read per priority that has work,
-// and a deployment that sets no priority reads exactly as before.
+// token before the id (….<requester>.<priority>.<id>). A lane's messages of
+// one priority are then one subject filter, read in order by direct gets
+// like the whole lane, so taking the best priority first costs a read per
+// priority that has work, and a deployment that sets no priority reads
+// exactly as before. The priority comes before the id so that its filter,
+// like the default's, ends in its wildcard: the server answers a batched
+// read with the count of the filter's messages still waiting, and a
+// wildcard before the last token (….<requester>.*.<priority>, the layout
+// before) had it match every job subject of the lane, a cost that grew
+// with the lane (docs/performance.md, Flow control).
 
 // WorkSubjectOf is the subject of r's work message.
 func WorkSubjectOf(r *job.Record) string {
-	subj := WorkSubject(r.Type, r.Tenant, r.Requester, r.ID)
 	if p := r.PriorityOr(); p != job.DefaultPriority && p >= 1 && p <= 5 {
-		subj += "." + strconv.Itoa(p)
+		return workPrefix + r.Type + "." + r.Tenant + "." + r.Requester + "." + strconv.Itoa(p) + "." + r.ID
 	}
-	return subj
+	return WorkSubject(r.Type, r.Tenant, r.Requester, r.ID)
 }
 
 // priorityWork matches a lane's messages of priority p.
 func priorityWork(typ, tenant, requester string, p int) string {
-	lane := workPrefix + typ + "." + tenant + "." + requester + ".*"
+	lane := workPrefix + typ + "." + tenant + "." + requester + "."
 	if p == job.DefaultPriority {
-		return lane
+		return lane + "*"
 	}
-	return lane + "." + strconv.Itoa(p)
+	return lane + strconv.Itoa(p) + ".*"
 }
 
 // workScopeOf splits a work subject into its job's scope and priority.
 func workScopeOf(subj string) (tenant, requester, id string, priority int, ok bool) {
 	priority = job.DefaultPriority
-	if n := len(subj); n > 2 && subj[n-2] == '.' && subj[n-1] >= '1' && subj[n-1] <= '5' && subj[n-1] != '3' &&
-		strings.Count(subj[len(workPrefix):], ".") == 4 {
-		priority, subj = int(subj[n-1]-'0'), subj[:n-2]
+	if strings.HasPrefix(subj, workPrefix) && strings.Count(subj[len(workPrefix):], ".") == 4 {
+		// <type>.<tenant>.<requester>.<priority>.<id>
+		rest := subj[len(workPrefix):]
+		i := 0
+		for range 3 {
+			i += strings.IndexByte(rest[i:], '.') + 1
+		}
+		if p := rest[i:]; len(p) < 3 || p[1] != '.' || p[0] < '1' || p[0] > '5' || p[0] == '3' {
+			return "", "", "", 0, false
+		}
+		priority = int(rest[i] - '0')
+		subj = workPrefix + rest[:i] + rest[i+2:]
 	}
 	tenant, requester, id, ok = ScopeOf(subj)
 	return tenant, requester, id, priority, ok
