@@ -12,7 +12,6 @@ import (
 
 	"github.com/jobgate/jobgate/internal/broker"
 	"github.com/jobgate/jobgate/internal/job"
-	"github.com/jobgate/jobgate/internal/natsjs"
 	"github.com/jobgate/jobgate/internal/wire"
 	"github.com/jobgate/jobgate/pkg/api"
 	"github.com/jobgate/jobgate/pkg/worker"
@@ -107,15 +106,11 @@ func brokerThroughput(b *testing.B, limited, prioritized bool) {
 		conn := tenv.Connect(b, "worker")
 		n := benchJobs()
 		for i := range n {
-			r := jobtest.Request{Tenant: "4", Requester: "r" + strconv.Itoa(i%8), Key: "k" + strconv.Itoa(i), Pages: 1}
-			if !prioritized {
-				tenv.Admit(b, conn.Res, r)
-				continue
+			var edit func(*job.Record)
+			if prioritized {
+				edit = func(rec *job.Record) { rec.Priority = 2 }
 			}
-			rec := tenv.CommitAs(b, conn.Res, r, func(rec *job.Record) { rec.Priority = 2 })
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			require.NoError(b, natsjs.PublishWork(ctx, conn.Res.JS, rec, 0))
-			cancel()
+			tenv.AdmitAs(b, conn.Res, jobtest.Request{Tenant: "4", Requester: "r" + strconv.Itoa(i%8), Key: "k" + strconv.Itoa(i), Pages: 1}, edit)
 		}
 		var done sync.WaitGroup
 		done.Add(n)

@@ -36,7 +36,13 @@ const (
 // WorkSubject is where the work message of a job is published: under its
 // type, so the workers of one type pull only that type's work.
 func WorkSubject(typ, tenant, requester, id string) string {
-	return workPrefix + typ + "." + tenant + "." + requester + "." + id
+	return laneSubject(typ, tenant, requester) + id
+}
+
+// laneSubject is what every work subject of one requester's lane begins
+// with (the job's id, or its priority and id, follow; see WorkSubjectOf).
+func laneSubject(typ, tenant, requester string) string {
+	return workPrefix + typ + "." + tenant + "." + requester + "."
 }
 
 // TypeWork matches the work of one job type.
@@ -56,7 +62,7 @@ func TenantWorkConsumerName(typ, tenant string) string { return workConsumerPre 
 
 // RequesterWork matches the work of one requester of a tenant of a job type.
 func RequesterWork(typ, tenant, requester string) string {
-	return workPrefix + typ + "." + tenant + "." + requester + ".>"
+	return laneSubject(typ, tenant, requester) + ">"
 }
 
 // RequesterWorkConsumerName is the durable consumer of one requester's work

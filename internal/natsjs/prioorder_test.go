@@ -22,7 +22,6 @@ func TestAPriorityIsReadOldestFirst(t *testing.T) {
 		id   string
 		prio int
 		req  string
-		seq  uint64
 	}
 	var pubs []pub
 	lanes := res.Work.Lanes("permit_report")

@@ -37,6 +37,8 @@ func TestPrioritySubjectsAreOneFilterEndingInItsWildcard(t *testing.T) {
 		"jobgate.work.export.4.alice.9.job_7",
 		"jobgate.work.export.4.alice.12.job_7",
 		"jobgate.work.export.4.alice.job_7.2", // the layout before
+		"jobgate.work.export.4..2.job_7",
+		"jobgate.work.export.4.alice.2.",
 	} {
 		_, _, _, _, ok := workScopeOf(bad)
 		require.False(t, ok, bad)

@@ -373,36 +373,38 @@ func (l *WorkLanes) RemoveConsumers(ctx context.Context) (int, error) {
 // WorkSubjectOf is the subject of r's work message.
 func WorkSubjectOf(r *job.Record) string {
 	if p := r.PriorityOr(); p != job.DefaultPriority && p >= 1 && p <= 5 {
-		return workPrefix + r.Type + "." + r.Tenant + "." + r.Requester + "." + strconv.Itoa(p) + "." + r.ID
+		return laneSubject(r.Type, r.Tenant, r.Requester) + strconv.Itoa(p) + "." + r.ID
 	}
 	return WorkSubject(r.Type, r.Tenant, r.Requester, r.ID)
 }
 
 // priorityWork matches a lane's messages of priority p.
 func priorityWork(typ, tenant, requester string, p int) string {
-	lane := workPrefix + typ + "." + tenant + "." + requester + "."
+	lane := laneSubject(typ, tenant, requester)
 	if p == job.DefaultPriority {
 		return lane + "*"
 	}
 	return lane + strconv.Itoa(p) + ".*"
 }
 
-// workScopeOf splits a work subject into its job's scope and priority.
+// workScopeOf splits a work subject into its job's scope and priority. It
+// runs for every notice and every message read, so it cuts the subject in
+// place rather than building the default layout's to parse.
 func workScopeOf(subj string) (tenant, requester, id string, priority int, ok bool) {
-	priority = job.DefaultPriority
-	if strings.HasPrefix(subj, workPrefix) && strings.Count(subj[len(workPrefix):], ".") == 4 {
-		// <type>.<tenant>.<requester>.<priority>.<id>
-		rest := subj[len(workPrefix):]
-		i := 0
-		for range 3 {
-			i += strings.IndexByte(rest[i:], '.') + 1
-		}
-		if p := rest[i:]; len(p) < 3 || p[1] != '.' || p[0] < '1' || p[0] > '5' || p[0] == '3' {
-			return "", "", "", 0, false
-		}
-		priority = int(rest[i] - '0')
-		subj = workPrefix + rest[:i] + rest[i+2:]
+	rest, isWork := strings.CutPrefix(subj, workPrefix)
+	if !isWork || strings.Count(rest, ".") != 4 {
+		tenant, requester, id, ok = ScopeOf(subj)
+		return tenant, requester, id, job.DefaultPriority, ok
 	}
-	tenant, requester, id, ok = ScopeOf(subj)
-	return tenant, requester, id, priority, ok
+	// <type>.<tenant>.<requester>.<priority>.<id>
+	var tok [5]string
+	for i := range 4 {
+		tok[i], rest, _ = strings.Cut(rest, ".")
+	}
+	tok[4] = rest
+	p := tok[3]
+	if tok[0] == "" || tok[1] == "" || tok[2] == "" || tok[4] == "" || len(p) != 1 || p[0] < '1' || p[0] > '5' || p[0] == '3' {
+		return "", "", "", 0, false
+	}
+	return tok[1], tok[2], tok[4], int(p[0] - '0'), true
 }

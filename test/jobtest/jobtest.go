@@ -127,7 +127,14 @@ func (e *Env) CommitAs(t testing.TB, res *natsjs.Resources, r Request, edit func
 // message.
 func (e *Env) Admit(t testing.TB, res *natsjs.Resources, r Request) *job.Record {
 	t.Helper()
-	rec := e.Commit(t, res, r)
+	return e.AdmitAs(t, res, r, nil)
+}
+
+// AdmitAs is Admit of a record that edit has first changed (CommitAs):
+// a job admitted with fields a Request does not set, its priority say.
+func (e *Env) AdmitAs(t testing.TB, res *natsjs.Resources, r Request, edit func(*job.Record)) *job.Record {
+	t.Helper()
+	rec := e.CommitAs(t, res, r, edit)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, natsjs.PublishWork(ctx, res.JS, rec, 0))
