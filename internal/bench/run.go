@@ -78,6 +78,11 @@ type Options struct {
 	// FlowScheduled jobs wait scheduled an hour ahead while the flow
 	// section measures the lateness of others (default 100000).
 	FlowScheduled int
+	// FlowRate is the rate (jobs a second) at which the flow section's
+	// paced pipeline offers jobs to each target (default 1000): below what
+	// either target can take, so that both do the same work and the
+	// target's CPU a job is the cost compared.
+	FlowRate float64
 	// AsynqBench is the tools/asynqbench binary of the nethttp section's
 	// Asynq comparison (default: asynqbench on PATH).
 	AsynqBench string
@@ -136,6 +141,9 @@ func (o *Options) withDefaults() error {
 	if o.FlowScheduled <= 0 {
 		o.FlowScheduled = 100_000
 	}
+	if o.FlowRate <= 0 {
+		o.FlowRate = 1000
+	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -189,6 +197,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	set["sse_streams"] = strconv.Itoa(o.SSEStreams)
 	set["footprint_jobs"] = strconv.Itoa(o.FootprintJobs)
 	set["flow_scheduled"] = strconv.Itoa(o.FlowScheduled)
+	set["flow_rate"] = strconv.FormatFloat(o.FlowRate, 'f', -1, 64)
 	set["e2e_jobs"] = strconv.Itoa(o.E2EJobs)
 	set["render_jobs"] = strconv.Itoa(o.RenderJobs)
 	set["fair_jobs"] = strconv.Itoa(o.FairJobs)
