@@ -128,6 +128,9 @@ func (r *BatchRelay) start(startCtx, runCtx context.Context) error {
 			}
 			if err != nil {
 				r.log.Warn("batch relay pull failed", "err", err)
+				if errors.Is(err, natsjs.ErrPullSilent) {
+					continue // the iterator asks the server again
+				}
 				select {
 				case <-runCtx.Done():
 				case <-time.After(time.Second):

@@ -21,9 +21,9 @@ const laneDepth = 32
 // other keys do not wait behind them: the handlers are a few store round
 // trips each, and one loop over every tenant's changes capped the whole
 // pipeline at one job per round trip. A failed pull is retried after a
-// second; the lanes end when the consumer is stopped, after the changes in
-// hand. handle gets d.force, not ctx: a change in hand is handled to its
-// end unless a Stop runs out of time.
+// second, one gone silent at once; the lanes end when the consumer is
+// stopped, after the changes in hand. handle gets d.force, not ctx: a
+// change in hand is handled to its end unless a Stop runs out of time.
 func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.ChangeLog, key func(subject string) string, handle func(context.Context, *natsjs.LoggedChange)) {
 	lanes := make([]chan *natsjs.LoggedChange, d.cfg.FollowLanes)
 	for i := range lanes {
@@ -48,7 +48,12 @@ func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.Ch
 				if errors.Is(err, natsjs.ErrFeedStopped) {
 					return
 				}
-				d.log.Warn(name+" pull failed", "err", err)
+				sctx, cancel := context.WithTimeout(ctx, time.Second)
+				d.log.Warn(name+" pull failed", append([]any{"err", err}, changes.State(sctx)...)...)
+				cancel()
+				if errors.Is(err, natsjs.ErrPullSilent) {
+					continue // the iterator asks the server again; every change waits on it
+				}
 				select {
 				case <-ctx.Done():
 				case <-time.After(time.Second):

@@ -243,7 +243,7 @@ func (s *BatchStore) ConsumeChanges(ctx context.Context, batch int) (*ChangeLog,
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", ConsumerBatchRelay, mapErr(err))
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(max(batch, 1)), jetstream.PullExpiry(relayPullExpiry))
+	iter, err := cons.Messages(changePull(batch)...)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", ConsumerBatchRelay, mapErr(err))
 	}

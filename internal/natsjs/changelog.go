@@ -11,10 +11,28 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// relayPullExpiry is how long one pull request of the relay lasts: short
-// (heartbeats at half of it), so a pull that died with a cluster node is
-// noticed within seconds, not after the default 30s.
-const relayPullExpiry = 5 * time.Second
+// relayPullExpiry is how long one pull request of the relay lasts: short,
+// so a pull that died with a cluster node is replaced within seconds, not
+// after the default 30s. relayPullHeartbeat is how often the server says a
+// pull request still waits: two missed (ErrPullSilent) and the client
+// forgets its requests and asks again. Under load a relay pull has been
+// seen to go silent (the server holding no request of it, with changes
+// pending, while the client counted its requests as outstanding); the
+// client's default (half the expiry) left every change waiting 5s then.
+const (
+	relayPullExpiry    = 5 * time.Second
+	relayPullHeartbeat = time.Second
+)
+
+// ErrPullSilent: a change-log pull heard nothing, not even a heartbeat,
+// for two heartbeats. The next Next asks the server again: call it at once.
+var ErrPullSilent = errors.New("change log pull silent")
+
+// changePull is how the relays pull a change log: batch changes at a time.
+func changePull(batch int) []jetstream.PullMessagesOpt {
+	return []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(max(batch, 1)),
+		jetstream.PullExpiry(relayPullExpiry), jetstream.PullHeartbeat(relayPullHeartbeat)}
+}
 
 // ChangeLog delivers the job record change log through the dispatchers'
 // shared durable consumer (the relay's).
@@ -33,7 +51,7 @@ func (s *Store) ConsumeChanges(ctx context.Context, batch int) (*ChangeLog, erro
 	if err != nil {
 		return nil, err
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(max(batch, 1)), jetstream.PullExpiry(relayPullExpiry))
+	iter, err := cons.Messages(changePull(batch)...)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", ConsumerRelay, mapErr(err))
 	}
@@ -41,12 +59,16 @@ func (s *Store) ConsumeChanges(ctx context.Context, batch int) (*ChangeLog, erro
 }
 
 // Next waits for the next change. After Stop it returns ErrFeedStopped;
-// other errors are transient: call Next again.
+// other errors are transient: call Next again (at once after
+// ErrPullSilent).
 func (l *ChangeLog) Next() (*LoggedChange, error) {
 	m, err := l.iter.Next()
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 			return nil, ErrFeedStopped
+		}
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			return nil, fmt.Errorf("%w: %w", ErrPullSilent, err)
 		}
 		return nil, mapErr(err)
 	}
@@ -63,6 +85,23 @@ func (l *ChangeLog) Backlog(ctx context.Context) (uint64, error) {
 		return 0, mapErr(err)
 	}
 	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// State says, for a log line, where the consumer stands on the server:
+// the pull requests it holds, the changes delivered and not acknowledged,
+// those not delivered yet, and its last delivery (a stalled pull shows as
+// no waiting request with changes pending).
+func (l *ChangeLog) State(ctx context.Context) []any {
+	info, err := l.cons.Info(ctx)
+	if err != nil {
+		return []any{"consumer_err", mapErr(err)}
+	}
+	last := "never"
+	if info.Delivered.Last != nil {
+		last = time.Since(*info.Delivered.Last).Round(time.Millisecond).String() + " ago"
+	}
+	return []any{"waiting", info.NumWaiting, "ack_pending", info.NumAckPending,
+		"pending", info.NumPending, "redelivered", info.NumRedelivered, "last_delivery", last}
 }
 
 // LoggedChange is one delivered change of the record change log. Every one
