@@ -328,7 +328,9 @@ func (s *System) open(ctx context.Context) error {
 			return err
 		}
 		s.noteNATSURL()
-		s.connect = func(n string) (*nats.Conn, error) { return s.embedded.Connect("jobgate-" + n) }
+		s.connect = func(n string) (*nats.Conn, error) {
+			return s.embedded.Connect("jobgate-"+n, nats.ErrorHandler(s.natsAsyncError(n)))
+		}
 	} else {
 		n := s.settings.NATS
 		cc := natsjs.ConnectConfig{
@@ -344,6 +346,7 @@ func (s *System) open(ctx context.Context) error {
 		s.connect = func(name string) (*nats.Conn, error) {
 			c := cc
 			c.Name = "jobgate-" + name
+			c.OnAsyncError = s.natsAsyncError(name)
 			return natsjs.Connect(c)
 		}
 	}

@@ -22,6 +22,9 @@ type ConnectConfig struct {
 	// InboxPrefix replaces _INBOX as the prefix of reply subjects (worker
 	// credentials may only subscribe under their wire.InboxPrefix).
 	InboxPrefix string
+	// OnAsyncError, when set, hears the connection's asynchronous errors
+	// (a subscription's dropped messages, permissions).
+	OnAsyncError nats.ErrHandler
 }
 
 // Connect opens a connection to an external NATS deployment that reconnects
@@ -43,6 +46,9 @@ func Connect(cfg ConnectConfig) (*nats.Conn, error) {
 	}
 	if cfg.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	if cfg.OnAsyncError != nil {
+		opts = append(opts, nats.ErrorHandler(cfg.OnAsyncError))
 	}
 	if cfg.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(cfg.TLSCA))
