@@ -43,7 +43,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&o.SSEStreams, "sse-streams", 1000, "event streams held open for the footprint")
 	fs.IntVar(&o.FootprintJobs, "footprint-jobs", 100_000, "jobs admitted before the last memory reading")
 	fs.IntVar(&o.FlowScheduled, "flow-scheduled", 100_000, "jobs scheduled an hour ahead while the flow section measures lateness and memory")
-	fs.Float64Var(&o.FlowRate, "flow-rate", 1000, "jobs a second the flow section's paced pipeline offers each target (below both targets' capacity)")
+	fs.Float64Var(&o.FlowRate, "flow-rate", 600, "jobs a second the flow section's paced pipeline offers each target (below both targets' capacity)")
 	fs.StringVar(&o.URL, "url", "", "benchmark a running gateway instead of starting one (needs its auth secret)")
 	secret := fs.String("auth-secret", "", "with --url: the gateway's token secret (default JOBGATE_AUTH_SECRET)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "where targets keep their data (default: a temp dir, removed)")

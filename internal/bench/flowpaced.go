@@ -87,6 +87,7 @@ func (r *runner) pacedRound(ctx context.Context, s *flowSide, ps *pacedSide, idl
 	if err != nil {
 		return err
 	}
+	profiled := r.profile(s.p, opProfileStart, fmt.Sprintf("flow-paced-%v-%d.pprof", s.flow, round))
 	meter := startCPU(s.p.ready.PID)
 	start := time.Now()
 	prefix := "paced-" + strconv.Itoa(round) + "-"
@@ -117,13 +118,16 @@ func (r *runner) pacedRound(ctx context.Context, s *flowSide, ps *pacedSide, idl
 	// (dispatcher.eventGrace): its reads are part of a job's cost.
 	time.Sleep(2500 * time.Millisecond)
 	u := meter.cores()
+	if profiled {
+		_, _ = s.p.call(Request{Op: opProfileStop})
+	}
 	cpu := (u.srv - idle) * u.secs
 	waits, err := s.p.call(Request{Op: opNoopWaits})
 	if err != nil {
 		return err
 	}
-	r.logf("flow: paced round %d, flow %v: %d jobs (%d errors), last finished %s after the last submission, target %.2f cores, %.0f µs a job",
-		round+1, s.flow, sum.Ops, sum.Errors, lag.Round(time.Millisecond), u.srv, cpu/float64(max(sum.Ops, 1))*1e6)
+	r.logf("flow: paced round %d, flow %v: %d jobs (%d errors), admission p99 %.0f ms max %.0f ms, last finished %s after the last submission, target %.2f cores, %.0f µs a job",
+		round+1, s.flow, sum.Ops, sum.Errors, sum.P99, sum.Max, lag.Round(time.Millisecond), u.srv, cpu/float64(max(sum.Ops, 1))*1e6)
 	ps.jobs += sum.Ops
 	ps.errs += sum.Errors
 	if ps.first == "" {

@@ -79,7 +79,7 @@ type Options struct {
 	// section measures the lateness of others (default 100000).
 	FlowScheduled int
 	// FlowRate is the rate (jobs a second) at which the flow section's
-	// paced pipeline offers jobs to each target (default 1000): below what
+	// paced pipeline offers jobs to each target (default 600): below what
 	// either target can take, so that both do the same work and the
 	// target's CPU a job is the cost compared.
 	FlowRate float64
@@ -142,7 +142,7 @@ func (o *Options) withDefaults() error {
 		o.FlowScheduled = 100_000
 	}
 	if o.FlowRate <= 0 {
-		o.FlowRate = 1000
+		o.FlowRate = 600
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
