@@ -32,7 +32,10 @@ import (
 //     held for longer than leaseWindow. Only the verdict's broker may: the
 //     verdict ends the claim in the record, so no one else gives the place
 //     back, and the attempt is over. A spare not taken within releaseDelay
-//     is given back like any place. A chain of starts so runs on one place
+//     is given back like any place; within spareHold while the key, as
+//     this broker last wrote it, holds at most half its limit (a roomy
+//     key: a place held a little longer refuses no one, and at a steady
+//     rate the next start under the key mostly comes within it). A chain of starts so runs on one place
 //     for SlotTTL-leaseWindow after its last write; the next start then
 //     takes a place afresh, in one write with the old one's give-back.
 //   - A rate bucket's tokens are taken a few at a time (tokenBatches):
@@ -45,6 +48,12 @@ import (
 // releaseDelay bounds how long a place given back waits for the next write
 // on its key before it is written by itself.
 const releaseDelay = 25 * time.Millisecond
+
+// spareHold bounds how long a spare waits for the next start under a
+// roomy key (at most half its limit held) before it is given back: at a
+// few starts a second under a key, a job would otherwise cost a write to
+// take a place and another to give it back.
+const spareHold = 250 * time.Millisecond
 
 // tokenHorizon is how long a token taken in a batch may wait for its
 // start; a batch is about this long's worth of the broker's recent starts
@@ -72,6 +81,9 @@ type placeQueue struct {
 	spares []spare
 	busy   bool
 	timer  *time.Timer // writes gives within releaseDelay
+	// long: timer is set for spareHold (only roomy spares wait); a place
+	// given back meanwhile sets it for releaseDelay.
+	long bool
 }
 
 // spare is a place given back at its attempt's verdict that this broker
@@ -238,12 +250,21 @@ func (p *placeQueues) handOffLocked(key string, q *placeQueue) {
 // armLocked sets the timer that writes key's places given back, if some
 // wait and no write will carry them.
 func (p *placeQueues) armLocked(key string, q *placeQueue) {
-	if len(q.gives)+len(q.spares) == 0 || q.busy || q.timer != nil {
+	if len(q.gives)+len(q.spares) == 0 || q.busy {
 		return
 	}
-	delay := p.delay
+	delay, long := p.delay, false
 	if delay == 0 {
 		delay = releaseDelay
+		if len(q.gives) == 0 && p.roomyLocked(key, q) {
+			delay, long = spareHold, true
+		}
+	}
+	if q.timer != nil {
+		if !q.long || long {
+			return
+		}
+		q.timer.Stop() // a place given back waits releaseDelay at most
 	}
 	var t *time.Timer
 	t = time.AfterFunc(delay, func() {
@@ -254,7 +275,17 @@ func (p *placeQueues) armLocked(key string, q *placeQueue) {
 		p.mu.Unlock()
 		p.flush(key)
 	})
-	q.timer = t
+	q.timer, q.long = t, long
+}
+
+// roomyLocked says whether key, as this broker last wrote or read it,
+// holds at most half the limit its spares were taken under.
+func (p *placeQueues) roomyLocked(key string, q *placeQueue) bool {
+	if len(q.spares) == 0 || q.spares[0].limit <= 0 {
+		return false
+	}
+	n, known := p.b.stores.Slots.LastLeased(key, p.b.cfg.Now())
+	return known && 2*n <= q.spares[0].limit
 }
 
 // give gives back holder's place under key: with the next write on the

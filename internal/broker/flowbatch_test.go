@@ -76,6 +76,35 @@ func TestLimitedStartsCostFewerWritesThanJobs(t *testing.T) {
 	require.Less(t, writes(), int64(jobs*3/5), "fewer writes than 3/5 of the jobs (three a job, one by one; a place handed on costs none)")
 }
 
+// Jobs that come one at a time, a little apart (longer than releaseDelay),
+// under a key far from its limit, run on one place with no write after
+// the first: the spare waits spareHold for the next start, since holding a
+// place of a roomy key a little longer refuses no one. Before, each job
+// cost a write to give its place back and another to take one.
+func TestJobsALittleApartUnderARoomyKeyRunOnOnePlace(t *testing.T) {
+	t.Parallel()
+	b, tb := setup(t)
+	tb.declareFlow(t, "export", api.Flow{Concurrency: []api.ConcurrencyKey{{Key: "requester", Limit: 10}}})
+	first := tb.admitJob(t, "export", "4", "r-0", `{}`, 0)
+	a := tb.next(t, credA, "export", "w")
+	require.Equal(t, first.Key(), a.Key)
+	require.Nil(t, tb.ask(t, credA, "export", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token}}).Error)
+
+	writes := tb.env.CountWrites(t, natsjs.BucketSlots)
+	const jobs = 5
+	for i := 1; i <= jobs; i++ {
+		time.Sleep(3 * releaseDelay) // the next job arrives a little later
+		j := tb.admitJob(t, "export", "4", fmt.Sprintf("r-%d", i), `{}`, 0)
+		a := tb.next(t, credA, "export", "w")
+		require.Equal(t, j.Key(), a.Key)
+		require.Nil(t, tb.ask(t, credA, "export", wire.OpDone, wire.DoneRequest{Held: wire.Held{Key: a.Key, Token: a.Token}}).Error)
+	}
+	require.Zero(t, writes(), "%d jobs ran on the first one's place", jobs)
+	require.Equal(t, 1, b.places.waitingGives(), "the last one's place waits as a spare")
+	k := job.ConcurrencyKeyOf("export", api.ConcurrencyKey{Key: "requester", Limit: 10}, tb.record(t, first.Key()))
+	requirePlacesGivenBack(t, tb, k.Key, "the last job")
+}
+
 // A place given back at its attempt's verdict waits, in its broker, as a
 // spare: the next job of the key takes it over with no write at all (its
 // record names the place, the key's one place), and nobody who later

@@ -146,6 +146,16 @@ func (s *SlotStore) Apply(ctx context.Context, key string, now time.Time, ops []
 	})
 }
 
+// LastLeased counts the live places under key as this process last wrote
+// or read the entry, without a read (false: it knows none).
+func (s *SlotStore) LastLeased(key string, now time.Time) (int, bool) {
+	v, _, known := s.last.get(key)
+	if !known {
+		return 0, false
+	}
+	return len(liveLeases(v, now)), true
+}
+
 // Leased counts the live places taken under key.
 func (s *SlotStore) Leased(ctx context.Context, key string, now time.Time) (int, error) {
 	e, _, err := s.readLeases(ctx, key, now)
