@@ -95,13 +95,10 @@ func TestTheClaimsEventFollowsTheEventTheWorkNames(t *testing.T) {
 	// A takeover's claim does not trust the work's event (stale by then):
 	// a publish against it, refused by JetStream, would still reach the
 	// job's plain subscribers, one change announced twice.
-	seen := map[string]int{}
-	var mu sync.Mutex
-	sub, err := watch.NC.Subscribe(natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID), func(m *nats.Msg) {
-		mu.Lock()
-		seen[m.Header.Get(jetstream.MsgIDHeader)]++
-		mu.Unlock()
-	})
+	// A synchronous subscription: after a flush, every message the server
+	// sent before it waits in the subscription (an asynchronous handler
+	// may not have run yet: CI).
+	sub, err := watch.NC.SubscribeSync(natsjs.EventSubject(rec.Tenant, rec.Requester, rec.ID))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	require.NoError(t, watch.NC.Flush())
@@ -112,8 +109,15 @@ func TestTheClaimsEventFollowsTheEventTheWorkNames(t *testing.T) {
 		return err == nil && info.State.Msgs == 3
 	}, 10*time.Second, 10*time.Millisecond, "the takeover's event stored")
 	require.NoError(t, watch.NC.Flush())
-	mu.Lock()
-	defer mu.Unlock()
+	seen := map[string]int{}
+	for {
+		m, err := sub.NextMsg(20 * time.Millisecond)
+		if err != nil {
+			require.ErrorIs(t, err, nats.ErrTimeout)
+			break
+		}
+		seen[m.Header.Get(jetstream.MsgIDHeader)]++
+	}
 	require.Len(t, seen, 1, "one event published: %v", seen)
 	for id, n := range seen {
 		require.Equal(t, 1, n, "event %s reached subscribers %d times", id, n)
