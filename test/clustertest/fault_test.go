@@ -140,7 +140,10 @@ func TestNodeLossUnderLoad(t *testing.T) {
 	require.Len(t, renders, total)
 	d.requireObjects(t, recs)
 
-	notices := d.waitNotices(t, total, 30*time.Second)
+	// A notice whose retry (a nak) was lost with the notifier's node comes
+	// back after the delivery consumer's ack wait (notifier.Config.AckWait,
+	// 30 s): delayed by the outage, not lost (seen in CI: 58 of 60 in 30 s).
+	notices := d.waitNotices(t, total, 60*time.Second)
 	for id, n := range notices {
 		require.Equalf(t, 1, n, "notice %s sent %d times", id, n)
 	}
