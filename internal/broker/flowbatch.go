@@ -35,9 +35,10 @@ import (
 //     is given back like any place; within spareHold while the key, as
 //     this broker last wrote it, holds at most half its limit (a roomy
 //     key: a place held a little longer refuses no one, and at a steady
-//     rate the next start under the key mostly comes within it). A chain of starts so runs on one place
-//     for SlotTTL-leaseWindow after its last write; the next start then
-//     takes a place afresh, in one write with the old one's give-back.
+//     rate the next start under the key mostly comes within it). A chain
+//     of starts so runs on one place for SlotTTL-leaseWindow after its
+//     last write; the next start then takes a place afresh, in one write
+//     with the old one's give-back.
 //   - A rate bucket's tokens are taken a few at a time (tokenBatches):
 //     about tokenHorizon's worth of this broker's recent starts under the
 //     key, in one write, handed out here; a token not used within
