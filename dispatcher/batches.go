@@ -127,14 +127,7 @@ func (r *BatchRelay) start(startCtx, runCtx context.Context) error {
 				return
 			}
 			if err != nil {
-				r.log.Warn("batch relay pull failed", "err", err)
-				if errors.Is(err, natsjs.ErrPullSilent) {
-					continue // the iterator asks the server again
-				}
-				select {
-				case <-runCtx.Done():
-				case <-time.After(time.Second):
-				}
+				pullFailed(runCtx, r.log, "batch relay", r.feed, err)
 				continue
 			}
 			lane <- c

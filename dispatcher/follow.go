@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"log/slog"
 	"time"
 
 	"github.com/jobgate/jobgate/internal/natsjs"
@@ -48,19 +49,27 @@ func (d *Dispatcher) follow(ctx context.Context, name string, changes *natsjs.Ch
 				if errors.Is(err, natsjs.ErrFeedStopped) {
 					return
 				}
-				sctx, cancel := context.WithTimeout(ctx, time.Second)
-				d.log.Warn(name+" pull failed", append([]any{"err", err}, changes.State(sctx)...)...)
-				cancel()
-				if errors.Is(err, natsjs.ErrPullSilent) {
-					continue // the iterator asks the server again; every change waits on it
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
+				pullFailed(ctx, d.log, name, changes, err)
 				continue
 			}
 			lanes[maphash.String(seed, key(c.Subject()))%uint64(len(lanes))] <- c
 		}
 	})
+}
+
+// pullFailed logs a failed pull of a change log with where its consumer
+// stood, and waits before the next: not at all after a silent pull (the
+// iterator asks the server again, and every change waits on it), else a
+// second, or until ctx ends.
+func pullFailed(ctx context.Context, log *slog.Logger, name string, changes *natsjs.ChangeLog, err error) {
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	log.Warn(name+" pull failed", append([]any{"err", err}, changes.State(sctx)...)...)
+	cancel()
+	if errors.Is(err, natsjs.ErrPullSilent) {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
 }
